@@ -1,0 +1,1 @@
+"""Benchmark scenarios, baselines, reports and plots for edit-coordinator."""

@@ -1,0 +1,53 @@
+"""`edit-coordinator` command line: a thin adapter. Each subcommand lives in its own module, which exposes
+`register(subparsers)`; the handler it sets (`func`) takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules that contribute subcommands, in the order they appear in --help.
+COMMAND_MODULES = (
+    "coordinator.cmd_demo",
+    "worker.stress",
+    "benchmarks.cli",
+    "coordinator.server",
+    "coordinator.mcp_server",
+    "coordinator.cmd_history",
+    "coordinator.cmd_redis",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edit-coordinator",
+        description="Safe Read / Write / Edit for fleets of parallel coding agents on one repository.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # that part is not installed in this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""File system access: paths confined to the root, safe opens, atomic replace.
+
+Invariants enforced here:
+- Nothing outside the root: a path is resolved (symlinks included) and must land inside the root; the
+  folder is then opened and its real location checked through the descriptor, and every later operation
+  is relative to that descriptor, so swapping a folder for a symlink after the check cannot redirect a write.
+- Never block on a FIFO or device: the file type is checked before opening, the open is non-blocking and
+  refuses symlinks, and the type is checked again on the descriptor.
+- No torn file: new content goes to a temporary file that is then renamed over the target with
+  `os.replace`; a reader, or a crash at any instant, sees the old content or the new.
+- No temporary files in the repository: temporaries live in the state folder (same file system, so the
+  rename stays atomic); only where the state folder is on another file system does one go next to the target.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CoordinatorError, ErrorCode
+
+MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255
+STATE_DIR_NAME = ".edit-coordinator"
+
+_tmp_counter = itertools.count()
+_tmp_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """A path inside the root. `key` (POSIX, relative to the root) names it in locks, Redis and history."""
+
+    key: str
+    abs: str
+    parent: str
+    name: str
+    shown: str  # the path as the caller gave it, for messages
+
+
+def validate_path_argument(path: object) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "file_path must be a string path.")
+    p = os.fspath(path)
+    if isinstance(p, bytes):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "file_path must be text, not bytes.")
+    if not p.strip():
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "file_path is empty; give a path inside the root.")
+    if "\x00" in p:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "file_path contains a NUL byte; remove it.")
+    if len(p) > MAX_PATH_CHARS:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, f"file_path is longer than {MAX_PATH_CHARS} characters."
+        )
+    if "\\" in p:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"file_path {p!r} contains a backslash; use forward slashes (/) to separate folders.",
+        )
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, "file_path is not valid Unicode text (lone surrogates)."
+        ) from None
+    for part in p.split("/"):
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT, f"A path component is longer than {MAX_NAME_BYTES} bytes."
+            )
+    return p
+
+
+def resolve(root: str, path: object) -> ResolvedPath:
+    """Resolve `path` (relative to `root`, or absolute inside it) to its real location inside the root."""
+    shown = validate_path_argument(path)
+    joined = shown if os.path.isabs(shown) else os.path.join(root, shown)
+    real = os.path.realpath(joined)
+    if not _inside(real, root) or real == root:
+        if real == root:
+            raise CoordinatorError(
+                ErrorCode.IS_DIRECTORY, f"{shown!r} is the root folder itself, not a file."
+            )
+        raise CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"{shown!r} resolves to {real!r}, which is outside the repository root {root!r}"
+            + (" (through a symlink)" if os.path.abspath(joined) != real else "")
+            + ". Only files inside the root can be read or changed; use a path inside it.",
+            resolved=real,
+        )
+    key = os.path.relpath(real, root).replace(os.sep, "/")
+    if key == STATE_DIR_NAME or key.startswith(STATE_DIR_NAME + "/"):
+        raise CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"{shown!r} is inside the coordinator's own state folder ({STATE_DIR_NAME}/), which agents "
+            "may not read or change. Use the history and undo tools instead.",
+        )
+    parent, name = os.path.split(real)
+    return ResolvedPath(key=key, abs=real, parent=parent, name=name, shown=shown)
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
+def open_parent(rp: ResolvedPath, root: str, create: bool = False) -> int:
+    """Open the folder that holds `rp` and prove, through the descriptor, that it is inside the root.
+
+    With `create`, missing folders are made first (each one checked to be inside the root).
+    Returns a directory descriptor, or raises FILE_NOT_FOUND when the folder is missing.
+    """
+    if create and not os.path.isdir(rp.parent):
+        _make_dirs(rp, root)
+    try:
+        dfd = os.open(rp.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise CoordinatorError(
+            ErrorCode.FILE_NOT_FOUND, f"The folder of {rp.shown!r} does not exist.", path=rp.key
+        ) from None
+    except NotADirectoryError:
+        raise CoordinatorError(
+            ErrorCode.FILE_NOT_FOUND,
+            f"{os.path.dirname(rp.shown)!r} is a file, not a folder, so {rp.shown!r} cannot exist.",
+            path=rp.key,
+        ) from None
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    try:
+        actual = os.readlink(f"/proc/self/fd/{dfd}")
+    except OSError:
+        actual = os.path.realpath(rp.parent)
+    if not _inside(actual, root):
+        os.close(dfd)
+        raise CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"The folder of {rp.shown!r} was replaced by a link leading outside the root while it was being "
+            "opened; nothing was read or written.",
+        )
+    return dfd
+
+
+def _make_dirs(rp: ResolvedPath, root: str) -> None:
+    missing: list[str] = []
+    cur = rp.parent
+    while not os.path.exists(cur):
+        missing.append(cur)
+        cur = os.path.dirname(cur)
+    if not _inside(os.path.realpath(cur), root):
+        raise CoordinatorError(ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root.")
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o777)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise os_error(exc, rp) from exc
+        if not _inside(os.path.realpath(d), root):
+            raise CoordinatorError(
+                ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root."
+            )
+
+
+def lstat_at(dfd: int, rp: ResolvedPath) -> os.stat_result | None:
+    try:
+        return os.stat(rp.name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+
+
+def check_regular(st: os.stat_result, rp: ResolvedPath, max_bytes: int) -> None:
+    """Refuse anything but a regular file within the size cap, before it is ever opened."""
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise CoordinatorError(
+            ErrorCode.IS_DIRECTORY,
+            f"{rp.shown!r} is a directory, not a file. List it with a shell command, or give a file path.",
+            path=rp.key,
+        )
+    if stat.S_ISLNK(mode):
+        raise CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"{rp.shown!r} was replaced by a symlink while it was being opened; nothing was read or written. "
+            "Try again.",
+            path=rp.key,
+        )
+    if not stat.S_ISREG(mode):
+        kind = (
+            "FIFO"
+            if stat.S_ISFIFO(mode)
+            else "socket"
+            if stat.S_ISSOCK(mode)
+            else "device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "special file"
+        )
+        raise CoordinatorError(
+            ErrorCode.SPECIAL_FILE,
+            f"{rp.shown!r} is a {kind}, not a regular file; it cannot be read or edited with this tool.",
+            path=rp.key,
+        )
+    if st.st_size > max_bytes:
+        raise CoordinatorError(
+            ErrorCode.TOO_LARGE,
+            f"{rp.shown!r} is {st.st_size} bytes, over the limit of {max_bytes} bytes for any file; "
+            "it cannot be read or edited with this tool.",
+            path=rp.key,
+            size=st.st_size,
+            limit=max_bytes,
+        )
+
+
+def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_result] | None:
+    """Read a regular file relative to `dfd`. None if it does not exist. Never blocks on special files."""
+    st = lstat_at(dfd, rp)
+    if st is None:
+        return None
+    check_regular(st, rp, max_bytes)
+    try:
+        fd = os.open(rp.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            check_regular(os.stat(rp.name, dir_fd=dfd, follow_symlinks=False), rp, max_bytes)
+        raise os_error(exc, rp) from exc
+    try:
+        st = os.fstat(fd)
+        check_regular(st, rp, max_bytes)
+        chunks: list[bytes] = []
+        want = st.st_size + 1
+        total = 0
+        while True:
+            chunk = os.read(fd, max(want, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise CoordinatorError(
+                    ErrorCode.TOO_LARGE,
+                    f"{rp.shown!r} grew past the limit of {max_bytes} bytes while it was read.",
+                    path=rp.key,
+                )
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    finally:
+        os.close(fd)
+    return data, st
+
+
+def _temp_name(name: str) -> str:
+    with _tmp_lock:
+        n = next(_tmp_counter)
+    return f".{name[:100]}.ec-{os.getpid()}-{n}.tmp"
+
+
+def atomic_replace(
+    dfd: int,
+    rp: ResolvedPath,
+    data: bytes,
+    mode: int,
+    fsync: bool,
+    tmp_dfd: int | None = None,
+    owner: tuple[int, int] | None = None,
+) -> os.stat_result:
+    """Write `data` to a temporary file, then rename it over `rp` (atomic). Returns the new file's stat.
+
+    The temporary lives in `tmp_dfd` (the state folder) when given and on the same file system; the caller
+    passes None to put it next to the target. On any error the temporary is removed and the target is as it
+    was.
+    """
+    where = tmp_dfd if tmp_dfd is not None else dfd
+    tmp = _temp_name(rp.name)
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=where
+        )
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            if owner is not None:
+                try:
+                    os.fchown(fd, owner[0], owner[1])
+                except PermissionError:
+                    pass
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, rp.name, src_dir_fd=where, dst_dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.EXDEV and tmp_dfd is not None:
+                os.unlink(tmp, dir_fd=where)
+                return atomic_replace(dfd, rp, data, mode, fsync, None, owner)
+            raise
+        if fsync:
+            os.fsync(dfd)
+        return os.stat(rp.name, dir_fd=dfd, follow_symlinks=False)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp, dir_fd=where)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise os_error(exc, rp) from exc
+        raise
+
+
+def remove_at(dfd: int, rp: ResolvedPath, fsync: bool) -> None:
+    try:
+        os.unlink(rp.name, dir_fd=dfd)
+        if fsync:
+            os.fsync(dfd)
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+
+
+def os_error(exc: OSError, rp: ResolvedPath) -> CoordinatorError:
+    """Map an OS error to a coded refusal with advice. Nothing has been written when this is raised."""
+    e = exc.errno
+    where = rp.shown
+    if e in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = "the file system is read-only" if e == errno.EROFS else "permission denied"
+        return CoordinatorError(
+            ErrorCode.PERMISSION_DENIED,
+            f"The operating system refused access to {where!r} ({what}); nothing was written. "
+            "Check the file's and its folder's permissions, or choose another file.",
+            path=rp.key,
+        )
+    if e in (errno.ENOSPC, errno.EDQUOT):
+        return CoordinatorError(
+            ErrorCode.IO_ERROR,
+            f"The disk is full while writing {where!r}; nothing was written and the file is unchanged. "
+            "Free some space, then try again.",
+            path=rp.key,
+        )
+    if e == errno.EISDIR:
+        return CoordinatorError(ErrorCode.IS_DIRECTORY, f"{where!r} is a directory, not a file.", path=rp.key)
+    if e == errno.ENAMETOOLONG:
+        return CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{where!r} is too long a path.", path=rp.key)
+    if e == errno.ELOOP:
+        return CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"{where!r} became a symlink while it was being opened; nothing was read or written. Try again.",
+            path=rp.key,
+        )
+    return CoordinatorError(
+        ErrorCode.IO_ERROR,
+        f"Input/output error on {where!r}: {exc.strerror or exc}; nothing was written. Try again.",
+        path=rp.key,
+    )
+
+
+def clean_stale_temps(tmp_dir: Path) -> int:
+    """Remove temporaries left by processes that died mid-write. Returns how many were removed."""
+    removed = 0
+    try:
+        names = os.listdir(tmp_dir)
+    except OSError:
+        return 0
+    for n in names:
+        if ".ec-" not in n or not n.endswith(".tmp"):
+            continue
+        try:
+            pid = int(n.rsplit(".ec-", 1)[1].split("-", 1)[0])
+        except (ValueError, IndexError):
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        try:
+            os.unlink(tmp_dir / n)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,171 @@
+"""Per-path OS locks: one lock file per path under the state dir, never the data file, never deleted.
+
+Why not filelock's `FileLock` here: its acquisition polls with `LOCK_NB` every `poll_interval` (50 ms by
+default), so under contention the hand-off from one holder to the next waits for the next poll, and the tail
+latency of a hot file is set by the poll interval rather than by the work done under the lock. We block in
+the kernel instead (`flock(LOCK_EX)`), which wakes a waiter the moment the holder releases.
+
+A blocking `flock` has no timeout. When a timeout is asked for and the lock is contended, the blocking call
+runs in a short-lived waiter thread (it releases the GIL) while the caller waits on an event with the
+timeout. Each acquisition opens its own file description, so:
+- two threads of one process exclude each other exactly as two processes do (flock locks belong to the
+  open file description, not to the process);
+- a waiter abandoned after a timeout that later gets the lock simply closes its own descriptor, which
+  releases the lock; it can never release a lock somebody else holds.
+
+A process killed while holding a lock loses its descriptors, and the kernel releases the lock at once: no
+lease, no stale lock to break.
+
+filelock is still used where polling is harmless: the one-off start of the embedded Redis server.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import xxhash
+
+from .errors import CoordinatorError, ErrorCode
+
+
+def lock_name(key: str) -> str:
+    """The lock file name for a path key: a hash, so any path maps to a short, safe file name."""
+    return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape")) + ".lock"
+
+
+@dataclass
+class HeldLock:
+    """A lock being held. `wait_s` is how long the acquisition waited; `release()` is idempotent."""
+
+    key: str
+    fd: int
+    wait_s: float
+    acquired_at: float = field(default_factory=time.perf_counter)
+    _released: bool = False
+
+    def release(self) -> float:
+        """Release the lock and return how long it was held, in seconds."""
+        if self._released:
+            return 0.0
+        self._released = True
+        held = time.perf_counter() - self.acquired_at
+        # Closing the descriptor releases the flock; no explicit LOCK_UN needed (and none could be wrong).
+        os.close(self.fd)
+        return held
+
+    def __enter__(self) -> HeldLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _Waiter:
+    """Blocks in flock on its own descriptor; hands it over, or closes it if the caller gave up."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.done = threading.Event()
+        self.error: OSError | None = None
+        self._mutex = threading.Lock()
+        self._abandoned = False
+        self._finished = False
+
+    def run(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            self.error = exc
+        with self._mutex:
+            self._finished = True
+            if self._abandoned:
+                os.close(self.fd)
+        self.done.set()
+
+    def abandon(self) -> bool:
+        """Give up waiting. True if the wait had already ended (the caller then owns the descriptor)."""
+        with self._mutex:
+            if self._finished:
+                return True
+            self._abandoned = True
+            return False
+
+
+class LockManager:
+    """Hands out per-path exclusive locks backed by lock files in `lock_dir`."""
+
+    def __init__(self, lock_dir: Path, timeout: float = 10.0) -> None:
+        self.lock_dir = Path(lock_dir)
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+
+    def path_for(self, key: str) -> Path:
+        return self.lock_dir / lock_name(key)
+
+    def _open(self, key: str) -> int:
+        path = self.path_for(key)
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except FileNotFoundError:
+            self.lock_dir.mkdir(parents=True, exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+    def acquire(self, key: str, timeout: float | None = -1.0) -> HeldLock:
+        """Take the exclusive lock for `key`.
+
+        timeout: seconds to wait; None waits forever; a negative value means the manager's default.
+        Raises CoordinatorError(LOCK_TIMEOUT) when the wait runs out; nothing is held then.
+        """
+        if timeout is not None and timeout < 0:
+            timeout = self.timeout
+        start = time.perf_counter()
+        fd = self._open(key)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return HeldLock(key, fd, time.perf_counter() - start)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            os.close(fd)
+            raise _lock_os_error(key, exc) from exc
+        if timeout is None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                os.close(fd)
+                raise _lock_os_error(key, exc) from exc
+            return HeldLock(key, fd, time.perf_counter() - start)
+        waiter = _Waiter(fd)
+        threading.Thread(target=waiter.run, name="ec-lock-wait", daemon=True).start()
+        if waiter.done.wait(timeout) or waiter.abandon():
+            if waiter.error is not None:
+                os.close(fd)
+                raise _lock_os_error(key, waiter.error)
+            return HeldLock(key, fd, time.perf_counter() - start)
+        raise CoordinatorError(
+            ErrorCode.LOCK_TIMEOUT,
+            f"Another session has held the lock on {key!r} for more than {timeout:g} s, so nothing was "
+            "written. Try the same call again in a moment; if it keeps failing, another process may be "
+            "stuck while editing this file.",
+            path=key,
+            timeout_s=timeout,
+        )
+
+
+def _lock_os_error(key: str, exc: OSError) -> CoordinatorError:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        code = ErrorCode.PERMISSION_DENIED
+    else:
+        code = ErrorCode.IO_ERROR
+    return CoordinatorError(
+        code,
+        f"Could not lock {key!r} ({exc.strerror}); nothing was written. Check the state folder's "
+        "permissions and free space, then try again.",
+        path=key,
+    )

@@ -1,0 +1,163 @@
+"""Read state in Redis: what each session last saw of each file.
+
+Redis holds coordination state that is safe to lose: a session whose read state is gone reads again. It
+never decides alone whether a write is safe; the engine decides that against the bytes on disk, under the
+file lock. Any Redis error becomes `state_unavailable` so that callers fail closed.
+
+Key schema (every key of one path shares the `{...}` hash tag, so one operation's keys share a cluster slot):
+    ec:{<ns>:<path hash>}:rs:<session>   packed ReadState, with a TTL (default 24 h)
+    ec:{<ns>:<path hash>}:meta           hash: version, writer, time, path
+    ec:{<ns>}:sessions                   sorted set: session id -> last activity (unix time)
+`ns` names the repository (a hash of its real root path unless given), so one Redis serves many roots.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+import xxhash
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .errors import CoordinatorError, ErrorCode
+
+T = TypeVar("T")
+
+# hash (16 bytes) | mtime_ns | size | offset | limit | time | kind
+_PACK = struct.Struct("<16sqqiidc")
+KIND_READ = b"r"
+KIND_WRITE = b"w"
+
+
+@dataclass(frozen=True)
+class ReadState:
+    """What a session last saw of a file: the hash of the whole file decides; the rest informs."""
+
+    hash: str  # XXH3-128, hex
+    mtime_ns: int
+    size: int
+    offset: int  # 0: from the start (no offset given)
+    limit: int  # 0: no limit given
+    time: float
+    kind: bytes = KIND_READ  # b"r" after a read, b"w" after this session's own write
+
+    def pack(self) -> bytes:
+        return _PACK.pack(
+            bytes.fromhex(self.hash), self.mtime_ns, self.size, self.offset, self.limit, self.time, self.kind
+        )
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> ReadState:
+        h, mtime_ns, size, offset, limit, t, kind = _PACK.unpack(raw)
+        return cls(h.hex(), mtime_ns, size, offset, limit, t, kind)
+
+
+def path_hash(key: str) -> str:
+    return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogateescape"))
+
+
+def connect(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A client with short timeouts and a single immediate reconnect attempt (a restarted server is found
+    again at once; a dead one is reported within `timeout`, not after a long back-off)."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=min(timeout, 1.0),
+        retry=Retry(NoBackoff(), 1),
+        health_check_interval=0,
+    )
+
+
+class StateStore:
+    """Read state, versions and the session registry for one repository namespace."""
+
+    def __init__(self, client: redis.Redis, namespace: str, ttl_s: int = 86400) -> None:
+        self.r = client
+        self.ns = namespace
+        self.ttl_s = ttl_s
+        self.sessions_key = f"ec:{{{namespace}}}:sessions"
+
+    # -- keys ---------------------------------------------------------------------------------------------
+    def _tag(self, key: str) -> str:
+        return f"ec:{{{self.ns}:{path_hash(key)}}}"
+
+    def rs_key(self, session: str, key: str) -> str:
+        return f"{self._tag(key)}:rs:{session}"
+
+    def meta_key(self, key: str) -> str:
+        return f"{self._tag(key)}:meta"
+
+    # -- calls --------------------------------------------------------------------------------------------
+    def _call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except redis.RedisError as exc:
+            raise CoordinatorError(
+                ErrorCode.STATE_UNAVAILABLE,
+                "The coordination state (Redis) could not be reached, so nothing was read or written "
+                f"({type(exc).__name__}: {exc}). Wait a moment and try again; after it is back, read the "
+                "file again before editing.",
+            ) from exc
+
+    def ping(self) -> bool:
+        return bool(self._call(self.r.ping))
+
+    def get(self, session: str, key: str) -> ReadState | None:
+        raw = self._call(lambda: self.r.get(self.rs_key(session, key)))
+        return _unpack(raw)
+
+    def record_read(self, session: str, key: str, rs: ReadState) -> ReadState | None:
+        """Store `rs` and return the previous read state, in one round trip (SET ... GET)."""
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s, get=True)
+            pipe.zadd(self.sessions_key, {session: rs.time})
+            return pipe.execute()
+
+        return _unpack(self._call(go)[0])
+
+    def record_write(self, session: str, key: str, rs: ReadState, version: int, op: str) -> None:
+        """After a write: the writer's read state becomes the new content; the path's version moves on."""
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
+            pipe.hset(
+                self.meta_key(key),
+                mapping={"version": version, "writer": session, "time": rs.time, "op": op, "path": key},
+            )
+            pipe.zadd(self.sessions_key, {session: rs.time})
+            return pipe.execute()
+
+        self._call(go)
+
+    def forget(self, session: str, key: str) -> None:
+        self._call(lambda: self.r.delete(self.rs_key(session, key)))
+
+    def meta(self, key: str) -> dict[str, str]:
+        raw = self._call(lambda: self.r.hgetall(self.meta_key(key)))
+        return {_s(k): _s(v) for k, v in raw.items()}
+
+    def sessions(self, since_s: float | None = None) -> list[tuple[str, float]]:
+        lo = "-inf" if since_s is None else time.time() - since_s
+        raw = self._call(lambda: self.r.zrangebyscore(self.sessions_key, lo, "+inf", withscores=True))
+        return [(_s(m), float(score)) for m, score in raw]
+
+
+def _unpack(raw: Any) -> ReadState | None:
+    if raw is None:
+        return None
+    try:
+        return ReadState.unpack(raw)
+    except struct.error:
+        return None  # unknown format: treat as never read (fails towards not_read, the safe side)
+
+
+def _s(v: Any) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)

@@ -1,0 +1,141 @@
+"""Bytes <-> text for the files the coordinator edits: encodings, BOMs, binary detection. No file I/O.
+
+The invariant this module exists for: ``encode_text(d.text, d.encoding) == data`` for every ``data`` that
+`decode_bytes` accepts, with ``d = decode_bytes(data)``. Decoding is strict (no replacement characters, no
+surrogate escapes), which is what makes the round trip exact: an edit changes only the bytes it replaces.
+
+Supported: UTF-8, UTF-8 with BOM, UTF-16 LE/BE with BOM. UTF-16 without a BOM is not guessed (its NUL bytes
+make it look binary); UTF-32 is refused outright.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from enum import Enum
+
+from coordinator.errors import CoordinatorError, ErrorCode
+
+BINARY_SNIFF_BYTES = 8192
+# More than this share of control bytes in the sniffed prefix means binary.
+BINARY_CONTROL_RATIO = 0.10
+
+# C0 controls that do not occur in text: everything below 0x20 except \t \n \v \f \r (0x09-0x0D) and
+# ESC (0x1B, ANSI colour codes in logs). NUL alone is enough to call a file binary.
+_CONTROL_BYTES = frozenset(range(0x00, 0x09)) | (frozenset(range(0x0E, 0x20)) - {0x1B})
+
+_SUPPORTED = "UTF-8, UTF-8 with BOM, and UTF-16 (LE or BE) with BOM"
+
+
+class Encoding(str, Enum):
+    """How a file's bytes map to its text. The BOM, when the encoding has one, is part of the encoding:
+    it is stripped from the text and written back by `encode_text`."""
+
+    UTF8 = "utf-8"
+    UTF8_BOM = "utf-8-sig"
+    UTF16_LE = "utf-16-le"
+    UTF16_BE = "utf-16-be"
+
+
+_BOMS: dict[Encoding, bytes] = {
+    Encoding.UTF8: b"",
+    Encoding.UTF8_BOM: codecs.BOM_UTF8,
+    Encoding.UTF16_LE: codecs.BOM_UTF16_LE,
+    Encoding.UTF16_BE: codecs.BOM_UTF16_BE,
+}
+# The codec for the text after the BOM ("utf-8", not "utf-8-sig": the BOM is handled here, exactly once).
+_CODECS: dict[Encoding, str] = {
+    Encoding.UTF8: "utf-8",
+    Encoding.UTF8_BOM: "utf-8",
+    Encoding.UTF16_LE: "utf-16-le",
+    Encoding.UTF16_BE: "utf-16-be",
+}
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: Encoding
+
+
+def _has_utf32_bom(data: bytes) -> bool:
+    # Checked before UTF-16: the UTF-32 LE BOM starts with the UTF-16 LE one.
+    return data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE))
+
+
+def _utf16_encoding(data: bytes) -> Encoding | None:
+    if _has_utf32_bom(data):
+        return None
+    if data.startswith(codecs.BOM_UTF16_LE):
+        return Encoding.UTF16_LE
+    if data.startswith(codecs.BOM_UTF16_BE):
+        return Encoding.UTF16_BE
+    return None
+
+
+def looks_binary(data: bytes) -> bool:
+    """True if ``data`` is not text this module can edit: a NUL byte, or more than 10% control bytes
+    (0x00-0x08, 0x0E-0x1F except ESC), in the first 8 KiB. Data with a UTF-16 BOM is judged by decoding,
+    not by this heuristic, and is never called binary here."""
+    if _utf16_encoding(data) is not None:
+        return False
+    sample = data[:BINARY_SNIFF_BYTES]
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    controls = sum(1 for byte in sample if byte in _CONTROL_BYTES)
+    return controls > BINARY_CONTROL_RATIO * len(sample)
+
+
+def decode_bytes(data: bytes) -> Decoded:
+    """Decode a file's bytes strictly, sniffing the BOM. Refuses binary data (BINARY_FILE) and anything
+    that is not valid in a supported encoding (UNSUPPORTED_ENCODING)."""
+    data = bytes(data)
+    if _has_utf32_bom(data):
+        raise CoordinatorError(
+            ErrorCode.UNSUPPORTED_ENCODING,
+            f"The file starts with a UTF-32 byte order mark; supported are {_SUPPORTED}. "
+            "Convert the file to UTF-8 with another tool, or leave it alone.",
+            encoding="utf-32",
+        )
+    encoding = _utf16_encoding(data)
+    if encoding is None:
+        if looks_binary(data):
+            raise CoordinatorError(
+                ErrorCode.BINARY_FILE,
+                "The file appears to be binary (NUL or many control bytes near its start); this tool edits "
+                "text only. Leave the file alone, or change it with a tool made for its format.",
+            )
+        encoding = Encoding.UTF8_BOM if data.startswith(codecs.BOM_UTF8) else Encoding.UTF8
+    bom = _BOMS[encoding]
+    try:
+        text = data[len(bom) :].decode(_CODECS[encoding])
+    except UnicodeDecodeError as exc:
+        where = exc.start + len(bom)
+        raise CoordinatorError(
+            ErrorCode.UNSUPPORTED_ENCODING,
+            f"The file is not valid {encoding.value} (bad byte sequence at byte offset {where}: "
+            f"{exc.reason}); supported are {_SUPPORTED}. Convert the file or leave it alone.",
+            encoding=encoding.value,
+            byte_offset=where,
+        ) from exc
+    return Decoded(text, encoding)
+
+
+def encode_text(text: str, encoding: Encoding) -> bytes:
+    """The exact inverse of `decode_bytes`: the BOM of ``encoding`` (if any), then the strictly encoded
+    text. Text that cannot be encoded (lone surrogates) is refused with INVALID_ARGUMENT."""
+    encoding = Encoding(encoding)
+    try:
+        body = text.encode(_CODECS[encoding])
+    except UnicodeEncodeError as exc:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"The text cannot be written as {encoding.value}: character {exc.object[exc.start]!r} at "
+            f"index {exc.start} ({exc.reason}), usually a lone surrogate. Remove or replace that character "
+            "and try again.",
+            encoding=encoding.value,
+            char_offset=exc.start,
+        ) from exc
+    return _BOMS[encoding] + body
