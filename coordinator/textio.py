@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from coordinator.errors import CoordinatorError, ErrorCode
 
@@ -27,7 +27,7 @@ _CONTROL_BYTES = frozenset(range(0x00, 0x09)) | (frozenset(range(0x0E, 0x20)) - 
 _SUPPORTED = "UTF-8, UTF-8 with BOM, and UTF-16 (LE or BE) with BOM"
 
 
-class Encoding(str, Enum):
+class Encoding(StrEnum):
     """How a file's bytes map to its text. The BOM, when the encoding has one, is part of the encoding:
     it is stripped from the text and written back by `encode_text`."""
 

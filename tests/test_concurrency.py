@@ -1,0 +1,148 @@
+"""Many real OS processes on one file, with a real (embedded) Redis server."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+from tests.conftest import touch_later
+
+WORKERS = 8
+INCREMENTS = 40
+
+
+def _slot_file(n: int) -> str:
+    return "".join(f"slot {i}: 0\n" for i in range(n))
+
+
+def _coordinated_worker(root: str, idx: int, n: int, start: mp.synchronize.Event) -> tuple[int, int]:
+    """Increment this worker's own slot line n times; re-read and retry on stale. Returns (acked, stale)."""
+    acked = stale = 0
+    with Coordinator(root, durability="none") as coord:
+        s = coord.session(f"worker-{idx}")
+        start.wait()
+        content = s.read("counters.txt").content
+        while acked < n:
+            value = int(re.search(rf"^slot {idx}: (\d+)$", content, re.M).group(1))
+            try:
+                s.edit("counters.txt", f"slot {idx}: {value}\n", f"slot {idx}: {value + 1}\n")
+            except CoordinatorError as exc:
+                assert exc.code == ErrorCode.STALE, exc
+                stale += 1
+                content = s.read("counters.txt").content
+                continue
+            acked += 1
+            content = content.replace(f"slot {idx}: {value}\n", f"slot {idx}: {value + 1}\n")
+    return acked, stale
+
+
+def _unsafe_worker(root: str, idx: int, n: int, start: mp.synchronize.Event) -> tuple[int, int]:
+    """The same increments as plain read-modify-write: no lock, no check."""
+    path = Path(root) / "counters.txt"
+    acked = 0
+    start.wait()
+    while acked < n:
+        text = path.read_text()
+        m = re.search(rf"^slot {idx}: (\d+)$", text, re.M)
+        if m is None:  # a torn read (the file was being rewritten): try again
+            continue
+        value = int(m.group(1))
+        path.write_text(text.replace(f"slot {idx}: {value}\n", f"slot {idx}: {value + 1}\n"))
+        acked += 1
+    return acked, 0
+
+
+def _run_fleet(root: Path, worker) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    (root / "counters.txt").write_text(_slot_file(WORKERS))
+    ctx = mp.get_context("spawn")
+    start = ctx.Manager().Event()
+    with ctx.Pool(WORKERS) as pool:
+        results = [pool.apply_async(worker, (str(root), i, INCREMENTS, start)) for i in range(WORKERS)]
+        start.set()
+        out = [r.get(timeout=240) for r in results]
+    text = (root / "counters.txt").read_text()
+    final = {int(a): int(b) for a, b in re.findall(r"^slot (\d+): (\d+)$", text, re.M)}
+    return out, final
+
+
+def test_eight_processes_lose_no_update(real_redis_root):
+    ensure_embedded_redis(real_redis_root / ".edit-coordinator")
+    out, final = _run_fleet(real_redis_root, _coordinated_worker)
+    assert [acked for acked, _ in out] == [INCREMENTS] * WORKERS
+    # The oracle: every acknowledged increment is in the file, exactly.
+    assert final == dict.fromkeys(range(WORKERS), INCREMENTS)
+    assert sum(stale for _, stale in out) > 0, "the workers did contend"
+
+
+def test_without_coordinator_updates_are_lost(tmp_path):
+    """The oracle works: plain read-modify-write by the same fleet loses acknowledged increments."""
+    out, final = _run_fleet(tmp_path, _unsafe_worker)
+    acknowledged = sum(a for a, _ in out)
+    assert acknowledged == WORKERS * INCREMENTS
+    assert sum(final.values()) < acknowledged
+
+
+def test_outside_rewrite_is_stale_and_touch_is_not(real_redis_root):
+    f = real_redis_root / "app.py"
+    f.write_text("x = 1\ny = 2\n")
+    with Coordinator(real_redis_root) as coord:
+        s = coord.session("agent")
+        s.read("app.py")
+        subprocess.run(
+            [sys.executable, "-c", f"open({str(f)!r}, 'w').write('x = 10\\ny = 2\\n')"], check=True
+        )
+        with pytest.raises(CoordinatorError) as ei:
+            s.edit("app.py", "y = 2", "y = 3")
+        assert ei.value.code == ErrorCode.STALE
+        assert f.read_text() == "x = 10\ny = 2\n"
+        s.read("app.py")
+        subprocess.run(["touch", "-d", "+1 hour", str(f)], check=True)
+        touch_later(f)
+        s.edit("app.py", "y = 2", "y = 3")
+        assert f.read_text() == "x = 10\ny = 3\n"
+
+
+def test_redis_stopped_mid_run_fails_closed_then_recovers(real_redis_root):
+    state_dir = real_redis_root / ".edit-coordinator"
+    f = real_redis_root / "r.txt"
+    f.write_text("a\n")
+    with Coordinator(real_redis_root, redis_timeout=0.5) as coord:
+        s = coord.session("agent")
+        s.read("r.txt")
+        s.edit("r.txt", "a", "b")
+        assert stop_embedded_redis(state_dir)
+        for call in (lambda: s.edit("r.txt", "b", "c"), lambda: s.write("n.txt", "x"), lambda: s.read("r.txt")):
+            with pytest.raises(CoordinatorError) as ei:
+                call()
+            assert ei.value.code == ErrorCode.STATE_UNAVAILABLE
+            assert "try again" in ei.value.message.lower()
+        assert f.read_text() == "b\n" and not (real_redis_root / "n.txt").exists()
+        ensure_embedded_redis(state_dir)  # back, empty: read state was lost
+        with pytest.raises(CoordinatorError) as ei:
+            s.edit("r.txt", "b", "c")
+        assert ei.value.code == ErrorCode.NOT_READ
+        s.read("r.txt")
+        s.edit("r.txt", "b", "c")
+        assert f.read_text() == "c\n"
+
+
+def test_second_coordinator_finds_same_server_and_state(real_redis_root):
+    (real_redis_root / "s.txt").write_text("1\n")
+    with Coordinator(real_redis_root) as a:
+        a.session("agent").read("s.txt")
+        url = a.redis_url
+    code = (
+        "from coordinator import Coordinator\n"
+        f"c = Coordinator({str(real_redis_root)!r})\n"
+        f"assert c.redis_url == {url!r}, c.redis_url\n"
+        "c.session('agent').edit('s.txt', '1', '2')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert (real_redis_root / "s.txt").read_text() == "2\n"
