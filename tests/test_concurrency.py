@@ -118,7 +118,8 @@ def test_redis_stopped_mid_run_fails_closed_then_recovers(real_redis_root):
         s.read("r.txt")
         s.edit("r.txt", "a", "b")
         assert stop_embedded_redis(state_dir)
-        for call in (lambda: s.edit("r.txt", "b", "c"), lambda: s.write("n.txt", "x"), lambda: s.read("r.txt")):
+        calls = (lambda: s.edit("r.txt", "b", "c"), lambda: s.write("n.txt", "x"), lambda: s.read("r.txt"))
+        for call in calls:
             with pytest.raises(CoordinatorError) as ei:
                 call()
             assert ei.value.code == ErrorCode.STATE_UNAVAILABLE
