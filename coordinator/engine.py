@@ -376,8 +376,14 @@ class Coordinator:
                     )
                     new_digest = content_hash(plan.new_data)
                 first_line, last_line = _changed_lines(plan)
+                # The version counter lives in the lock file; the index tail is the fallback for a lock file
+                # that has none yet (new state folder). Counter first: a crash in between skips a number,
+                # never reuses one.
+                version = (held.read_counter() or self.history_store.last_version(rp.key)) + 1
+                held.write_counter(version)
                 entry = self.history_store.append(
                     rp.key,
+                    version,
                     session=session,
                     operation=operation,
                     before=cur.digest,

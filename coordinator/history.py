@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ class HistoryEntry:
     last_line: int
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(vars(self))  # flat fields only: cheaper than dataclasses.asdict on the write path
 
 
 class History:
@@ -58,12 +58,17 @@ class History:
         self.objects.mkdir(parents=True, exist_ok=True)
         self.index.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
+        self._objects_str = str(self.objects)
+        self._index_str = str(self.index)
 
     def object_path(self, digest: str) -> Path:
         return self.objects / digest[:2] / digest
 
-    def index_path(self, key: str) -> Path:
-        return self.index / (xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape")) + ".jsonl")
+    def _object_str(self, digest: str) -> str:
+        return f"{self._objects_str}/{digest[:2]}/{digest}"
+
+    def index_path(self, key: str) -> str:
+        return f"{self._index_str}/{xxhash.xxh3_128_hexdigest(key.encode('utf-8', 'surrogateescape'))}.jsonl"
 
     # -- objects ------------------------------------------------------------------------------------------
     def has(self, digest: str) -> bool:
@@ -71,10 +76,13 @@ class History:
 
     def store_preimage(self, dfd: int, name: str, digest: str, data: bytes) -> None:
         """Keep the current file (whose bytes are `data`, hash `digest`) before it is replaced."""
-        dest = self.object_path(digest)
-        if dest.exists():
+        dest = self._object_str(digest)
+        try:
+            os.stat(dest)
             return
-        dest.parent.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            pass
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
         try:
             os.link(name, dest, src_dir_fd=dfd, follow_symlinks=False)
             return
@@ -135,9 +143,9 @@ class History:
                 continue  # a torn last line (crash mid-append) is skipped
         return 0
 
-    def append(self, key: str, **fields: Any) -> HistoryEntry:
-        """Append the next version of `key`. Must be called under the path's lock."""
-        entry = HistoryEntry(version=self.last_version(key) + 1, time=time.time(), path=key, **fields)
+    def append(self, key: str, version: int, **fields: Any) -> HistoryEntry:
+        """Append `version` of `key`. Must be called under the path's lock."""
+        entry = HistoryEntry(version=version, time=time.time(), path=key, **fields)
         line = (json.dumps(entry.to_dict(), separators=(",", ":")) + "\n").encode()
         fd = os.open(self.index_path(key), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:

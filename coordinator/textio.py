@@ -23,6 +23,7 @@ BINARY_CONTROL_RATIO = 0.10
 # C0 controls that do not occur in text: everything below 0x20 except \t \n \v \f \r (0x09-0x0D) and
 # ESC (0x1B, ANSI colour codes in logs). NUL alone is enough to call a file binary.
 _CONTROL_BYTES = frozenset(range(0x00, 0x09)) | (frozenset(range(0x0E, 0x20)) - {0x1B})
+_CONTROL_DELETE = bytes(sorted(_CONTROL_BYTES))
 
 _SUPPORTED = "UTF-8, UTF-8 with BOM, and UTF-16 (LE or BE) with BOM"
 
@@ -84,7 +85,8 @@ def looks_binary(data: bytes) -> bool:
         return False
     if b"\x00" in sample:
         return True
-    controls = sum(1 for byte in sample if byte in _CONTROL_BYTES)
+    # Counted in C (bytes.translate deletes them), not byte by byte in Python: this runs on every edit.
+    controls = len(sample) - len(sample.translate(None, _CONTROL_DELETE))
     return controls > BINARY_CONTROL_RATIO * len(sample)
 
 
