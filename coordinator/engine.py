@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import redis
 
@@ -35,6 +36,8 @@ from .history import History, HistoryEntry, content_hash
 from .locks import LockManager
 from .state import KIND_READ, KIND_WRITE, ReadState, StateStore, connect, path_hash
 from .textio import Decoded, Encoding, decode_bytes, encode_text
+
+_T = TypeVar("_T")
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -91,6 +94,47 @@ class WriteResult:
 
 
 EditResult = WriteResult
+
+
+class _CachedViewRefused(Exception):
+    """The cached view of the session does not match the file: look again in Redis before refusing."""
+
+
+class _ViewCache:
+    """This process's copy of the read states it recorded itself: (session, path) -> ReadState.
+
+    It saves the Redis round trip before the lock on consecutive edits. It is never trusted to allow what
+    Redis would refuse on content grounds: the hash it holds is one this session really saw in this
+    process, and the decision is still made against the bytes on disk. Bounded; entries expire with the TTL.
+    """
+
+    MAX = 100_000
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._d: dict[tuple[str, str], ReadState] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session: str, key: str) -> ReadState | None:
+        rs = self._d.get((session, key))
+        if rs is not None and time.time() - rs.time > self.ttl_s:
+            self.drop(session, key)
+            return None
+        return rs
+
+    def put(self, session: str, key: str, rs: ReadState) -> None:
+        with self._lock:
+            if len(self._d) >= self.MAX:
+                self._d.clear()
+            self._d[(session, key)] = rs
+
+    def drop(self, session: str, key: str) -> None:
+        with self._lock:
+            self._d.pop((session, key), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
 
 
 class _Missing(Exception):
@@ -190,6 +234,8 @@ class Coordinator:
         self.redis = redis_client
         self.namespace = namespace or path_hash(root_real)
         self.state = StateStore(redis_client, self.namespace, ttl_s=read_state_ttl)
+        self.read_state_ttl = read_state_ttl
+        self._views = _ViewCache(read_state_ttl)
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -201,6 +247,7 @@ class Coordinator:
             os.close(self._tmp_dfd)
         except OSError:
             pass
+        self.locks.close()
         try:
             self.redis.close()
         except Exception:
@@ -266,7 +313,8 @@ class Coordinator:
             content += "\n"
         now = time.time()
         rs = ReadState(digest, st.st_mtime_ns, st.st_size, off or 0, lim or 0, now, KIND_READ)
-        prev = self.state.record_read(session, rp.key, rs)
+        prev = self._state_call(lambda: self.state.record_read(session, rp.key, rs))
+        self._views.put(session, rp.key, rs)
         unchanged = (
             prev is not None
             and prev.kind == KIND_READ
@@ -322,6 +370,22 @@ class Coordinator:
         *,
         may_create: bool,
     ) -> WriteResult:
+        """See `_check_then_write`. A refusal made against this process's cached view of the session is
+        checked once more against Redis (another process of the same session may have read or written)."""
+        try:
+            return self._check_then_write(session, path, operation, transform, may_create, use_cache=True)
+        except _CachedViewRefused:
+            return self._check_then_write(session, path, operation, transform, may_create, use_cache=False)
+
+    def _check_then_write(
+        self,
+        session: str,
+        path: str,
+        operation: str,
+        transform: Callable[[_Current], _Plan],
+        may_create: bool,
+        use_cache: bool,
+    ) -> WriteResult:
         """Run `transform` on the file as it is on disk, under its lock, and write the result atomically.
 
         `transform` is pure with respect to the outside world: it sees the current bytes and returns the new
@@ -329,8 +393,15 @@ class Coordinator:
         made here, against the bytes read under the lock, before `transform` runs.
         """
         rp = fsio.resolve(self.root, path)
-        # 1. Outside the lock: S's read state (fails closed if Redis is unreachable).
-        recorded = self.state.get(session, rp.key)
+        # 1. Outside the lock: S's read state, from this process's cache when it has one (a cached view can
+        # only err towards a refusal, which is then checked against Redis), else from Redis. Either way the
+        # call fails closed if Redis is unreachable.
+        recorded = self._views.get(session, rp.key) if use_cache else None
+        if recorded is not None:
+            self._state_call(self.state.alive)
+        else:
+            use_cache = False
+            recorded = self._state_call(lambda: self.state.get(session, rp.key))
         try:
             dfd = fsio.open_parent(rp, self.root, create=may_create)
         except CoordinatorError as exc:
@@ -348,6 +419,8 @@ class Coordinator:
                 else:
                     data, st = found
                     cur = _Current(exists=True, data=data, st=st, digest=content_hash(data))
+                    if use_cache and recorded.hash != cur.digest:
+                        raise _CachedViewRefused
                     _check_view(recorded, cur, rp)
                 if not cur.exists and not may_create:
                     raise _Missing
@@ -409,9 +482,11 @@ class Coordinator:
         try:
             if new_digest is not None and new_st is not None:
                 rs = ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE)
-                self.state.record_write(session, rp.key, rs, entry.version, operation)
+                self._state_call(lambda: self.state.record_write(session, rp.key, rs, entry.version, operation))
+                self._views.put(session, rp.key, rs)
             else:
-                self.state.forget(session, rp.key)
+                self._views.drop(session, rp.key)
+                self._state_call(lambda: self.state.forget(session, rp.key))
         except CoordinatorError:
             warnings.append(
                 "The change was written, but the coordination state could not be updated; read the file "
@@ -419,8 +494,7 @@ class Coordinator:
             )
         snippet = ""
         if plan.new_text is not None and operation != "write":
-            lf = plan.new_text.replace("\r\n", "\n")
-            snippet = semantics.render_snippet(lf, first_line, last_line)
+            snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, first_line)
         return WriteResult(
             path=rp.key,
             operation=operation,
@@ -436,6 +510,16 @@ class Coordinator:
         )
 
     # -- helpers ------------------------------------------------------------------------------------------
+    def _state_call(self, fn: Callable[[], _T]) -> _T:
+        """Every Redis call goes through here: on losing Redis, forget every cached view (the read state
+        may be gone with the server, so sessions read again once it is back)."""
+        try:
+            return fn()
+        except CoordinatorError as exc:
+            if exc.code == ErrorCode.STATE_UNAVAILABLE:
+                self._views.clear()
+            raise
+
     def _open_parent_or_missing(self, rp: fsio.ResolvedPath) -> int:
         try:
             return fsio.open_parent(rp, self.root)

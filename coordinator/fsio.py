@@ -93,7 +93,7 @@ def resolve(root: str, path: object) -> ResolvedPath:
             + ". Only files inside the root can be read or changed; use a path inside it.",
             resolved=real,
         )
-    key = os.path.relpath(real, root).replace(os.sep, "/")
+    key = real[len(root.rstrip("/")) + 1 :]  # real is inside root (checked above), so a plain slice
     if key == STATE_DIR_NAME or key.startswith(STATE_DIR_NAME + "/"):
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,

@@ -116,17 +116,30 @@ class LockManager:
         self.lock_dir = Path(lock_dir)
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
+        self._dfd: int | None = None
 
     def path_for(self, key: str) -> Path:
         return self.lock_dir / lock_name(key)
 
     def _open(self, key: str) -> int:
-        path = self.path_for(key)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except FileNotFoundError:
+            return os.open(lock_name(key), flags, 0o600, dir_fd=self._dir_fd())
+        except FileNotFoundError:  # the lock folder was removed under us: make it again
+            self._dfd = None
             self.lock_dir.mkdir(parents=True, exist_ok=True)
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            return os.open(lock_name(key), flags, 0o600, dir_fd=self._dir_fd())
+
+    def _dir_fd(self) -> int:
+        """The lock folder, opened once: opening each lock file relative to it skips the path walk."""
+        if self._dfd is None:
+            self._dfd = os.open(self.lock_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._dfd
+
+    def close(self) -> None:
+        if self._dfd is not None:
+            os.close(self._dfd)
+            self._dfd = None
 
     def acquire(self, key: str, timeout: float | None = -1.0) -> HeldLock:
         """Take the exclusive lock for `key`.

@@ -466,6 +466,36 @@ def render_snippet(text: str, first_line: int, last_line: int, context: int = 4)
     return number_lines(lines[start - 1 : end], start)
 
 
+def render_snippet_at(text: str, offset: int, length: int, first_line: int, context: int = 4) -> str:
+    """The same rendering as `render_snippet` for the region ``text[offset:offset + length]`` whose first
+    line is ``first_line``, found by scanning only around the region (the whole text is not split)."""
+    if not text:
+        return ""
+    offset = max(0, min(offset, len(text)))
+    if offset >= len(text) - 1:  # a region at the very end: the clamping rules of render_snippet apply
+        region = text[offset : offset + length]
+        last_line = first_line + max(region.count(_LF) - (1 if region.endswith(_LF) else 0), 0)
+        return render_snippet(text, first_line, last_line, context)
+    start = text.rfind(_LF, 0, offset) + 1  # start of the region's first line
+    first_shown = first_line
+    for _ in range(max(0, context)):
+        if start == 0:
+            break
+        start = text.rfind(_LF, 0, start - 1) + 1
+        first_shown -= 1
+    region_end = max(offset, offset + length - 1) if length else offset
+    end = text.find(_LF, region_end) if region_end < len(text) else -1
+    for _ in range(max(0, context)):
+        if end == -1:
+            break
+        end = text.find(_LF, end + 1)
+    if end == -1:
+        lines = split_lines(text[start:])
+    else:  # the piece stops just before a line end, so its last line may be empty: split it plainly
+        lines = [line[:-1] if line.endswith("\r") else line for line in text[start:end].split(_LF)]
+    return number_lines(lines, max(1, first_shown))
+
+
 # --- "did you mean" -----------------------------------------------------------------------------------
 
 

@@ -30,6 +30,15 @@ T = TypeVar("T")
 
 # hash (16 bytes) | mtime_ns | size | offset | limit | time | kind
 _PACK = struct.Struct("<16sqqiidc")
+REGISTER_EVERY_S = 10.0
+
+# KEYS: read-state key, meta key (same hash tag). ARGV: packed state, ttl, version, writer, time, op, path.
+_RECORD_WRITE_LUA = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('HSET', KEYS[2], 'version', ARGV[3], 'writer', ARGV[4], 'time', ARGV[5], 'op', ARGV[6], 'path', ARGV[7])
+return 1
+"""
+
 KIND_READ = b"r"
 KIND_WRITE = b"w"
 
@@ -81,6 +90,8 @@ class StateStore:
         self.ns = namespace
         self.ttl_s = ttl_s
         self.sessions_key = f"ec:{{{namespace}}}:sessions"
+        self._record_write_script = client.register_script(_RECORD_WRITE_LUA)
+        self._registered: dict[str, float] = {}
 
     # -- keys ---------------------------------------------------------------------------------------------
     def _tag(self, key: str) -> str:
@@ -107,6 +118,31 @@ class StateStore:
     def ping(self) -> bool:
         return bool(self._call(self.r.ping))
 
+    def alive(self) -> None:
+        """Fail closed without a round trip: check out a pooled connection, which makes redis-py look at the
+        socket (a server that went away has closed it, so the socket reads EOF) and reconnect if needed.
+        Raises state_unavailable when the server cannot be reached. A silent network partition is not seen
+        here; the write's own Redis update then fails, and the session's next edit is refused."""
+
+        def probe() -> None:
+            pool = self.r.connection_pool
+            conn = pool.get_connection()
+            try:
+                try:
+                    stale = conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
+                except (redis.ConnectionError, OSError):
+                    stale = True
+                if stale:
+                    conn.disconnect()
+                    try:
+                        conn.connect()
+                    except OSError as exc:
+                        raise redis.ConnectionError(str(exc)) from exc
+            finally:
+                pool.release(conn)
+
+        self._call(probe)
+
     def get(self, session: str, key: str) -> ReadState | None:
         raw = self._call(lambda: self.r.get(self.rs_key(session, key)))
         return _unpack(raw)
@@ -123,19 +159,32 @@ class StateStore:
         return _unpack(self._call(go)[0])
 
     def record_write(self, session: str, key: str, rs: ReadState, version: int, op: str) -> None:
-        """After a write: the writer's read state becomes the new content; the path's version moves on."""
+        """After a write: the writer's read state becomes the new content; the path's version moves on.
+
+        One command (a script over the path's two keys, which share a hash tag), so one round trip; the
+        session registry is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process.
+        """
 
         def go() -> Any:
+            keys = [self.rs_key(session, key), self.meta_key(key)]
+            args = [rs.pack(), self.ttl_s, version, session, repr(rs.time), op, key]
+            if not self._needs_register(session, rs.time):
+                return self._record_write_script(keys=keys, args=args)
             pipe = self.r.pipeline(transaction=False)
-            pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
-            pipe.hset(
-                self.meta_key(key),
-                mapping={"version": version, "writer": session, "time": rs.time, "op": op, "path": key},
-            )
+            self._record_write_script(keys=keys, args=args, client=pipe)
             pipe.zadd(self.sessions_key, {session: rs.time})
             return pipe.execute()
 
         self._call(go)
+
+    def _needs_register(self, session: str, now: float) -> bool:
+        last = self._registered.get(session)
+        if last is not None and now - last < REGISTER_EVERY_S:
+            return False
+        if len(self._registered) > 100_000:
+            self._registered.clear()
+        self._registered[session] = now
+        return True
 
     def forget(self, session: str, key: str) -> None:
         self._call(lambda: self.r.delete(self.rs_key(session, key)))

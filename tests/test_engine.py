@@ -479,3 +479,26 @@ def test_no_temp_files_left_in_repo(coord, root):
         s.edit("t.txt", "a" if i == 0 else f"b{i - 1}", f"b{i}")
     assert sorted(p.name for p in root.iterdir()) == [".edit-coordinator", "t.txt"]
     assert os.listdir(coord.state_dir / "tmp") == []
+
+
+def test_same_session_in_two_processes_shares_its_view(root):
+    """A view cached by one process is never the last word: a refusal is checked again against Redis."""
+    server = fakeredis.FakeServer()
+    f = root / "shared.txt"
+    write_bytes(f, b"v1\n")
+    with (
+        Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as a,
+        Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as b,
+    ):
+        a.session("s").read("shared.txt")
+        write_bytes(f, b"v2\n")  # an outside change
+        b.session("s").read("shared.txt")  # the same session, in another process, sees it
+        a.session("s").edit("shared.txt", "v2", "v3")
+        assert f.read_bytes() == b"v3\n"
+        # and the other way round: b's cached view (v2) is outdated by a's write, Redis has v3
+        b.session("s").edit("shared.txt", "v3", "v4")
+        assert f.read_bytes() == b"v4\n"
+        # another session's view stays stale
+        with pytest.raises(CoordinatorError) as ei:
+            a.session("t").edit("shared.txt", "v4", "x")
+        assert ei.value.code == ErrorCode.NOT_READ

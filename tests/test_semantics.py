@@ -647,3 +647,24 @@ def test_line_number_at_agrees_with_split_lines(text: str, offset: int) -> None:
     offset = min(offset, len(text))
     n = line_number_at(text, offset)
     assert n == len(split_lines(text[:offset] + "x"))
+
+
+@given(
+    st.lists(st.text(alphabet="ab \r", max_size=6), max_size=15),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+    st.data(),
+)
+@settings(max_examples=300, deadline=None)
+def test_render_snippet_at_matches_whole_text_rendering(lines, eol, trailing, data):
+    """The region-only snippet renders exactly what splitting the whole text would."""
+    from coordinator.semantics import line_number_at, render_snippet, render_snippet_at
+
+    text = eol.join(lines) + (eol if trailing and lines else "")
+    offset = data.draw(st.integers(0, len(text)))
+    length = data.draw(st.integers(0, len(text) - offset))
+    region = text[offset : offset + length]
+    first = line_number_at(text, offset)
+    last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
+    expected = render_snippet(text, first, last)
+    assert render_snippet_at(text, offset, length, first) == expected
