@@ -439,16 +439,10 @@ class Coordinator:
                 else:
                     mode = 0o666 & ~_UMASK
                     owner = None
-                if plan.new_data is None:
-                    fsio.remove_at(dfd, rp, self.fsync)
-                    new_st = None
-                    new_digest = None
-                else:
-                    new_st = fsio.atomic_replace(
-                        dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
-                    )
-                    new_digest = content_hash(plan.new_data)
+                new_digest = None if plan.new_data is None else content_hash(plan.new_data)
                 first_line, last_line = _changed_lines(plan)
+                # The index entry goes in before the file is replaced, so that even a crash right after the
+                # rename leaves the write undoable; if the replace fails, the entry is taken back.
                 # The version counter lives in the lock file; the index tail is the fallback for a lock file
                 # that has none yet (new state folder). Counter first: a crash in between skips a number,
                 # never reuses one.
@@ -466,6 +460,18 @@ class Coordinator:
                     first_line=first_line,
                     last_line=last_line,
                 )
+                try:
+                    if plan.new_data is None:
+                        fsio.remove_at(dfd, rp, self.fsync)
+                        new_st = None
+                    else:
+                        new_st = fsio.atomic_replace(
+                            dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
+                        )
+                except BaseException:
+                    self.history_store.retract_last(rp.key)
+                    held.write_counter(version - 1)
+                    raise
             finally:
                 hold = held.release()
         except _Missing:

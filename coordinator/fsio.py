@@ -80,7 +80,7 @@ def resolve(root: str, path: object) -> ResolvedPath:
     """Resolve `path` (relative to `root`, or absolute inside it) to its real location inside the root."""
     shown = validate_path_argument(path)
     joined = shown if os.path.isabs(shown) else os.path.join(root, shown)
-    real = os.path.realpath(joined)
+    real = _realpath(joined, shown)
     if not _inside(real, root) or real == root:
         if real == root:
             raise CoordinatorError(
@@ -102,6 +102,21 @@ def resolve(root: str, path: object) -> ResolvedPath:
         )
     parent, name = os.path.split(real)
     return ResolvedPath(key=key, abs=real, parent=parent, name=name, shown=shown)
+
+
+def _realpath(joined: str, shown: str) -> str:
+    """os.path.realpath, which raises OSError when a link on the path is swapped for a file (or back) while
+    it walks it (lstat says link, readlink then fails with EINVAL). Tried again, then refused."""
+    for _ in range(3):
+        try:
+            return os.path.realpath(joined)
+        except OSError:
+            continue
+    raise CoordinatorError(
+        ErrorCode.OUTSIDE_ROOT,
+        f"{shown!r} kept changing (links swapped) while it was being resolved; nothing was read or written. "
+        "Try again.",
+    )
 
 
 def _inside(real: str, root: str) -> bool:

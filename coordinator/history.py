@@ -59,6 +59,8 @@ class History:
         self.index.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         self._objects_str = str(self.objects)
+        # index size before the last append, per path (each path is appended under its own lock)
+        self._appended_at: dict[str, int] = {}
         self._index_str = str(self.index)
 
     def object_path(self, digest: str) -> Path:
@@ -149,12 +151,23 @@ class History:
         line = (json.dumps(entry.to_dict(), separators=(",", ":")) + "\n").encode()
         fd = os.open(self.index_path(key), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
+            self._appended_at[key] = os.fstat(fd).st_size
             os.write(fd, line)
             if self.fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
         return entry
+
+    def retract_last(self, key: str) -> None:
+        """Take back the entry just appended for `key` (its write failed). Under the path's lock."""
+        size = self._appended_at.pop(key, None)
+        if size is None:
+            return
+        try:
+            os.truncate(self.index_path(key), size)
+        except OSError:
+            pass
 
     def entries(self, key: str) -> list[HistoryEntry]:
         """All versions of `key`, newest first."""

@@ -517,7 +517,7 @@ def error_payload(exc: BaseException) -> tuple[str, str]:
 def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
     """An MCP low-level `Server` exposing `tools`. Each call runs in a worker thread."""
     import anyio.to_thread
-    import mcp_types as types
+    from mcp import types
     from mcp.server import Server
 
     from . import __version__

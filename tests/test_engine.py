@@ -502,3 +502,32 @@ def test_same_session_in_two_processes_shares_its_view(root):
         with pytest.raises(CoordinatorError) as ei:
             a.session("t").edit("shared.txt", "v4", "x")
         assert ei.value.code == ErrorCode.NOT_READ
+
+
+def test_failed_replace_writes_nothing_and_leaves_no_history(coord, root, monkeypatch):
+    """A disk error at the replace (disk full): clear error, file intact, no version recorded."""
+    import errno
+
+    from coordinator import fsio
+
+    f = root / "full.txt"
+    write_bytes(f, b"keep me\n")
+    s = coord.session("s")
+    s.read("full.txt")
+    real_write = os.write
+
+    def failing_write(fd, data):
+        if len(data) == len(b"changed me\n"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(fsio.os, "write", failing_write)
+    with pytest.raises(CoordinatorError) as ei:
+        s.edit("full.txt", "keep", "changed")
+    monkeypatch.undo()
+    assert ei.value.code == ErrorCode.IO_ERROR and "disk is full" in ei.value.message
+    assert f.read_bytes() == b"keep me\n"
+    assert coord.history("full.txt") == []
+    assert os.listdir(coord.state_dir / "tmp") == []
+    s.edit("full.txt", "keep", "changed")  # the session's view is still current
+    assert [e.version for e in coord.history("full.txt")] == [1]
