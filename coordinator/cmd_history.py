@@ -16,7 +16,9 @@ Decisions:
 * Reading commands (`history`, `status`, `top`) never start the embedded Redis server; `undo` does (it
   needs the read state for the check-then-write).
 * Conflicts by code are shown when the state store exposes `error_counts()`; the engine does not count
-  them yet, and `status` says so.
+  them yet, and `status` says so. Leases are listed when this build has `coordinator.leases`.
+* "Locks held now" is a probe: a shared, non-blocking flock on each lock file fails iff a writer holds it.
+  Lock files and history index files are named by the same hash of the path, so the index names the path.
 """
 
 from __future__ import annotations
@@ -113,15 +115,19 @@ def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _ago(seconds: float) -> str:
+def _duration(seconds: float) -> str:
     s = max(0, int(seconds))
     if s < 60:
-        return f"{s}s ago"
+        return f"{s}s"
     if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s ago"
+        return f"{s // 60}m {s % 60:02d}s"
     if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m ago"
-    return f"{s // 86400}d ago"
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def _ago(seconds: float) -> str:
+    return f"{_duration(seconds)} ago"
 
 
 def operator_id() -> str:
@@ -424,8 +430,9 @@ def cmd_undo(args: argparse.Namespace) -> int:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a PATH, or --session ID.")
     if args.dry_run:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--dry-run goes with --session.")
-    result = undo_file(repo, args.path, to=args.to, before=args.before, operator=args.operator,
-                       redis_url=args.redis_url)
+    result = undo_file(
+        repo, args.path, to=args.to, before=args.before, operator=args.operator, redis_url=args.redis_url
+    )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -485,6 +492,15 @@ def undo_file(
     with _coordinator(repo, redis_url) as coord:
         op = coord.session(operator or operator_id())
         current = _operator_read(op, key)
+        # From this read on, the engine's undo refuses (stale) if the file changes; a write that came in
+        # before it must not be discarded unseen either.
+        latest = repo.history().entries(key)[0]
+        if latest.version != newest.version:
+            raise CoordinatorError(
+                ErrorCode.STALE,
+                f"{key} was written again (now version {latest.version}, by {latest.session}) while the undo "
+                "was being prepared; nothing was undone. Look at `edit-coordinator history` and try again.",
+            )
         if current != newest.after:
             notes.append(
                 f"{key} had been changed outside the coordinator since version {newest.version}; that content "
@@ -521,6 +537,7 @@ class FileUndoPlan:
     newest_version: int
     session_versions: list[int]
     blockers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     already_undone: bool = False
 
 
@@ -557,6 +574,11 @@ def plan_session_undo(repo: Repo, session: str) -> list[FileUndoPlan]:
             )
         if first.before is not None and not history.has(first.before) and not p.already_undone:
             p.blockers.append(f"its content before version {first.version} was removed from the history by gc")
+        if ix.entries[0].version > 1 and first is ix.entries[0]:
+            p.notes.append(
+                f"the history of {ix.key} starts at version {first.version} (older entries were dropped by gc): "
+                f"writes by {session} before it, if any, are not undone"
+            )
         plans.append(p)
     plans.sort(key=lambda p: p.path)
     return plans
@@ -595,6 +617,8 @@ def _undo_session(repo: Repo, args: Any) -> int:
             for p in plans:
                 state = "already undone" if p.already_undone else f"back to before version {p.first_version}"
                 print(f"{p.path}: versions {', '.join(map(str, p.session_versions))} -> {state}")
+                for note in p.notes:
+                    print(f"  Note: {note}")
             if not todo:
                 print(f"Nothing to undo: session {session}'s writes are already undone.")
         return 0
@@ -613,6 +637,9 @@ def _undo_session(repo: Repo, args: Any) -> int:
     else:
         for u in out["undone"]:
             print(u["message"])
+        for p in todo:
+            for note in p.notes:
+                print(f"Note: {note}")
     if failures:
         done = ", ".join(u["path"] for u in out["undone"]) or "none"
         print(
@@ -823,6 +850,19 @@ def _probe_redis(client: Any, info: dict[str, Any]) -> bool:
     return True
 
 
+def _live_leases(client: Any, namespace: str) -> list[dict[str, Any]] | None:
+    """The leases in force (see coordinator/leases.py), or None where this build has no leases."""
+    try:
+        from .leases import LeaseStore
+    except ImportError:
+        return None
+    try:
+        live = LeaseStore(client, namespace).live()
+    except Exception:
+        return None
+    return [lease.to_dict() for lease in sorted(live, key=lambda x: x.ends_at)]
+
+
 def gather_status(
     repo: Repo, redis_url: str | None, active_window: float = 60.0, recent: int = 10, client: Any = None
 ) -> dict[str, Any]:
@@ -838,6 +878,7 @@ def gather_status(
         redis_info = {"url": redis_url, "ok": False}
         _probe_redis(client, redis_info)
     sessions: list[dict[str, Any]] = []
+    leases: list[dict[str, Any]] | None = None
     conflicts: dict[str, int] | None = None
     conflicts_note = "the engine does not count refusals by code yet"
     if client is not None and redis_info.get("ok"):
@@ -851,6 +892,7 @@ def gather_status(
                 )  # fmt: skip
         except CoordinatorError as exc:
             redis_info.update(ok=False, error=exc.message)
+        leases = _live_leases(client, store.ns)
         counter = getattr(store, "error_counts", None)
         if callable(counter):
             try:
@@ -871,8 +913,11 @@ def gather_status(
         "conflicts": conflicts,
         "conflicts_note": conflicts_note,
         "locks_held": probe_locks(repo),
-        "leases": [],
-        "leases_note": "none: file locks are kernel locks (flock), released when their holder exits",
+        "leases": leases or [],
+        "leases_note": (
+            "not available in this build" if leases is None and client is not None
+            else "" if leases else "none held"
+        ),
         "history": history_usage(repo.state_dir) if repo.has_state else {"objects": 0, "bytes": 0,
                                                                           "index_files": 0},
     }
@@ -929,7 +974,17 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
         conflicts.add_column("Count", justify="right")
         for code, count in sorted(data["conflicts"].items(), key=lambda kv: -kv[1]):
             conflicts.add_row(code, str(count))
-    leases = Text(f"Leases: {data['leases_note']}.", style="dim")
+    if data["leases"]:
+        leases: Any = Table(title="Leases", title_justify="left")
+        for col in ("Session", "Pattern", "Mode", "Ends"):
+            leases.add_column(col)
+        for lease in data["leases"]:
+            left = lease["ends_at"] - now
+            leases.add_row(
+                lease["session"], lease["pattern"], lease["mode"], f"in {_duration(left)}" if left > 0 else "now"
+            )
+    else:
+        leases = Text(f"Leases: {data['leases_note'] or 'none held'}.", style="dim")
     return Group(header, health, sessions, writes, locks, conflicts, leases)
 
 

@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     LOCK_TIMEOUT = "lock_timeout"
     STATE_UNAVAILABLE = "state_unavailable"
     INVALID_ARGUMENT = "invalid_argument"
+    LEASED = "leased"
     IO_ERROR = "io_error"
 
 

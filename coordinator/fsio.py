@@ -366,6 +366,15 @@ def os_error(exc: OSError, rp: ResolvedPath) -> CoordinatorError:
         )
     if e == errno.EISDIR:
         return CoordinatorError(ErrorCode.IS_DIRECTORY, f"{where!r} is a directory, not a file.", path=rp.key)
+    if e == errno.ENOENT:
+        # The folder was removed (or replaced) between opening it and writing into it: a race with another
+        # program, not a fault of the disk.
+        return CoordinatorError(
+            ErrorCode.FILE_NOT_FOUND,
+            f"The folder of {where!r} was removed or replaced while the file was being written; nothing was "
+            "written. Check the path, then try again.",
+            path=rp.key,
+        )
     if e == errno.ENAMETOOLONG:
         return CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{where!r} is too long a path.", path=rp.key)
     if e == errno.ELOOP:

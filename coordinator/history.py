@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,16 +95,18 @@ class History:
             pass  # another file system, or links not allowed: write the bytes we hold
         self.store_bytes(data, digest)
 
-    def store_bytes(self, data: bytes, digest: str | None = None) -> str:
+    def store_bytes(self, data: bytes, digest: str | None = None, fsync: bool | None = None) -> str:
+        """Keep `data` as an object. fsync=None follows the store's setting; False suits copies whose loss
+        is harmless (the content a `rebase` session read: without it the session's edit is just `stale`)."""
         digest = digest or content_hash(data)
         dest = self.object_path(digest)
         if dest.exists():
             return digest
         dest.parent.mkdir(exist_ok=True)
-        tmp = dest.with_name(f".{digest}.{os.getpid()}.tmp")
+        tmp = dest.with_name(f".{digest}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "wb") as f:
             f.write(data)
-            if self.fsync:
+            if self.fsync if fsync is None else fsync:
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, dest)
@@ -149,9 +152,12 @@ class History:
         """Append `version` of `key`. Must be called under the path's lock."""
         entry = HistoryEntry(version=version, time=time.time(), path=key, **fields)
         line = (json.dumps(entry.to_dict(), separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.index_path(key), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.index_path(key), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            self._appended_at[key] = os.fstat(fd).st_size
+            size = os.fstat(fd).st_size
+            self._appended_at[key] = size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line (crash mid-append) must not swallow this entry
             os.write(fd, line)
             if self.fsync:
                 os.fsync(fd)

@@ -50,60 +50,64 @@ log = logging.getLogger("coordinator.mcp")
 # ---------------------------------------------------------------------------------------------------------
 # What each error code means to the model, and what to do about it
 # ---------------------------------------------------------------------------------------------------------
-ERROR_GUIDE: dict[ErrorCode, str] = {
-    ErrorCode.NOT_READ: "you have not read this file in this session (or that read expired): call read_file "
+ERROR_GUIDE: dict[str, str] = {
+    "not_read": "you have not read this file in this session (or that read expired): call read_file "
     "on it, then make your change.",
-    ErrorCode.STALE: "the file changed since you last read or wrote it (another agent or an outside program "
+    "stale": "the file changed since you last read or wrote it (another agent or an outside program "
     "edited it): call read_file again and redo your change on the current content. Do not repeat the same "
     "call unchanged.",
-    ErrorCode.NO_MATCH: "old_string is not in the file: read the file again and copy the text exactly "
+    "no_match": "old_string is not in the file: read the file again and copy the text exactly "
     "(whitespace and indentation included, line-number prefixes excluded).",
-    ErrorCode.AMBIGUOUS: "old_string occurs more than once: add surrounding lines so that it is unique, or set "
+    "ambiguous": "old_string occurs more than once: add surrounding lines so that it is unique, or set "
     "replace_all to true to change every occurrence.",
-    ErrorCode.NO_CHANGE: "old_string equals new_string, or the edit would leave the file as it is: nothing "
+    "no_change": "old_string equals new_string, or the edit would leave the file as it is: nothing "
     "was written; check new_string.",
-    ErrorCode.FILE_EXISTS: "old_string is empty but the file has content: give the text to replace, or use "
+    "file_exists": "old_string is empty but the file has content: give the text to replace, or use "
     "write_file (after read_file) to replace the whole file.",
-    ErrorCode.FILE_NOT_FOUND: "there is no such file: check the path (the message may suggest one); create new "
+    "file_not_found": "there is no such file: check the path (the message may suggest one); create new "
     "files with write_file.",
-    ErrorCode.IS_DIRECTORY: "the path is a folder: give the path of a file.",
-    ErrorCode.BINARY_FILE: "the file is binary: these tools handle text files only.",
-    ErrorCode.SPECIAL_FILE: "the path is a device, FIFO or socket: these tools handle regular files only.",
-    ErrorCode.TOO_LARGE: "the file (or the result) is over the size limit: read it in parts with offset and "
+    "is_directory": "the path is a folder: give the path of a file.",
+    "binary_file": "the file is binary: these tools handle text files only.",
+    "special_file": "the path is a device, FIFO or socket: these tools handle regular files only.",
+    "too_large": "the file (or the result) is over the size limit: read it in parts with offset and "
     "limit; make smaller changes.",
-    ErrorCode.UNSUPPORTED_ENCODING: "the file is not UTF-8 or UTF-16 with a BOM: it cannot be edited here.",
-    ErrorCode.OUTSIDE_ROOT: "the path (or a symlink on it) leads outside the repository root, or into the "
+    "unsupported_encoding": "the file is not UTF-8 or UTF-16 with a BOM: it cannot be edited here.",
+    "outside_root": "the path (or a symlink on it) leads outside the repository root, or into the "
     "coordinator's state folder: use a path inside the repository.",
-    ErrorCode.PERMISSION_DENIED: "the operating system refused access: this file cannot be changed from here.",
-    ErrorCode.LOCK_TIMEOUT: "another agent held this file's lock too long: nothing was written; retry the same "
+    "permission_denied": "the operating system refused access: this file cannot be changed from here.",
+    "lock_timeout": "another agent held this file's lock too long: nothing was written; retry the same "
     "call in a moment.",
-    ErrorCode.STATE_UNAVAILABLE: "the coordination service (Redis) could not be reached: nothing was written; "
+    "state_unavailable": "the coordination service (Redis) could not be reached: nothing was written; "
     "wait a moment, then read the file again and retry.",
-    ErrorCode.INVALID_ARGUMENT: "the arguments are malformed: fix them as the message says.",
-    ErrorCode.IO_ERROR: "an unexpected failure: read the file again before you retry, to see what it holds now.",
+    "invalid_argument": "the arguments are malformed: fix them as the message says.",
+    "leased": "another session holds an exclusive lease on this path (the message says who, and until when): "
+    "nothing was written; work on something else and come back after the lease ends.",
+    "io_error": "an unexpected failure: read the file again before you retry, to see what it holds now.",
 }
 
 _PATH_ERRORS = (
-    ErrorCode.FILE_NOT_FOUND,
-    ErrorCode.IS_DIRECTORY,
-    ErrorCode.BINARY_FILE,
-    ErrorCode.SPECIAL_FILE,
-    ErrorCode.TOO_LARGE,
-    ErrorCode.UNSUPPORTED_ENCODING,
-    ErrorCode.OUTSIDE_ROOT,
-    ErrorCode.PERMISSION_DENIED,
+    "file_not_found",
+    "is_directory",
+    "binary_file",
+    "special_file",
+    "too_large",
+    "unsupported_encoding",
+    "outside_root",
+    "permission_denied",
 )
-_SERVICE_ERRORS = (ErrorCode.STATE_UNAVAILABLE, ErrorCode.INVALID_ARGUMENT, ErrorCode.IO_ERROR)
-_VIEW_ERRORS = (ErrorCode.NOT_READ, ErrorCode.STALE, ErrorCode.LOCK_TIMEOUT)
-_EDIT_ERRORS = (ErrorCode.NO_MATCH, ErrorCode.AMBIGUOUS, ErrorCode.NO_CHANGE, ErrorCode.FILE_EXISTS)
+_SERVICE_ERRORS = ("state_unavailable", "invalid_argument", "io_error")
+_VIEW_ERRORS = ("not_read", "stale", "leased", "lock_timeout")
+_EDIT_ERRORS = ("no_match", "ambiguous", "no_change", "file_exists")
+_KNOWN_CODES = frozenset(c.value for c in ErrorCode)
 
 
-def _error_section(codes: tuple[ErrorCode, ...]) -> str:
+def _error_section(codes: tuple[str, ...]) -> str:
+    """The error guide for one tool: only codes this version of the engine has."""
     lines = [
         "Errors come back as tool errors whose text starts with the error code in brackets, e.g. "
         '"[stale] ...". Nothing is written when an error is returned. The codes:'
     ]
-    lines += [f"- {c.value}: {ERROR_GUIDE[c]}" for c in codes]
+    lines += [f"- {c}: {ERROR_GUIDE[c]}" for c in codes if c in _KNOWN_CODES]
     return "\n".join(lines)
 
 
@@ -333,6 +337,9 @@ class ToolOutcome:
     data: dict[str, Any] | None = None
 
 
+_MAX_SHOWN = 100_000
+
+
 @dataclass
 class SessionTools:
     """The four tools for one session.
@@ -375,6 +382,8 @@ class SessionTools:
         view = (r.path, offset or 0, limit or 0, r.hash)
         with self._mutex:
             seen = view in self.shown
+            if len(self.shown) >= _MAX_SHOWN:
+                self.shown.clear()  # forgetting only costs a full answer where a short one would do
             self.shown.add(view)
         text = _render_read(r, full=not (r.unchanged and seen))
         return ToolOutcome(text)
@@ -397,6 +406,12 @@ class SessionTools:
         _check_keys(args, MULTI_EDIT_SCHEMA)
         path = _req_str(args, "file_path")
         edits = args.get("edits")
+        if isinstance(edits, str):
+            # Some clients send a nested array as its JSON text; accept it when it parses to an array.
+            try:
+                edits = json.loads(edits)
+            except ValueError:
+                pass
         if not isinstance(edits, list) or not edits:
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT,

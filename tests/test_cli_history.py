@@ -1,0 +1,521 @@
+"""`history`, `undo`, `gc`, `status` and `top`, through the command line, on a real embedded Redis.
+
+The properties guarded: every undo goes through the check-then-write and is recorded (so it is undoable);
+a session's work is undone only when nobody's later work can build on it; gc never deletes a stored
+content that a kept history entry refers to, even when a writer races with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator import Coordinator, cmd_history, retention
+from coordinator.history import History
+from coordinator.retention import RetentionPolicy, collect, parse_size
+
+
+@pytest.fixture
+def repo(real_redis_root: Path) -> Iterator[tuple[Path, Coordinator]]:
+    c = Coordinator(real_redis_root, durability="none")
+    yield real_redis_root, c
+    c.close()
+
+
+def main(argv: list[str]) -> int:
+    """These commands alone (the wiring into `edit-coordinator` is tested once, at the end)."""
+    parser = argparse.ArgumentParser(prog="edit-coordinator")
+    cmd_history.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def cli(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main([*argv[:1], "--root", str(root), *argv[1:]])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> Any:
+    rc, out, err = cli(capsys, root, *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def history(root: Path, key: str) -> list[tuple[int, str, str]]:
+    return [(e.version, e.session, e.operation) for e in reversed(History(root / ".edit-coordinator").entries(key))]
+
+
+def three_versions(root: Path, c: Coordinator) -> None:
+    """f.txt: v1 created by x; v2 edited by x; v3 edited by y."""
+    x, y = c.session("agent-x"), c.session("agent-y")
+    x.write("f.txt", "a\nb\nc\n")
+    x.edit("f.txt", "b\n", "B1\nB2\n")
+    y.read("f.txt")
+    y.edit("f.txt", "c", "C")
+
+
+# --- history -----------------------------------------------------------------------------------------------
+
+
+def test_history_lists_versions_with_lines_changed(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    data = cli_json(capsys, root, "history", "f.txt")
+    rows = [(r["version"], r["session"], r["operation"], r["added"], r["removed"]) for r in data["versions"]]
+    assert rows == [(3, "agent-y", "edit", 1, 1), (2, "agent-x", "edit", 2, 1), (1, "agent-x", "write", 3, 0)]
+
+    rc, out, _ = cli(capsys, root, "history", str(root / "f.txt"))  # absolute path inside the root
+    assert rc == 0
+    assert "agent-y" in out and "+2 -1" in out and "(created)" in out
+
+    rc, _, err = cli(capsys, root, "history", "../outside.txt")
+    assert rc == 1 and "[outside_root]" in err
+
+
+def test_history_lists_a_write_made_after_a_torn_index_line(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    """A crash in the middle of an index append leaves a torn last line; the next write must still be
+    listed (and so be undoable), not glued to the torn line and lost."""
+    root, c = repo
+    s = c.session("agent-x")
+    s.write("f.txt", "one\n")
+    with open(History(root / ".edit-coordinator").index_path("f.txt"), "ab") as f:
+        f.write(b'{"version":2,"ti')
+    s.read("f.txt")
+    s.edit("f.txt", "one", "two")
+    data = cli_json(capsys, root, "history", "f.txt")
+    assert [(r["version"], r["operation"]) for r in data["versions"]] == [(2, "edit"), (1, "write")]
+    assert cli(capsys, root, "undo", "f.txt")[0] == 0
+    assert (root / "f.txt").read_text() == "one\n"
+
+
+def test_history_diff_is_the_unified_diff_against_the_preimage(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    root, c = repo
+    three_versions(root, c)
+    data = cli_json(capsys, root, "history", "f.txt", "--diff", "2")
+    assert data["diff"].splitlines()[2:] == ["@@ -1,3 +1,4 @@", " a", "-b", "+B1", "+B2", " c"]
+    assert data["diff"].startswith("--- a/f.txt (before version 2)\n+++ b/f.txt (version 2: edit by agent-x")
+
+    created = cli_json(capsys, root, "history", "f.txt", "--diff", "1")["diff"]
+    assert "@@ -0,0 +1,3 @@" in created
+
+    # The newest version's content is the file itself, until something outside changes it.
+    (root / "f.txt").write_text("changed behind our back\n")
+    rc, _, err = cli(capsys, root, "history", "f.txt", "--diff", "3")
+    assert rc == 1 and "[file_not_found]" in err and "outside the coordinator" in err
+    rc, _, err = cli(capsys, root, "history", "f.txt", "--diff", "9")
+    assert rc == 1 and "no version 9" in err
+
+
+def test_history_of_a_session_spans_files(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    c.session("agent-x").write("sub/g.txt", "g\n")
+    data = cli_json(capsys, root, "history", "--session", "agent-x")
+    assert [(w["path"], w["version"], w["operation"]) for w in data["writes"]] == [
+        ("f.txt", 1, "write"),
+        ("f.txt", 2, "edit"),
+        ("sub/g.txt", 1, "write"),
+    ]
+    assert cli_json(capsys, root, "history", "--session", "nobody")["writes"] == []
+
+
+# --- undo of one file ----------------------------------------------------------------------------------------
+
+
+def test_undo_newest_is_recorded_and_itself_undoable(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    rc, out, err = cli(capsys, root, "undo", "f.txt")
+    assert rc == 0, err
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nc\n"
+    assert history(root, "f.txt")[-1] == (4, f"operator:{_user()}", "undo")
+    assert "now version 4" in out
+
+    rc, _, err = cli(capsys, root, "undo", "f.txt", "--as", "operator:other")  # undo the undo
+    assert rc == 0, err
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
+    assert history(root, "f.txt")[-1] == (5, "operator:other", "undo")
+
+
+def test_undo_to_and_before_a_version(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    assert cli(capsys, root, "undo", "f.txt", "--to", "1")[0] == 0
+    assert (root / "f.txt").read_text() == "a\nb\nc\n"  # as right after version 1
+    assert cli(capsys, root, "undo", "f.txt", "--before", "1")[0] == 0
+    assert not (root / "f.txt").exists()  # before version 1 the file did not exist
+    assert cli(capsys, root, "undo", "f.txt", "--to", "3")[0] == 0  # version 3 is in the history still
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
+
+    rc, _, err = cli(capsys, root, "undo", "f.txt", "--to", "6")
+    assert rc == 1 and "[no_change]" in err
+    rc, _, err = cli(capsys, root, "undo", "never.txt")
+    assert rc == 1 and "no recorded writes" in err
+
+
+def test_undo_keeps_an_outside_change_in_history(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    (root / "f.txt").write_text("edited in an editor\n")
+    rc, out, _ = cli(capsys, root, "undo", "f.txt")
+    assert rc == 0
+    assert "changed outside the coordinator" in out
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nc\n"
+    assert cli(capsys, root, "undo", "f.txt")[0] == 0  # undo the undo: the outside change is back
+    assert (root / "f.txt").read_text() == "edited in an editor\n"
+
+
+def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
+    repo: tuple[Path, Coordinator], capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, c = repo
+    three_versions(root, c)
+    real_read = cmd_history._operator_read
+
+    def race_then_read(op: Any, key: str) -> str | None:
+        z = c.session("agent-z")
+        z.read(key)
+        z.edit(key, "a\n", "A\n")  # version 4, after the person chose to undo version 3
+        return real_read(op, key)
+
+    monkeypatch.setattr(cmd_history, "_operator_read", race_then_read)
+    rc, _, err = cli(capsys, root, "undo", "f.txt")
+    assert rc == 1 and "[stale]" in err and "version 4" in err
+    assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
+
+
+# --- undo of a session ---------------------------------------------------------------------------------------
+
+
+def test_undo_session_restores_every_file_it_touched(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    (root / "keep.txt").write_text("original\n")
+    x, y = c.session("agent-x"), c.session("agent-y")
+    x.read("keep.txt")
+    x.edit("keep.txt", "original", "changed by x")
+    x.edit("keep.txt", "changed by x", "changed twice by x")
+    x.write("new/created.txt", "made by x\n")
+    y.write("other.txt", "y's work\n")
+
+    plan = cli_json(capsys, root, "undo", "--session", "agent-x", "--dry-run")
+    assert [(f["path"], f["first_version"]) for f in plan["files"]] == [
+        ("keep.txt", 1),
+        ("new/created.txt", 1),
+    ]
+    assert (root / "keep.txt").read_text() == "changed twice by x\n"  # dry run: nothing written
+
+    rc, out, err = cli(capsys, root, "undo", "--session", "agent-x")
+    assert rc == 0, err
+    assert (root / "keep.txt").read_text() == "original\n"
+    assert not (root / "new" / "created.txt").exists()
+    assert (root / "other.txt").read_text() == "y's work\n"
+    assert history(root, "keep.txt")[-1][2] == "undo"
+    # A second run finds nothing left to do.
+    rc, out, _ = cli(capsys, root, "undo", "--session", "agent-x")
+    assert rc == 0 and "already undone" in out
+
+
+def test_undo_session_refused_when_later_work_depends_on_it(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    root, c = repo
+    x, y = c.session("agent-x"), c.session("agent-y")
+    x.write("a.txt", "x1\n")
+    x.write("b.txt", "x2\n")
+    y.read("b.txt")
+    y.edit("b.txt", "x2", "x2 and y")
+    before = {p: (root / p).read_text() for p in ("a.txt", "b.txt")}
+
+    rc, _, err = cli(capsys, root, "undo", "--session", "agent-x")
+    assert rc == 1
+    assert "Refused" in err and "b.txt" in err and "version 2 (edit by agent-y" in err
+    assert "Nothing was written" in err
+    assert {p: (root / p).read_text() for p in before} == before  # not even a.txt, which had no blocker
+    assert history(root, "a.txt") == [(1, "agent-x", "write")]
+
+    # A change made outside the coordinator is a dependent too.
+    z = c.session("agent-z")
+    z.write("z.txt", "z\n")
+    (root / "z.txt").write_text("z, then an editor\n")
+    rc, _, err = cli(capsys, root, "undo", "--session", "agent-z")
+    assert rc == 1 and "changed outside the coordinator" in err
+    assert (root / "z.txt").read_text() == "z, then an editor\n"
+
+
+def test_undo_session_loses_nothing_written_while_it_runs(
+    repo: tuple[Path, Coordinator], capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write by another session between the plan and the undo stops the undo: it is not discarded."""
+    from coordinator import cmd_history
+
+    root, c = repo
+    c.session("agent-x").write("a.txt", "x\n")
+    real_read = cmd_history._operator_read
+
+    def read_then_race(op: Any, key: str) -> str | None:
+        h = real_read(op, key)
+        y = c.session("agent-y")
+        y.read(key)
+        y.edit(key, "x", "x then y")
+        return h
+
+    monkeypatch.setattr(cmd_history, "_operator_read", read_then_race)
+    rc, _, err = cli(capsys, root, "undo", "--session", "agent-x")
+    assert rc == 1 and "Stopped" in err
+    assert (root / "a.txt").read_text() == "x then y\n"
+
+
+# --- gc ------------------------------------------------------------------------------------------------------
+
+
+def _objects(root: Path) -> set[str]:
+    return {p.name for p in (root / ".edit-coordinator/history/objects").glob("*/*") if not p.name.startswith(".")}
+
+
+def _versions(c: Coordinator, session: str, path: str, n: int, size: int = 10) -> None:
+    s = c.session(session)
+    for i in range(n):
+        s.write(path, f"{path} {i} ".ljust(size, "x") + "\n")
+
+
+def test_gc_keeps_the_newest_versions_and_what_they_reference(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    root, c = repo
+    _versions(c, "s", "a.txt", 6)
+    _versions(c, "s", "b.txt", 2)
+    assert len(_objects(root)) == 6  # pre-images: a's versions 1..5 and b's version 1
+
+    report = cli_json(capsys, root, "gc", "--keep-versions", "3")
+    # Versions 1-3 go; of their pre-images (none, a0, a1), a2 stays: it is version 4's pre-image.
+    assert report["entries_dropped"] == 3 and report["objects_removed"] == 2
+    store = History(root / ".edit-coordinator")
+    kept = store.entries("a.txt")
+    assert [e.version for e in kept] == [6, 5, 4]
+    for e in kept + store.entries("b.txt"):
+        if e.before:
+            store.load(e.before)  # every kept entry's pre-image is still there, intact
+    # The oldest kept version can still be undone to.
+    assert cli(capsys, root, "undo", "a.txt", "--before", "4")[0] == 0
+    assert (root / "a.txt").read_text().startswith("a.txt 2 ")
+    # A version dropped by gc is refused with an explanation.
+    rc, _, err = cli(capsys, root, "undo", "a.txt", "--to", "1")
+    assert rc == 1 and "no longer in the history" in err
+    # The next write still gets the next number.
+    c.session("s").read("a.txt")
+    assert c.session("s").write("a.txt", "after gc\n").version == 8
+
+
+def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    root, c = repo
+    _versions(c, "s", "old.txt", 3, size=1000)
+    time.sleep(0.01)
+    _versions(c, "s", "new.txt", 3, size=1000)
+    # Stored: the pre-images old0, old1, new0, new1 (1001 bytes each). A cap of 3100 frees one of them.
+    dry = cli_json(capsys, root, "gc", "--max-bytes", "3100", "--dry-run")
+    assert dry["dry_run"] and dry["objects_removed"] == 1 and len(_objects(root)) == 4
+
+    report = cli_json(capsys, root, "gc", "--max-bytes", "3100")
+    assert report["bytes_after"] == 3003 and not report["over_budget"] and report["objects_removed"] == 1
+    store = History(root / ".edit-coordinator")
+    assert [e.version for e in store.entries("old.txt")] == [3]  # the oldest entries went first
+    assert [e.version for e in store.entries("new.txt")] == [3, 2, 1]
+
+    report = cli_json(capsys, root, "gc", "--max-bytes", "0")
+    assert report["over_budget"] and report["notes"]
+    assert [e.version for e in store.entries("old.txt")] == [3]  # the newest of each file stays
+    assert [e.version for e in store.entries("new.txt")] == [3]
+    assert len(_objects(root)) == 2
+
+
+def test_gc_puts_back_an_object_a_racing_writer_referenced(
+    repo: tuple[Path, Coordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that found an object just before gc moved it away appends its entry under its lock; gc
+    waits for the locks, sees the new reference and keeps the object."""
+    root, c = repo
+    state = root / ".edit-coordinator"
+    _versions(c, "s", "a.txt", 3)
+    store = History(state)
+    doomed = store.entries("a.txt")[-2].before  # v2's pre-image, dropped with --keep-versions 1
+    assert doomed and store.has(doomed)
+    real_barrier = retention._lock_barrier
+
+    def barrier_with_a_racing_writer(lock_dir: Path, timeout: float) -> None:
+        # As a writer that saw the object before it was moved: it appends an entry referring to it.
+        assert not store.has(doomed)
+        line = {"version": 1, "time": time.time(), "session": "racer", "operation": "edit", "path": "b.txt",
+                "before": doomed, "after": None, "size_before": 1, "size_after": 0, "first_line": 1,
+                "last_line": 1}  # fmt: skip
+        with open(store.index_path("b.txt"), "a") as f:
+            f.write(json.dumps(line) + "\n")
+        real_barrier(lock_dir, timeout)
+
+    monkeypatch.setattr(retention, "_lock_barrier", barrier_with_a_racing_writer)
+    report = collect(state, RetentionPolicy(max_versions_per_file=1))
+    assert report.restored_after_race == 1
+    assert store.has(doomed) and store.load(doomed)
+
+
+def test_gc_index_rewrite_waits_for_the_path_lock(repo: tuple[Path, Coordinator]) -> None:
+    root, c = repo
+    state = root / ".edit-coordinator"
+    _versions(c, "s", "a.txt", 3)
+    before = _objects(root)
+    held = c.locks.acquire("a.txt")  # a writer of a.txt is busy
+    try:
+        with pytest.raises(retention.CoordinatorError) as info:
+            collect(state, RetentionPolicy(max_versions_per_file=1), lock_timeout=0.2)
+        assert info.value.code == "lock_timeout"
+    finally:
+        held.release()
+    assert len(History(state).entries("a.txt")) == 3  # not rewritten under a writer's feet
+    assert _objects(root) == before
+
+
+def test_gc_sweep_deletes_nothing_while_a_lock_stays_held(repo: tuple[Path, Coordinator]) -> None:
+    """The barrier cannot pass a held lock, so gc puts everything back rather than guess."""
+    root, c = repo
+    state = root / ".edit-coordinator"
+    _versions(c, "s", "a.txt", 3)
+    before = _objects(root)
+    held = c.locks.acquire("busy.txt")  # some other path's writer is in the middle of a write
+    try:
+        with pytest.raises(retention.CoordinatorError) as info:
+            collect(state, RetentionPolicy(max_versions_per_file=1), lock_timeout=0.2)
+        assert info.value.code == "lock_timeout"
+        assert _objects(root) == before
+        assert not any((state / "history" / "trash").rglob("*[0-9a-f]"))
+    finally:
+        held.release()
+    assert [e.version for e in History(state).entries("a.txt")] == [3]  # the index was rewritten
+    report = collect(state, RetentionPolicy(max_versions_per_file=1))  # lock free now: the sweep runs
+    assert report.objects_removed == 1 and len(_objects(root)) == 1
+
+
+def test_gc_recovers_the_trash_of_an_interrupted_run(repo: tuple[Path, Coordinator]) -> None:
+    root, c = repo
+    state = root / ".edit-coordinator"
+    _versions(c, "s", "a.txt", 3)
+    store = History(state)
+    digest = store.entries("a.txt")[0].before
+    assert digest
+    trash = state / "history" / "trash" / "1234-dead"
+    trash.mkdir(parents=True)
+    os.replace(store.object_path(digest), trash / digest)  # as if a gc died mid-sweep
+    report = collect(state, RetentionPolicy())
+    assert report.recovered_from_earlier_run == 1 and report.objects_removed == 0
+    assert store.load(digest)
+
+
+def test_retention_policy_file_and_sizes(tmp_path: Path) -> None:
+    assert parse_size("512M") == 512 * 1024**2 and parse_size("1.5GiB") == int(1.5 * 1024**3)
+    assert parse_size("1000") == 1000
+    with pytest.raises(retention.CoordinatorError):
+        parse_size("lots")
+    with pytest.raises(retention.CoordinatorError):
+        RetentionPolicy(max_versions_per_file=0)
+    assert RetentionPolicy.load(tmp_path) == RetentionPolicy()
+    RetentionPolicy(7, 1234).save(tmp_path)
+    assert RetentionPolicy.load(tmp_path) == RetentionPolicy(7, 1234)
+    (tmp_path / "retention.json").write_text('{"max_total_bytes": "1K", "keep": 3}')
+    with pytest.raises(retention.CoordinatorError) as info:
+        RetentionPolicy.load(tmp_path)
+    assert "keep" in info.value.message
+
+
+def test_gc_uses_the_saved_policy(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    _versions(c, "s", "a.txt", 4)
+    assert cli(capsys, root, "gc", "--keep-versions", "2", "--save", "--dry-run")[0] == 0
+    assert len(History(root / ".edit-coordinator").entries("a.txt")) == 4
+    cli_json(capsys, root, "gc")
+    assert len(History(root / ".edit-coordinator").entries("a.txt")) == 2
+
+
+# --- status and top ------------------------------------------------------------------------------------------
+
+
+def test_status_shows_sessions_writes_locks_and_redis(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    # agent-x was last seen long ago: idle.
+    c.redis.zadd(c.state.sessions_key, {"agent-x": time.time() - 3600})
+    held = c.locks.acquire("f.txt")
+    try:
+        data = cli_json(capsys, root, "status", "--active-window", "60")
+    finally:
+        held.release()
+    assert data["redis"]["ok"] and data["redis"]["ping_ms"] >= 0
+    states = {s["session"]: s["state"] for s in data["sessions"]}
+    assert states == {"agent-x": "idle", "agent-y": "active"}
+    assert (data["active"], data["idle"]) == (1, 1)
+    assert [(w["path"], w["version"]) for w in data["recent_writes"]][:3] == [
+        ("f.txt", 3),
+        ("f.txt", 2),
+        ("f.txt", 1),
+    ]
+    assert [lk["path"] for lk in data["locks_held"]] == ["f.txt"]
+    assert data["conflicts"] is None and "not" in data["conflicts_note"]
+    assert data["history"]["index_files"] == 1
+
+    assert cli_json(capsys, root, "status")["locks_held"] == []  # released
+    rc, out, _ = cli(capsys, root, "status")
+    assert rc == 0 and "agent-y" in out and "Redis: ok" in out
+
+
+def test_status_without_a_running_redis_does_not_start_one(tmp_path: Path, capsys: Any) -> None:
+    root = tmp_path / "quiet"
+    root.mkdir()
+    data = cli_json(capsys, root, "status")
+    assert not data["redis"]["ok"] and "not running" in data["redis"]["error"]
+    assert not (root / ".edit-coordinator").exists()
+    rc, _, _ = cli(capsys, root, "status", "--redis-url", "redis://127.0.0.1:1")
+    assert rc == 1
+
+
+def test_top_refreshes_and_stops(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    rc, out, _ = cli(capsys, root, "top", "--iterations", "2", "--interval", "0.1")
+    assert rc == 0 and "Recent writes" in out and "agent-y" in out
+
+
+def test_status_lists_leases_in_force(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    leases = pytest.importorskip("coordinator.leases")
+    root, c = repo
+    leases.LeaseStore(c.redis, c.namespace).grant("agent-x", ["src/**"], mode="exclusive", ttl_s=60.0)
+    data = cli_json(capsys, root, "status")
+    assert [(x["session"], x["pattern"], x["mode"]) for x in data["leases"]] == [("agent-x", "src/**", "exclusive")]
+    rc, out, _ = cli(capsys, root, "status")
+    assert rc == 0 and "src/**" in out
+
+
+def test_commands_are_wired_into_edit_coordinator(tmp_path: Path, capsys: Any) -> None:
+    from coordinator.cli import main as edit_coordinator
+
+    for command in ("history", "undo", "gc", "status", "top"):
+        with pytest.raises(SystemExit) as info:
+            edit_coordinator([command, "--help"])
+        assert info.value.code == 0
+    assert edit_coordinator(["history", "--root", str(tmp_path), "x.txt"]) == 0
+    assert "No recorded writes of x.txt" in capsys.readouterr().out
+
+
+def _user() -> str:
+    return cmd_history.operator_id().split(":", 1)[1]
