@@ -17,6 +17,8 @@ COMMAND_MODULES = (
     "coordinator.mcp_server",
     "coordinator.cmd_history",
     "coordinator.cmd_redis",
+    "coordinator.cmd_watch",
+    "coordinator.cmd_leases",
 )
 
 

@@ -6,8 +6,10 @@ C when, and only when, it cannot interfere with what changed in between:
 
 1. The edit is valid on B: every ``old_string`` is found in B, uniquely (``replace_all`` edits and the
    empty ``old_string`` that creates a file are never rebased). The lines each match spans in B are the
-   edit's *region*; the lines the edit rewrites (the line diff of B -> B+edit) count too.
-2. The line diff B -> C is computed (see `line_diff`). No changed block of it may overlap or *touch* the
+   edit's *region* (a match that starts with the previous line's terminator, ``"\nx = 1\n"``, does not
+   claim that line); the lines the edit rewrites (the line diff of B -> B+edit) count too.
+2. The line diff B -> C is computed (`diff_texts`: common head and tail found on the texts, then a
+   patience diff of the lines in between, `line_diff`). No changed block of it may overlap or *touch* the
    region: a change on the line just above or just below counts, and so does an insertion at either edge.
 3. The edit is applied to C with the ordinary Edit semantics (`semantics.apply_edits`: exact, then
    quote-folded match, CRLF kept, unique match) and the result must equal the three-way merge of both
@@ -196,18 +198,84 @@ def _coalesce(hunks: list[Hunk]) -> list[Hunk]:
     return out
 
 
-def _trimmed_hunk(a: Sequence[str], b: Sequence[str]) -> Hunk | None:
-    """One hunk covering everything between the common head and tail (None if equal)."""
+@dataclass(frozen=True)
+class _Span:
+    """A hunk with where it lies in the two texts, in characters (for merging by slicing)."""
+
+    hunk: Hunk
+    a_start: int
+    a_len: int
+    b_start: int
+    b_len: int
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    """Length of the common prefix, by bisection on slice comparisons (memcmp speed, not a char loop)."""
     n = min(len(a), len(b))
-    head = 0
-    while head < n and a[head] == b[head]:
-        head += 1
-    if head == len(a) == len(b):
-        return None
-    tail = 0
-    while tail < n - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
-        tail += 1
-    return Hunk(head, len(a) - tail, head, len(b) - tail)
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _common_suffix_len(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix, at most `limit`."""
+    la, lb = len(a), len(b)
+    if a[la - limit :] == b[lb - limit :]:
+        return limit
+    lo, hi = 0, limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def diff_texts(a: str, b: str) -> list[_Span]:
+    """`line_diff` of two texts, with the character positions of each hunk.
+
+    The common head and tail are found on the texts themselves (bisection of slice comparisons) and
+    snapped to whole lines; only the lines in between are split and diffed. A few local changes in a big
+    file cost O(n) memcmp plus the lines between the first and the last change.
+    """
+    k = _common_prefix_len(a, b)
+    if k == len(a) == len(b):
+        return []
+    head = a.rfind("\n", 0, k) + 1  # start of the line holding the first difference (same in b)
+    t = _common_suffix_len(a, b, min(len(a), len(b)) - k)
+    nl = a.find("\n", len(a) - t) if t else -1  # a line end inside the common tail
+    tail = len(a) - (nl + 1) if nl >= 0 else 0  # whole lines at the end, the same in both
+    a_mid = split_keepends(a[head : len(a) - tail])
+    b_mid = split_keepends(b[head : len(b) - tail])
+    head_lines = a.count("\n", 0, head)
+    a_off = _offsets(a_mid, head)
+    b_off = _offsets(b_mid, head)
+    return [
+        _Span(
+            Hunk(h.a1 + head_lines, h.a2 + head_lines, h.b1 + head_lines, h.b2 + head_lines),
+            a_off[h.a1],
+            a_off[h.a2] - a_off[h.a1],
+            b_off[h.b1],
+            b_off[h.b2] - b_off[h.b1],
+        )
+        for h in line_diff(a_mid, b_mid)
+    ]
+
+
+def _offsets(lines: Sequence[str], start: int) -> list[int]:
+    out = [start]
+    for line in lines:
+        start += len(line)
+        out.append(start)
+    return out
 
 
 def _touches(region: tuple[int, int], h: Hunk) -> bool:
@@ -225,7 +293,7 @@ def _touches(region: tuple[int, int], h: Hunk) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 # The rebase
 # ---------------------------------------------------------------------------------------------------------
-def rebase_edits(base: str, current: str, specs: Sequence[EditSpec]) -> RebaseOutcome:
+def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str = "The file") -> RebaseOutcome:
     """Apply `specs` (made against `base`) to `current`, or raise STALE. See the module docstring.
 
     Both texts are the decoded file contents (line ends as in the file). Raises CoordinatorError: STALE
@@ -236,73 +304,69 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec]) -> RebaseOu
     """
     if not specs:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "No edits to rebase.")
-    base_lines = split_keepends(base)
-    cur_lines = split_keepends(current)
-    foreign = line_diff(base_lines, cur_lines)
+    foreign_spans = diff_texts(base, current)
+    foreign = [x.hunk for x in foreign_spans]
     changes = tuple(_line_change(h) for h in foreign)
     if any(s.replace_all for s in specs) or any(s.old_string == "" for s in specs):
         what = "replace_all" if any(s.replace_all for s in specs) else "an empty old_string"
-        raise _stale(changes, f"An edit with {what} is never carried over onto a changed file.", "not_rebasable")
+        raise _stale(name, changes, f"an edit with {what} is never carried over onto a changed file.", "not_rebasable")
 
     # 1. The edit against what the session read: its regions (match lines) and its own hunks.
     try:
         view_outcome = apply_edits(base, specs) if len(specs) > 1 else _apply_one(base, specs[0])
     except CoordinatorError as exc:
         raise _stale(
+            name,
             changes,
-            f"The edit does not apply to the version you read either ({exc.message})",
+            f"the edit does not apply to the version you read either ({exc.message}).",
             "invalid_on_base",
         ) from None
     view = view_outcome.text
-    view_lines = split_keepends(view)
-    if len(specs) == 1:
-        regions = [_match_region(base, view_outcome)]
-        hunk = _trimmed_hunk(base_lines, view_lines)
-        own = [hunk] if hunk is not None else []
-    else:
-        regions = _match_regions(base, specs)
-        own = line_diff(base_lines, view_lines)
-    regions.extend((h.a1, h.a2 - 1) for h in own)
+    regions = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs)
+    own = diff_texts(base, view)
+    regions.extend((x.hunk.a1, x.hunk.a2 - 1) for x in own)
 
     # 2. No foreign change may overlap or touch any region.
     clashing = [c for h, c in zip(foreign, changes, strict=True) if any(_touches(r, h) for r in regions)]
     if clashing:
-        shown = _join(clashing)
         raise _stale(
+            name,
             changes,
-            f"The lines you are editing were changed by someone else since you read the file: {shown} "
-            "(line numbers of the current file).",
+            "the lines you are editing, or the lines right next to them, were changed by another write since "
+            f"your read ({_join(clashing)} of the current file).",
             "overlap",
+            summary=len(clashing) < len(changes),
             clashing=[[c.first, c.last] for c in clashing],
         )
 
     # 3. The edit applied to the current text must be the merge of both change sets.
-    merged = _merge(cur_lines, foreign, view_lines, own)
+    merged = _merge(current, foreign_spans, view, own)
     try:
         outcome = apply_edits(current, specs) if len(specs) > 1 else _apply_one(current, specs[0])
     except CoordinatorError as exc:
         raise _stale(
+            name,
             changes,
-            f"old_string no longer matches uniquely in the current file ({exc.message})",
+            f"old_string no longer matches uniquely in the current file ({exc.message}).",
             "no_unique_match",
         ) from None
     if outcome.text != merged:
         raise _stale(
+            name,
             changes,
-            "old_string now also matches somewhere that does not correspond to where it was in the version "
-            "you read.",
+            "old_string now matches at a place that does not correspond to where it was in the version you read.",
             "moved_match",
         )
     return RebaseOutcome(outcome=outcome, view=view, changes=changes)
 
 
-def rebase_edit(base: str, current: str, spec: EditSpec) -> RebaseOutcome:
+def rebase_edit(base: str, current: str, spec: EditSpec, name: str = "The file") -> RebaseOutcome:
     """`rebase_edits` for a single edit."""
-    return rebase_edits(base, current, [spec])
+    return rebase_edits(base, current, [spec], name)
 
 
 def describe_changes(changes: Sequence[LineChange]) -> str:
-    """"lines 4-6, 40 and 2 more" style summary (current file's numbering)."""
+    """ "lines 4-6, 40 and 2 more" style summary (current file's numbering)."""
     return _join(changes)
 
 
@@ -324,42 +388,39 @@ def _match_regions(base: str, specs: Sequence[EditSpec]) -> list[tuple[int, int]
 
 
 def _match_region(base: str, out: EditOutcome) -> tuple[int, int]:
-    """0-based closed interval of base lines replaced by a single-replacement edit `out` of `base`."""
+    """0-based closed interval of base lines spanned by the text a single-replacement edit `out` of `base`
+    matched.
+
+    A match that begins with a line's terminator (``"\nx = 1\n"``, a common way to anchor on whole lines)
+    does not count that line: none of its text is matched, and if the edit changes the terminator, the
+    edit's own diff hunk covers the line anyway. A match of nothing but a terminator is then an empty
+    region (first == last + 1): the gap between two lines.
+    """
     start = out.first_offset
     removed = len(base) - len(out.text) + out.inserted_len
-    first = line_number_at(base, start) - 1
+    skip = 2 if base.startswith("\r\n", start) else 1 if base.startswith("\n", start) else 0
+    first = line_number_at(base, start + skip) - 1 if skip else line_number_at(base, start) - 1
     last = line_number_at(base, max(start, start + removed - 1)) - 1
-    return first, last
+    return first, max(last, first - 1)
 
 
-def _block_delta(foreign: Sequence[Hunk], a_index: int) -> int:
-    """b - a offset of the equal run that holds base line (or gap) `a_index`: the shift of every hunk
-    that ends at or before it."""
-    delta = 0
-    for h in foreign:
-        if h.a2 > a_index:
-            break
-        delta += (h.b2 - h.b1) - (h.a2 - h.a1)
-    return delta
-
-
-def _merge(
-    cur_lines: Sequence[str],
-    foreign: Sequence[Hunk],
-    view_lines: Sequence[str],
-    own: Sequence[Hunk],
-) -> str:
-    """The current lines with the session's own hunks put at the corresponding place. The own hunks lie in
-    equal runs of base -> current (no foreign hunk touches them), so each maps by a constant shift."""
+def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span]) -> str:
+    """The current text with the session's own hunks put at the corresponding place. The own hunks lie in
+    runs of lines that base -> current left equal (no foreign hunk touches them), so each maps by the
+    character shift of the foreign hunks before it."""
     out: list[str] = []
     cursor = 0
-    for h in own:
-        start = h.a1 + _block_delta(foreign, h.a1)
-        end = start + (h.a2 - h.a1)
-        out.extend(cur_lines[cursor:start])
-        out.extend(view_lines[h.b1 : h.b2])
-        cursor = end
-    out.extend(cur_lines[cursor:])
+    shift = 0
+    i = 0
+    for x in own:
+        while i < len(foreign) and foreign[i].hunk.a2 <= x.hunk.a1:
+            shift += foreign[i].b_len - foreign[i].a_len
+            i += 1
+        start = x.a_start + shift
+        out.append(current[cursor:start])
+        out.append(view[x.b_start : x.b_start + x.b_len])
+        cursor = start + x.a_len
+    out.append(current[cursor:])
     return "".join(out)
 
 
@@ -382,17 +443,21 @@ def _join(changes: Sequence[LineChange]) -> str:
     return ", ".join(parts)
 
 
-def _stale(changes: Sequence[LineChange], reason: str, kind: str, **extra: object) -> CoordinatorError:
-    summary = (
-        f"Since you read it, other writes changed {_join(changes)}."
-        if changes
-        else "Since you read it, the file was changed by another write."
-    )
+def _stale(
+    name: str, changes: Sequence[LineChange], reason: str, kind: str, summary: bool = True, **extra: object
+) -> CoordinatorError:
+    told = ""
+    if summary:
+        told = (
+            f" Since your read, other writes changed {_join(changes)} (current numbering)."
+            if changes
+            else " Since your read, the file was changed by another write."
+        )
     return CoordinatorError(
         ErrorCode.STALE,
-        f"The file has been modified since you last read it, and your edit could not be carried over "
-        f"onto the current version. {reason} {summary} Read the file again (at least around those lines), "
-        "then redo your change on the current content.",
+        f"{name} has been modified since you last read it, and your edit could not be carried over onto the "
+        f"current version: {reason}{told} Read the file again (at least around those lines), then redo your "
+        "change on the current content.",
         changes=[[c.first, c.last] for c in changes],
         reason=kind,
         **extra,

@@ -6,8 +6,11 @@ file lock. Any Redis error becomes `state_unavailable` so that callers fail clos
 
 Key schema (every key of one path shares the `{...}` hash tag, so one operation's keys share a cluster slot):
     ec:{<ns>:<path hash>}:rs:<session>   packed ReadState, with a TTL (default 24 h)
-    ec:{<ns>:<path hash>}:meta           hash: version, writer, time, path
+    ec:{<ns>:<path hash>}:meta           hash: version, writer, time, op, path, hash (content after the write)
     ec:{<ns>}:sessions                   sorted set: session id -> last activity (unix time)
+Leases (leases.py) and change events (events.py) have their own keys under `ec:{<ns>}:`; the calls here take
+an `extra` callback that adds their commands to the same pipeline, so they ride on a round trip that is
+made anyway.
 `ns` names the repository (a hash of its real root path unless given), so one Redis serves many roots.
 """
 
@@ -32,12 +35,16 @@ T = TypeVar("T")
 _PACK = struct.Struct("<16sqqiidc")
 REGISTER_EVERY_S = 10.0
 
-# KEYS: read-state key, meta key (same hash tag). ARGV: packed state, ttl, version, writer, time, op, path.
+# KEYS: read-state key, meta key (same hash tag).
+# ARGV: packed state, ttl, version, writer, time, op, path, content hash after the write.
 _RECORD_WRITE_LUA = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('HSET', KEYS[2], 'version', ARGV[3], 'writer', ARGV[4], 'time', ARGV[5], 'op', ARGV[6], 'path', ARGV[7])
+redis.call('HSET', KEYS[2], 'version', ARGV[3], 'writer', ARGV[4], 'time', ARGV[5], 'op', ARGV[6], 'path', ARGV[7],
+           'hash', ARGV[8])
 return 1
 """
+
+Extra = Callable[[Any], None]  # adds commands to a pipeline; their replies come back in order
 
 KIND_READ = b"r"
 KIND_WRITE = b"w"
@@ -147,35 +154,112 @@ class StateStore:
         raw = self._call(lambda: self.r.get(self.rs_key(session, key)))
         return _unpack(raw)
 
+    def get_with(self, session: str, key: str, extra: Extra) -> tuple[ReadState | None, list[Any]]:
+        """`get`, plus the commands `extra` adds, in one round trip."""
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.get(self.rs_key(session, key))
+            extra(pipe)
+            return pipe.execute()
+
+        replies = self._call(go)
+        return _unpack(replies[0]), replies[1:]
+
+    def run_extra(self, extra: Extra) -> list[Any]:
+        """Only the commands `extra` adds, in one round trip."""
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            extra(pipe)
+            return pipe.execute()
+
+        return self._call(go)
+
     def record_read(self, session: str, key: str, rs: ReadState) -> ReadState | None:
         """Store `rs` and return the previous read state, in one round trip (SET ... GET)."""
+        return self.record_read_with(session, key, rs, None)[0]
+
+    def record_read_with(
+        self, session: str, key: str, rs: ReadState, extra: Extra | None
+    ) -> tuple[ReadState | None, list[Any]]:
+        """`record_read`, plus the commands `extra` adds, in the same round trip."""
 
         def go() -> Any:
             pipe = self.r.pipeline(transaction=False)
             pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s, get=True)
             pipe.zadd(self.sessions_key, {session: rs.time})
+            if extra is not None:
+                extra(pipe)
             return pipe.execute()
 
-        return _unpack(self._call(go)[0])
+        replies = self._call(go)
+        return _unpack(replies[0]), replies[2:]
 
-    def record_write(self, session: str, key: str, rs: ReadState, version: int, op: str) -> None:
-        """After a write: the writer's read state becomes the new content; the path's version moves on.
+    def record_write(
+        self,
+        session: str,
+        key: str,
+        rs: ReadState,
+        version: int,
+        op: str,
+        *,
+        digest: str | None = None,
+        extra: Extra | None = None,
+    ) -> list[Any]:
+        """After a write: the writer's read state becomes `rs`; the path's version and content hash (`digest`,
+        default `rs.hash`; they differ after a rebased edit, whose read state is the session's own view)
+        move on.
 
         One command (a script over the path's two keys, which share a hash tag), so one round trip; the
-        session registry is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process.
+        session registry is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process, and
+        `extra` (change event, notice lookups) adds its commands there too. Returns the replies of `extra`.
         """
 
         def go() -> Any:
             keys = [self.rs_key(session, key), self.meta_key(key)]
-            args = [rs.pack(), self.ttl_s, version, session, repr(rs.time), op, key]
-            if not self._needs_register(session, rs.time):
-                return self._record_write_script(keys=keys, args=args)
+            args = [rs.pack(), self.ttl_s, version, session, repr(rs.time), op, key, digest or rs.hash]
+            register = self._needs_register(session, rs.time)
+            if not register and extra is None:
+                self._record_write_script(keys=keys, args=args)
+                return []
+            # EVALSHA straight into the pipeline: redis-py's pipelined Script would first ask SCRIPT EXISTS,
+            # a second round trip on every write. A server that lost the script (restarted) answers
+            # NOSCRIPT for that one command; the rest of the pipeline has run, so only the script is redone.
             pipe = self.r.pipeline(transaction=False)
-            self._record_write_script(keys=keys, args=args, client=pipe)
-            pipe.zadd(self.sessions_key, {session: rs.time})
-            return pipe.execute()
+            pipe.evalsha(self._record_write_script.sha, len(keys), *keys, *args)
+            if register:
+                pipe.zadd(self.sessions_key, {session: rs.time})
+            if extra is not None:
+                extra(pipe)
+            replies = pipe.execute(raise_on_error=False)
+            if isinstance(replies[0], redis.exceptions.NoScriptError):
+                self._record_write_script(keys=keys, args=args)  # loads it, then runs it
+            for reply in replies:
+                if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+                    raise reply
+            if isinstance(replies[0], Exception) and not isinstance(replies[0], redis.exceptions.NoScriptError):
+                raise replies[0]
+            return replies[2 if register else 1 :]
 
-        self._call(go)
+        return self._call(go)
+
+    def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
+        """After a write removed the file (undo of a creation): no read state; the path's version moves on."""
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.delete(self.rs_key(session, key))
+            pipe.hset(
+                self.meta_key(key),
+                mapping={"version": version, "writer": session, "time": repr(time.time()), "op": op, "path": key,
+                         "hash": ""},
+            )
+            if extra is not None:
+                extra(pipe)
+            return pipe.execute()[2:]
+
+        return self._call(go)
 
     def _needs_register(self, session: str, now: float) -> bool:
         last = self._registered.get(session)
