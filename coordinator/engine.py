@@ -655,35 +655,40 @@ class Coordinator:
                     except CoordinatorError:
                         self._forget_grant(session, leased.own.id)
                         raise
-                if cur.exists:
-                    assert cur.digest is not None and cur.st is not None
-                    self.history_store.store_preimage(dfd, rp.name, cur.digest, cur.data)
-                    mode = cur.st.st_mode & 0o7777
-                    owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
-                else:
-                    mode = 0o666 & ~_UMASK
-                    owner = None
-                new_digest = None if plan.new_data is None else content_hash(plan.new_data)
-                first_line, last_line = _changed_lines(plan)
-                # The index entry goes in before the file is replaced, so that even a crash right after the
-                # rename leaves the write undoable; if the replace fails, the entry is taken back.
-                # The version counter lives in the lock file; the index tail is the fallback for a lock file
-                # that has none yet (new state folder). Counter first: a crash in between skips a number,
-                # never reuses one.
-                version = (held.read_counter() or self.history_store.last_version(rp.key)) + 1
-                held.write_counter(version)
-                entry = self.history_store.append(
-                    rp.key,
-                    version,
-                    session=session,
-                    operation=operation,
-                    before=cur.digest,
-                    after=new_digest,
-                    size_before=len(cur.data),
-                    size_after=len(plan.new_data or b""),
-                    first_line=first_line,
-                    last_line=last_line,
-                )
+                # History first (pre-image, version, index entry): every write stays undoable. A disk error
+                # here (a full disk, a read-only state folder) is a refusal like any other: nothing written.
+                try:
+                    if cur.exists:
+                        assert cur.digest is not None and cur.st is not None
+                        self.history_store.store_preimage(dfd, rp.name, cur.digest, cur.data)
+                        mode = cur.st.st_mode & 0o7777
+                        owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
+                    else:
+                        mode = 0o666 & ~_UMASK
+                        owner = None
+                    new_digest = None if plan.new_data is None else content_hash(plan.new_data)
+                    first_line, last_line = _changed_lines(plan)
+                    # The index entry goes in before the file is replaced, so that even a crash right after the
+                    # rename leaves the write undoable; if the replace fails, the entry is taken back.
+                    # The version counter lives in the lock file; the index tail is the fallback for a lock file
+                    # that has none yet (new state folder). Counter first: a crash in between skips a number,
+                    # never reuses one.
+                    version = (held.read_counter() or self.history_store.last_version(rp.key)) + 1
+                    held.write_counter(version)
+                    entry = self.history_store.append(
+                        rp.key,
+                        version,
+                        session=session,
+                        operation=operation,
+                        before=cur.digest,
+                        after=new_digest,
+                        size_before=len(cur.data),
+                        size_after=len(plan.new_data or b""),
+                        first_line=first_line,
+                        last_line=last_line,
+                    )
+                except OSError as exc:
+                    raise fsio.os_error(exc, rp) from exc
                 try:
                     if plan.new_data is None:
                         fsio.remove_at(dfd, rp, self.fsync)

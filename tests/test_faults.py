@@ -367,11 +367,6 @@ def test_full_disk_first_edit_of_a_path_leaves_the_file_intact(small_disk: Path)
     assert error is not None and after == before
 
 
-@pytest.mark.xfail(
-    reason="engine: on a full disk, the first edit of a path raises a raw OSError (ENOSPC from the version "
-    "counter written into the lock file, or from storing the pre-image) instead of CoordinatorError(io_error)",
-    strict=False,
-)
 def test_full_disk_first_edit_of_a_path_is_a_coordinator_error(small_disk: Path) -> None:
     error, _, _ = _first_edit_on_full_disk(small_disk)
     assert isinstance(error, CoordinatorError) and error.code == ErrorCode.IO_ERROR, repr(error)
