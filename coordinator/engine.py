@@ -141,6 +141,25 @@ class WriteResult:
 EditResult = WriteResult
 
 
+class _RefusalCounts:
+    """Refusals by code in this process, added to Redis (`StateStore.error_counts`) on the next post-write
+    pipeline: counting costs no round trip of its own."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, code: str) -> None:
+        with self._lock:
+            self._counts[code] = self._counts.get(code, 0) + 1
+
+    def queue_flush(self, pipe: Any, key: str) -> None:
+        with self._lock:
+            counts, self._counts = self._counts, {}
+        for code, n in counts.items():
+            pipe.hincrby(key, code, n)
+
+
 class _CachedViewRefused(Exception):
     """The cached view of the session does not match the file: look again in Redis before refusing.
 
@@ -377,6 +396,7 @@ class Coordinator:
         self.state = StateStore(redis_client, self.namespace, ttl_s=read_state_ttl)
         self.read_state_ttl = read_state_ttl
         self._views = _ViewCache(read_state_ttl)
+        self._refusals = _RefusalCounts()
         self.lease_store = LeaseStore(redis_client, self.namespace, fence_dir=self.state_dir / "fences")
         # (taken at, earliest end among its leases, leases): see LEASE_SNAPSHOT_S
         self._lease_snapshot: tuple[float, float, list[Lease]] | None = None
@@ -394,6 +414,13 @@ class Coordinator:
         if self._closed:
             return
         self._closed = True
+        try:  # refusals counted since the last write: best effort, Redis may be gone
+            pipe = self.redis.pipeline(transaction=False)
+            self._refusals.queue_flush(pipe, self.state.refusals_key)
+            if len(pipe):
+                pipe.execute()
+        except Exception:
+            pass
         try:
             os.close(self._tmp_dfd)
         except OSError:
@@ -573,14 +600,18 @@ class Coordinator:
         """
         rebase_specs = specs if policy == "rebase" and specs else None
         try:
-            return self._check_then_write(session, path, operation, transform, may_create, True, rebase_specs)
-        except _CachedViewRefused as cv:
-            if cv.refusal is not None:
-                key = cv.key
-                fresh = self._state_call(lambda: self.state.get(session, key))
-                if fresh is not None and fresh.hash == cv.cached.hash:
-                    raise self._decorate_refusal(cv.refusal, key, fresh, session) from None
-        return self._check_then_write(session, path, operation, transform, may_create, False, rebase_specs)
+            try:
+                return self._check_then_write(session, path, operation, transform, may_create, True, rebase_specs)
+            except _CachedViewRefused as cv:
+                if cv.refusal is not None:
+                    key = cv.key
+                    fresh = self._state_call(lambda: self.state.get(session, key))
+                    if fresh is not None and fresh.hash == cv.cached.hash:
+                        raise self._decorate_refusal(cv.refusal, key, fresh, session) from None
+            return self._check_then_write(session, path, operation, transform, may_create, False, rebase_specs)
+        except CoordinatorError as exc:
+            self._refusals.add(exc.code.value)
+            raise
 
     def _check_then_write(
         self,
@@ -1019,9 +1050,16 @@ class Coordinator:
     ) -> tuple[Callable[[Any], None] | None, Callable[[list[Any]], str]]:
         notice_extra, finish = self._notice_extra(session, key)
         if not self.publish_events:
-            return notice_extra, finish
+
+            def counts_and_notices(pipe: Any) -> None:
+                self._refusals.queue_flush(pipe, self.state.refusals_key)
+                if notice_extra is not None:
+                    notice_extra(pipe)
+
+            return counts_and_notices, finish
 
         def extra(pipe: Any) -> None:
+            self._refusals.queue_flush(pipe, self.state.refusals_key)
             events_mod.queue_event(
                 pipe, self.namespace, path=key, session=session, version=version, operation=operation,
                 ranges=ranges, when=when, digest=digest, rebased=rebased,

@@ -97,6 +97,7 @@ class StateStore:
         self.ns = namespace
         self.ttl_s = ttl_s
         self.sessions_key = f"ec:{{{namespace}}}:sessions"
+        self.refusals_key = f"ec:{{{namespace}}}:refusals"
         self._record_write_script = client.register_script(_RECORD_WRITE_LUA)
         self._registered: dict[str, float] = {}
 
@@ -276,6 +277,11 @@ class StateStore:
     def meta(self, key: str) -> dict[str, str]:
         raw = self._call(lambda: self.r.hgetall(self.meta_key(key)))
         return {_s(k): _s(v) for k, v in raw.items()}
+
+    def error_counts(self) -> dict[str, int]:
+        """Refusals of writes by code, over every process of this repository (flushed after writes)."""
+        raw = self._call(lambda: self.r.hgetall(self.refusals_key))
+        return {_s(k): int(v) for k, v in raw.items()}
 
     def sessions(self, since_s: float | None = None) -> list[tuple[str, float]]:
         lo = "-inf" if since_s is None else time.time() - since_s

@@ -531,3 +531,24 @@ def test_failed_replace_writes_nothing_and_leaves_no_history(coord, root, monkey
     assert os.listdir(coord.state_dir / "tmp") == []
     s.edit("full.txt", "keep", "changed")  # the session's view is still current
     assert [e.version for e in coord.history("full.txt")] == [1]
+
+
+def test_refusals_are_counted_by_code(root):
+    server = fakeredis.FakeServer()
+    write_bytes(root / "cnt.txt", b"a\nb\n")
+    with Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as c:
+        a, b = c.session("a"), c.session("b")
+        a.read("cnt.txt")
+        b.read("cnt.txt")
+        a.edit("cnt.txt", "a", "A")
+        for _ in range(2):
+            with pytest.raises(CoordinatorError):
+                b.edit("cnt.txt", "b", "B")
+        with pytest.raises(CoordinatorError):
+            a.edit("cnt.txt", "zzz", "B")
+        a.edit("cnt.txt", "b", "B")  # the next write carries the counts to Redis
+        assert c.state.error_counts() == {"stale": 2, "no_match": 1}
+        with pytest.raises(CoordinatorError):
+            b.edit("cnt.txt", "B", "b")
+    with Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as c:
+        assert c.state.error_counts()["stale"] == 3  # flushed at close
