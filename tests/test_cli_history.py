@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import Coordinator, cmd_history, retention
+from coordinator import Coordinator, CoordinatorError, cmd_history, retention
 from coordinator.history import History
 from coordinator.retention import RetentionPolicy, collect, parse_size
 
@@ -454,6 +454,11 @@ def test_gc_uses_the_saved_policy(repo: tuple[Path, Coordinator], capsys: Any) -
 def test_status_shows_sessions_writes_locks_and_redis(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     three_versions(root, c)
+    other = c.session("agent-z")
+    with pytest.raises(CoordinatorError):
+        other.edit("f.txt", "x", "y")  # never read: a not_read refusal, counted at the next write
+    c.session("agent-y").read("f.txt")
+    c.session("agent-y").write("f.txt", "final\n")
     # agent-x was last seen long ago: idle.
     c.redis.zadd(c.state.sessions_key, {"agent-x": time.time() - 3600})
     held = c.locks.acquire("f.txt")
@@ -466,12 +471,12 @@ def test_status_shows_sessions_writes_locks_and_redis(repo: tuple[Path, Coordina
     assert states == {"agent-x": "idle", "agent-y": "active"}
     assert (data["active"], data["idle"]) == (1, 1)
     assert [(w["path"], w["version"]) for w in data["recent_writes"]][:3] == [
+        ("f.txt", 4),
         ("f.txt", 3),
         ("f.txt", 2),
-        ("f.txt", 1),
     ]
     assert [lk["path"] for lk in data["locks_held"]] == ["f.txt"]
-    assert data["conflicts"] is None and "not" in data["conflicts_note"]
+    assert data["conflicts"] == {"not_read": 1}
     assert data["history"]["index_files"] == 1
 
     assert cli_json(capsys, root, "status")["locks_held"] == []  # released
