@@ -93,6 +93,7 @@ def run_fleet(
     durability: str = "fsync",
     check_versions: bool | None = None,
     recover: bool = True,
+    policy: str = "strict",
 ) -> tuple[FleetRun, OracleReport]:
     """Run a fleet on `root` (whose embedded Redis must be running for kind="coordinator") and judge it."""
     corpus = prepare_corpus(root, workload, files, workers, seed)
@@ -100,7 +101,7 @@ def run_fleet(
     cfg = FleetConfig(
         root=str(root),
         corpus=corpus,
-        client=ClientSpec(kind, root=str(root), redis_url=url, durability=durability),
+        client=ClientSpec(kind, root=str(root), redis_url=url, durability=durability, policy=policy),
         run_dir=str(root.parent / f"run-{workload}-{kind}"),
         workers=workers,
         think_ms=think_ms,
@@ -163,6 +164,16 @@ def test_real_source_workloads_keep_every_acknowledged_change(redis_root: Path, 
     assert "insert" in kinds
     if workload == "mixed":
         assert {"replace", "delete"} <= kinds
+
+
+def test_rebase_policy_keeps_every_change_and_refuses_less(redis_root: Path) -> None:
+    """Under policy rebase the oracle still finds every acknowledged change, and the edits it carried over
+    are whole versions (the oracle knows them by the hash the engine reported)."""
+    run, report = run_fleet(redis_root, "mixed", workers=4, files=2, duration=2.0, think_ms=0.5, policy="rebase")
+    assert report.ok, report.details
+    ops = pair_ops(run.records)[0]
+    assert any(o.rebased_to for o in ops), "some edits were carried over others' changes"
+    assert report.torn_reads == 0 and not report.torn_files
 
 
 def test_hot_line_with_zipf_skew(redis_root: Path) -> None:

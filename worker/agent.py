@@ -585,7 +585,9 @@ class Agent:
         if res is not None:
             outcome["w"] = res.timings.get("lock_wait_s")
             outcome["h"] = res.timings.get("lock_hold_s")
-            if expected_hash is not None and res.hash is not None and res.hash != expected_hash:
+            if getattr(res, "rebased", False):
+                outcome["rb"] = res.hash  # carried over others' changes (policy rebase): this is the version
+            elif expected_hash is not None and res.hash is not None and res.hash != expected_hash:
                 outcome["xm"] = res.hash  # the engine wrote something other than the change computed
             if res.warnings:
                 outcome["warn"] = len(res.warnings)
@@ -593,7 +595,7 @@ class Agent:
         ok = code == "ok"
         self.control.count(1 if ok else 0, 1, 0 if ok else 1)
         if ok and change.kind != "create":
-            if change.expected is not None and "xm" not in outcome:
+            if change.expected is not None and "xm" not in outcome and "rb" not in outcome:
                 self.views[change.path] = change.expected
             else:
                 self.views.pop(change.path, None)

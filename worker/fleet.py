@@ -77,6 +77,7 @@ class ClientSpec:
     durability: str = "fsync"
     lock_timeout: float = 10.0
     token: str | None = None  # "http": the token the service accepts
+    policy: str = "strict"  # "coordinator": strict or rebase
 
     @property
     def local(self) -> bool:
@@ -105,7 +106,11 @@ def make_client(spec: ClientSpec) -> Client:
 
         assert spec.root is not None
         return InProcessClient.open(
-            spec.root, spec.redis_url, durability=spec.durability, lock_timeout=spec.lock_timeout
+            spec.root,
+            spec.redis_url,
+            durability=spec.durability,
+            lock_timeout=spec.lock_timeout,
+            policy=spec.policy,
         )
     if spec.kind == "http":
         return http_client_class()(spec.url, token=spec.token)  # type: ignore[no-any-return]
@@ -649,6 +654,7 @@ class Op:
     lock_wait_s: float | None = None
     lock_hold_s: float | None = None
     mismatch: str | None = None
+    rebased_to: str | None = None  # policy rebase: the version the carried-over edit produced
     t_end: float | None = None
 
 
@@ -677,6 +683,7 @@ def pair_ops(records: Iterable[dict[str, Any]]) -> tuple[list[Op], list[dict[str
         op.lock_wait_s = r.get("w")
         op.lock_hold_s = r.get("h")
         op.mismatch = r.get("xm")
+        op.rebased_to = r.get("rb")
         op.t_end = r.get("t")
     return sorted(ops.values(), key=lambda o: o.t), reads
 
@@ -769,8 +776,13 @@ def verify(
     for rel, h in cfg.corpus.original.items():
         known[rel].add(h)
     unverifiable: set[str] = set()
+    rebase = getattr(cfg.client, "policy", "strict") == "rebase"
     for o in ops:
-        if o.code in ("ok", None):
+        if o.rebased_to is not None:
+            known[o.file].add(o.rebased_to)
+        elif o.code is None and rebase:
+            unverifiable.add(o.file)  # killed mid-call: it may have been carried over onto unknown bytes
+        elif o.code in ("ok", None):
             if o.expected is None:
                 unverifiable.add(o.file)
             else:

@@ -77,6 +77,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--redis-url", default=None, help="a real Redis server (default: the embedded one)")
     p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write or not")
     p.add_argument(
+        "--policy",
+        choices=("strict", "rebase"),
+        default="strict",
+        help="strict: refuse every edit of a file changed since the session's view; rebase: carry an edit over "
+        "changes that do not touch its lines",
+    )
+    p.add_argument(
         "--root",
         type=Path,
         default=None,
@@ -214,7 +221,9 @@ def _run(args: argparse.Namespace, err: Any) -> int:
                 redis_url = ensure_embedded_redis(state_dir)
                 if not was_running:
                     redis_started = state_dir
-            spec = ClientSpec("coordinator", root=str(root), redis_url=redis_url, durability=args.durability)
+            spec = ClientSpec(
+                "coordinator", root=str(root), redis_url=redis_url, durability=args.durability, policy=args.policy
+            )
         # 3. The corpus.
         try:
             if args.url:
