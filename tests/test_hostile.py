@@ -249,59 +249,71 @@ def test_symlink_swap_between_check_and_write_never_escapes(hostile: dict[str, A
 MUTATING = {"/v1/write", "/v1/edit", "/v1/multi_edit", "/v1/undo"}
 
 
-if schemathesis is not None:
-
-    @pytest.fixture(scope="module")
-    def api_schema(hostile: dict[str, Any]) -> Any:
-        url = hostile["server"].url
-        schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
-        # The token is ours (below): generated Authorization values would only ever test the 401 path.
-        schema.config.generation.update(
-            modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], with_security_parameters=False
-        )
-        return schema
-
-    fuzz_schema = schemathesis.pytest.from_fixture("api_schema")
-
-    @fuzz_schema.parametrize()
-    @settings(
-        max_examples=40,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=True,
+def _fuzz_case(case: Any, hostile: dict[str, Any]) -> None:
+    """One generated call: no 5xx, the answer matches the document, nothing changes unless it succeeded."""
+    root, outside = hostile["root"], hostile["outside"]
+    before_root, before_out = snapshot(root), snapshot(outside)
+    headers = dict(case.headers or {})
+    # Admin: every endpoint is reachable, as any session. Shutdown (tested on its own) gets a session token,
+    # which it must refuse, so that the run goes on.
+    who = token("fuzz") if case.path == "/v1/admin/shutdown" else token(admin=True)
+    headers["Authorization"] = f"Bearer {who}"
+    response = case.call(headers=headers, timeout=30)
+    assert response.status_code < 500, (case.path, response.status_code, response.text[:300])
+    case.validate_response(
+        response,
+        checks=[
+            schemathesis.checks.not_a_server_error,
+            schemathesis.specs.openapi.checks.status_code_conformance,
+            schemathesis.specs.openapi.checks.content_type_conformance,
+            schemathesis.specs.openapi.checks.response_schema_conformance,
+            schemathesis.specs.openapi.checks.negative_data_rejection,
+        ],
     )
-    def test_fuzz_api_from_openapi(case: Any, hostile: dict[str, Any]) -> None:
-        """No 5xx, answers match the document, and nothing changes unless the call succeeded."""
-        root, outside = hostile["root"], hostile["outside"]
-        before_root, before_out = snapshot(root), snapshot(outside)
-        headers = dict(case.headers or {})
-        # Admin: every endpoint is reachable, as any session. Shutdown (tested on its own) gets a session
-        # token, which it must refuse, so that the run goes on.
-        who = token("fuzz") if case.path == "/v1/admin/shutdown" else token(admin=True)
-        headers["Authorization"] = f"Bearer {who}"
-        response = case.call(headers=headers, timeout=30)
-        assert response.status_code < 500, (case.path, response.status_code, response.text[:300])
-        case.validate_response(
-            response,
-            checks=[
-                schemathesis.checks.not_a_server_error,
-                schemathesis.specs.openapi.checks.status_code_conformance,
-                schemathesis.specs.openapi.checks.content_type_conformance,
-                schemathesis.specs.openapi.checks.response_schema_conformance,
-                schemathesis.specs.openapi.checks.negative_data_rejection,
-            ],
-        )
-        assert snapshot(outside) == before_out
-        if not (response.status_code < 300 and case.path in MUTATING):
-            assert snapshot(root) == before_root, (case.path, response.status_code, response.text[:300])
+    assert snapshot(outside) == before_out
+    if not (response.status_code < 300 and case.path in MUTATING):
+        assert snapshot(root) == before_root, (case.path, response.status_code, response.text[:300])
 
 
-else:  # pragma: no cover
+@pytest.mark.skipif(schemathesis is None, reason="schemathesis is not installed")
+def test_fuzz_api_from_openapi(hostile: dict[str, Any]) -> None:
+    """Every operation of the service's own OpenAPI document, with valid and invalid data.
 
-    @pytest.mark.skip(reason="schemathesis is not installed")
-    def test_fuzz_api_from_openapi() -> None:
-        pass
+    Driven through schemathesis' strategies and hypothesis directly (not its pytest plugin), so the test
+    does not depend on pytest internals.
+    """
+    from hypothesis import given
+
+    url = hostile["server"].url
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    # The token is ours (see _fuzz_case): generated Authorization values would only ever test the 401 path.
+    schema.config.generation.update(with_security_parameters=False)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 8, operations
+    from hypothesis.errors import Unsatisfiable
+
+    fuzzed = 0
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @settings(
+                max_examples=20,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                derandomize=True,
+            )
+            @given(case=operation.as_strategy(generation_mode=mode))
+            def run(case: Any) -> None:
+                _fuzz_case(case, hostile)
+
+            try:
+                run()
+                fuzzed += 1
+            except Unsatisfiable:
+                # An operation with nothing to make invalid (no body, no parameters) has no negative cases.
+                assert mode == GenerationMode.NEGATIVE, operation
+    assert fuzzed > len(operations), fuzzed  # every operation with valid data, most with invalid data too
 
 
 def test_server_survived_the_fuzzing(hostile: dict[str, Any]) -> None:
