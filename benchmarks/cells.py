@@ -1,0 +1,334 @@
+"""One cell, one repetition: a row of a scenario run in one column on a fresh root, then judged.
+
+Each repetition gets a new repository root (fresh files, a fresh state folder) and a flushed Redis, so
+that nothing carries over from the cell before; the suite's one Redis server serves every cell (and the
+naive-lock baseline's locks). The figures of a repetition are those of `worker.fleet.summarize` and the
+oracle (`worker.fleet.verify`), plus CPU, memory and Redis figures measured around the run.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import re
+import resource
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from coordinator.fsio import resolve
+from coordinator.history import content_hash
+from coordinator.state import KIND_READ, ReadState, StateStore, path_hash
+from worker.agent import counters_text, prepare_corpus
+from worker.fleet import FleetConfig, Progress, pair_ops, summarize, verify
+
+from .columns import KIND_HTTP, KIND_UNSAFE, Column, spec_for
+from .fleetrun import BenchFleet, WorkerExtras, read_usage
+from .measure import machine_busy, machine_cpu_ticks, percentile, redis_stats
+from .scenarios import Row, Scenario
+
+MiB = 1024 * 1024
+_PRELOAD_BATCH = 5000
+
+
+@dataclass
+class CellContext:
+    """What every cell of a run shares."""
+
+    scratch: Path
+    redis_url: str
+    redis: redis.Redis
+    duration_s: float
+    keep_latencies: bool = True
+
+
+@dataclass
+class CellOutcome:
+    """A repetition's figures (the JSON record) and its samples (pooled per cell for the CDFs)."""
+
+    record: dict[str, Any]
+    latencies_s: list[float] = field(default_factory=list)
+    change_latencies_s: list[float] = field(default_factory=list)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def _ms(values: list[float], q: float) -> float | None:
+    p = percentile(values, q)
+    return None if p is None else p * 1000.0
+
+
+def _pcts(values: list[float]) -> dict[str, float | None]:
+    return {"p50": _ms(values, 50), "p95": _ms(values, 95), "p99": _ms(values, 99)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Preloaded read state (the scale scenario)
+# ---------------------------------------------------------------------------------------------------------
+def preload_read_state(client: redis.Redis, root: Path, files: list[str], sessions: int) -> dict[str, Any]:
+    """Write read state for `sessions` x `files` as the engine would (same keys, same packed value, same TTL)
+    and the session registry; returns the entry count, the time taken and the Redis memory it added."""
+    ns = path_hash(str(root.resolve()))
+    store = StateStore(client, ns)
+    now = time.time()
+    states = []
+    for rel in files:
+        key = resolve(str(root.resolve()), rel).key
+        st = (root / rel).stat()
+        rs = ReadState(content_hash((root / rel).read_bytes()), st.st_mtime_ns, st.st_size, 0, 0, now, KIND_READ)
+        states.append((key, rs.pack()))
+    before = int(client.info("memory")["used_memory"])
+    t0 = time.perf_counter()
+    pipe = client.pipeline(transaction=False)
+    queued = 0
+    for s in range(sessions):
+        sid = f"preload-{s:05d}"
+        for key, packed in states:
+            pipe.set(store.rs_key(sid, key), packed, ex=store.ttl_s)
+            queued += 1
+        pipe.zadd(store.sessions_key, {sid: now})
+        if queued >= _PRELOAD_BATCH:
+            pipe.execute()
+            queued = 0
+    pipe.execute()
+    elapsed = time.perf_counter() - t0
+    after = int(client.info("memory")["used_memory"])
+    entries = sessions * len(files)
+    sample_key = store.rs_key("preload-00000", states[0][0]) if states else None
+    sample = int(client.memory_usage(sample_key) or 0) if sample_key else None
+    return {
+        "entries": entries,
+        "seconds": elapsed,
+        "used_memory_before": before,
+        "used_memory_after": after,
+        "bytes_per_entry": (after - before) / entries if entries else None,
+        "memory_usage_one_key": sample,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A cell
+# ---------------------------------------------------------------------------------------------------------
+def prepare_root(scenario: Scenario, row: Row, root: Path) -> Any:
+    """The row's files under a new root: counters (200 lines), hot-line, or a copy of stdlib sources."""
+    root.mkdir(parents=True)
+    slots = max(row.slots, row.sessions) if row.workload == "counters" else row.sessions
+    corpus = prepare_corpus(root, row.workload, row.files, slots, scenario.seed)
+    extra: list[str] = []
+    if row.preload_files > len(corpus.files):
+        # The preloaded read state covers more files than the fleet edits: create the others too.
+        for i in range(len(corpus.files), row.preload_files):
+            rel = f"stress/c{i:02d}.txt"
+            (root / rel).write_text(counters_text(f"c{i:02d}", corpus.slots), encoding="utf-8")
+            extra.append(rel)
+    return corpus, extra
+
+
+def run_cell(
+    ctx: CellContext,
+    scenario: Scenario,
+    row: Row,
+    column: Column,
+    rep: int,
+    progress: Callable[[Progress], None] | None = None,
+    profile_dir: Path | None = None,
+) -> CellOutcome:
+    """Run one repetition of (`row`, `column`) and judge it."""
+    name = _slug(f"{scenario.name}-{row.key}-{column.name}-r{rep}")
+    cell_dir = ctx.scratch / name
+    root = cell_dir / "repo"
+    run_dir = cell_dir / "run"
+    service = None
+    try:
+        ctx.redis.flushall()
+        corpus, extra_files = prepare_root(scenario, row, root)
+        preload = None
+        if row.preload_sessions:
+            preload = preload_read_state(ctx.redis, root, [*corpus.files, *extra_files], row.preload_sessions)
+        url = token = None
+        if column.kind == KIND_HTTP:
+            from .httpserver import HttpService
+
+            service = HttpService(root, ctx.redis_url, cell_dir / "service", durability=column.durability or "none")
+            service.start()
+            url, token = service.url, service.token
+        spec = spec_for(column, str(root), ctx.redis_url, url=url, token=token)
+        r0 = redis_stats(ctx.redis)
+        duration = ctx.duration_s * row.duration_factor
+        ticks0 = machine_cpu_ticks()
+        if row.mode == "raw":
+            outcome = _run_raw_cell(spec, root, corpus.files[0], duration, profile_dir)
+        else:
+            outcome = _run_fleet_cell(
+                ctx, scenario, row, column, spec, root, run_dir, corpus, duration, progress, profile_dir
+            )
+        ticks1 = machine_cpu_ticks()
+        r1 = redis_stats(ctx.redis)
+        server = service.usage() if service is not None else None
+        rec = outcome.record
+        uses_redis = column.kind != KIND_UNSAFE
+        rec["redis"] = {
+            "used_memory_mib": r1["used_memory"] / MiB if uses_redis else None,
+            "delta_bytes": r1["used_memory"] - r0["used_memory"] if uses_redis else None,
+            "keys": r1["keys"] if uses_redis else None,
+            "cpu_s": r1["cpu_s"] - r0["cpu_s"] if uses_redis else None,
+        }
+        if preload is not None:
+            rec["preload"] = preload
+        cpu = rec["cpu"]
+        cpu["redis_s"] = rec["redis"]["cpu_s"] or 0.0
+        cpu["server_s"] = server["cpu_s"] if server else 0.0
+        cpu["total_s"] = (cpu["clients_s"] or 0.0) + cpu["redis_s"] + cpu["server_s"]
+        # How busy the whole machine was meanwhile, and how much of that was this cell (the rest: other
+        # tenants of a shared machine, which the figures cannot control for, only report).
+        busy = machine_busy(ticks0, ticks1)
+        cores = os.cpu_count() or 1
+        if busy is not None and rec.get("wall_s"):
+            ours = (cpu["total_s"] + (cpu.get("harness_s") or 0.0)) / rec["wall_s"] / cores
+            busy["ours"] = ours
+            busy["others"] = max(busy["busy"] - ours, 0.0)
+        rec["machine_cpu"] = busy
+        acked = rec["acknowledged"]
+        rec["cpu_ms_per_edit"] = cpu["total_s"] / acked * 1000.0 if acked else None
+        rec["cpu_ms_per_edit_clients"] = (cpu["clients_s"] or 0.0) / acked * 1000.0 if acked else None
+        if server:
+            rec["server"] = server
+        rec["rep"] = rep
+        return outcome
+    finally:
+        if service is not None:
+            service.stop()
+        shutil.rmtree(cell_dir, ignore_errors=True)
+
+
+def _run_raw_cell(spec: Any, root: Path, path: str, duration: float, profile_dir: Path | None) -> CellOutcome:
+    from .raw import run_raw
+
+    profile = cProfile.Profile() if profile_dir else None
+    r = run_raw(spec, root, path, duration, profile)
+    if profile is not None and profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        profile.dump_stats(str(profile_dir / "raw.prof"))
+    lat = r["latencies"]
+    attempts = r["attempts"]
+    stale = r["refused"].get("stale", 0)
+    rec: dict[str, Any] = {
+        "wall_s": r["wall_s"],
+        "attempts": attempts,
+        "acknowledged": r["acknowledged"],
+        "refused": r["refused"],
+        "stale": stale,
+        "conflict_rate": stale / attempts if attempts else 0.0,
+        "refusal_rate": sum(r["refused"].values()) / attempts if attempts else 0.0,
+        "throughput_per_s": r["acknowledged"] / r["wall_s"] if r["wall_s"] > 0 else 0.0,
+        "latency_ms": _pcts(lat),
+        "change_latency_ms": _pcts(lat),
+        "lock_wait_ms": _pcts(r["lock_waits"]),
+        "lock_hold_ms": _pcts(r["lock_holds"]),
+        "oracle": {
+            "ok": r["lost_updates"] == 0 and not r["torn_files"],
+            "lost_updates": r["lost_updates"],
+            "torn_files": r["torn_files"],
+            "torn_reads": 0,
+            "phantom_writes": 0,
+            "mismatches": 0,
+            "verified": r["acknowledged"],
+            "details": [],
+        },
+        "lost_updates": r["lost_updates"],
+        "cpu": {"clients_s": r["cpu_s"]},
+        "rss_mib": {"max": None, "median": None},
+        "workers": 1,
+        "worker_errors": [],
+    }
+    return CellOutcome(rec, lat, lat)
+
+
+def _run_fleet_cell(
+    ctx: CellContext,
+    scenario: Scenario,
+    row: Row,
+    column: Column,
+    spec: Any,
+    root: Path,
+    run_dir: Path,
+    corpus: Any,
+    duration: float,
+    progress: Callable[[Progress], None] | None,
+    profile_dir: Path | None,
+) -> CellOutcome:
+    cfg = FleetConfig(
+        root=str(root),
+        corpus=corpus,
+        client=spec,
+        run_dir=str(run_dir),
+        workers=row.sessions,
+        think_ms=row.think_ms,
+        skew=row.skew,
+        seed=scenario.seed,
+        duration_s=duration,
+        disjoint=row.disjoint,
+        observe=True,
+        timeout_s=duration + 120.0,
+    )
+    extras = WorkerExtras(str(run_dir / "usage"), str(profile_dir) if profile_dir else None)
+    harness0 = resource.getrusage(resource.RUSAGE_SELF)
+    run = BenchFleet(cfg, extras).run(progress=progress)
+    harness1 = resource.getrusage(resource.RUSAGE_SELF)
+    # Rebased edits write a merge of the session's change and the changes it had not seen: the result is
+    # not the version the agent computed, so only the content checks (counters, tags) apply to them.
+    check_versions = None if column.policy in (None, "strict") else False
+    report = verify(run, check_versions=check_versions)
+    summary = summarize(run)
+    usage = read_usage(run_dir / "usage")
+    ops, _reads = pair_ops(run.records)
+    done = [o for o in ops if o.code is not None]
+    lat = [o.latency_s for o in done if o.latency_s is not None]
+    first: dict[tuple[str, int], float] = {}
+    for o in ops:
+        first.setdefault((o.session, o.change_id), o.t)
+    e2e = [o.t_end - first[(o.session, o.change_id)] for o in done if o.code == "ok" and o.t_end is not None]
+    attempts = summary["attempts"]
+    refused = summary["refused"]
+    stale = refused.get("stale", 0)
+    rss = [u["maxrss_kib"] / 1024.0 for u in usage if u.get("maxrss_kib")]
+    oracle = report.to_dict()
+    oracle["details"] = oracle.get("details", [])[:5]
+    rec: dict[str, Any] = {
+        "wall_s": summary["wall_s"],
+        "attempts": attempts,
+        "acknowledged": summary["acknowledged"],
+        "refused": refused,
+        "stale": stale,
+        "conflict_rate": stale / attempts if attempts else 0.0,
+        "refusal_rate": summary["conflict_rate"],
+        "throughput_per_s": summary["acknowledged"] / summary["wall_s"] if summary["wall_s"] else 0.0,
+        "reads": summary["reads"],
+        "latency_ms": summary["latency_ms"],
+        "latency_ok_ms": summary["latency_ok_ms"],
+        "change_latency_ms": summary["change_latency_ms"],
+        "lock_wait_ms": summary["lock_wait_ms"],
+        "lock_hold_ms": summary["lock_hold_ms"],
+        "oracle": oracle,
+        "lost_updates": report.lost_updates,
+        "cpu": {
+            "clients_s": sum(u["cpu_s"] for u in usage) if usage else None,
+            "clients_user_s": sum(u["user_s"] for u in usage) if usage else None,
+            "clients_system_s": sum(u["system_s"] for u in usage) if usage else None,
+            # The fleet's supervisor and file observer (this process): measurement, not the system under test.
+            "harness_s": (harness1.ru_utime - harness0.ru_utime) + (harness1.ru_stime - harness0.ru_stime),
+        },
+        "rss_mib": {"max": max(rss) if rss else None, "median": statistics.median(rss) if rss else None},
+        "workers": row.sessions,
+        "worker_errors": [e.strip().splitlines()[-1] if e.strip() else "?" for e in run.worker_errors][:3],
+        "samples": run.samples,
+    }
+    return CellOutcome(rec, lat, e2e)

@@ -1,0 +1,233 @@
+"""`edit-coordinator bench`: the benchmark suite, its report and its plots.
+
+    edit-coordinator bench                    # every scenario, 3 repetitions (about 40 minutes)
+    edit-coordinator bench --quick            # a smoke test in well under a minute (CI)
+    edit-coordinator bench --scenario hot --scenario solo --reps 5
+    edit-coordinator bench --report           # regenerate the plots and BENCHMARKS.md from the results
+
+A run writes `<out>/<scenario>.json` for each scenario and the plots; `--report` writes the generated part
+of BENCHMARKS.md (between `<!-- bench:begin -->` and `<!-- bench:end -->`; the rest of the file is left as
+it is) from whatever results are in `--out`. Exit status: 0 when the oracle found no lost update in any
+coordinator cell, 1 when it found one, 2 when the suite could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .scenarios import DEFAULT_DURATION_S, QUICK_DURATION_S, scenario_names
+
+QUICK_DIR_NAME = "quick"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="run the benchmark suite (throughput, conflicts, lost updates) against the baselines",
+        description=(
+            "Run the benchmark scenarios (solo, disjoint, hot, hot-line, zipf, corpus, scale) through the "
+            "coordinator and the baselines (unsafe: no lock; naive-lock: a redis-py Lock plus an mtime "
+            "check), side by side, repetitions interleaved. Writes one JSON per scenario and the plots into "
+            "--out; --report regenerates the generated part of BENCHMARKS.md from them."
+        ),
+    )
+    p.add_argument("--quick", action="store_true", help="smoke test: few cells, short, one repetition, no HTTP column")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        choices=scenario_names(),
+        default=None,
+        metavar="NAME",
+        help=f"run only this scenario (repeatable): {', '.join(scenario_names())}",
+    )
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="repetitions per cell (default 3; disjoint and scale, whose targets compare rows, run 2 more; --quick: 1)",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help=f"seconds per cell (default {DEFAULT_DURATION_S:g}; --quick: {QUICK_DURATION_S:g})",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the results and plots (default benchmarks/results; --quick: benchmarks/results/quick)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this column (repeatable): unsafe, naive-lock, strict-none, strict-fsync, rebase-none, "
+        "rebase-fsync, http-strict-none",
+    )
+    p.add_argument("--no-http", action="store_true", help="leave out the HTTP column even if the service is installed")
+    p.add_argument("--no-profile", action="store_true", help="do not profile the cells of missed targets")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="run nothing: regenerate the plots and BENCHMARKS.md's generated part from the results in --out",
+    )
+    p.add_argument("--markdown", type=Path, default=None, help="the file --report writes (default BENCHMARKS.md)")
+    p.set_defaults(func=run_bench)
+
+
+def _default_out(quick: bool) -> Path:
+    from .suite import RESULTS_DIR
+
+    return RESULTS_DIR / QUICK_DIR_NAME if quick else RESULTS_DIR
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    out: Path = args.out or _default_out(args.quick)
+    if args.report:
+        return _report(out, args.markdown, err)
+    from .scenarios import select
+    from .suite import SuiteOptions, run_suite
+
+    try:
+        scenarios = select(args.scenario, args.quick)
+    except ValueError as exc:
+        err.print(f"[red]bench:[/red] {exc}")
+        return 2
+    reps = args.reps if args.reps is not None else (1 if args.quick else 3)
+    duration = args.duration if args.duration is not None else (QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S)
+    if reps < 1 or duration <= 0:
+        err.print("[red]bench:[/red] --reps must be at least 1 and --duration positive.")
+        return 2
+    if args.quick and args.out is None:
+        # Quick results are a smoke test, not figures to keep: their default folder ignores itself in git.
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".gitignore").write_text("*\n")
+    reporter = ProgressReporter(err)
+    opts = SuiteOptions(
+        scenarios=scenarios,
+        reps=reps,
+        duration_s=duration,
+        out=out,
+        quick=args.quick,
+        with_http=not args.no_http and not args.quick,
+        columns=args.column,
+        profile_missed=not args.no_profile and not args.quick,
+        reporter=reporter,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    t0 = time.monotonic()
+    try:
+        with reporter:
+            results = run_suite(opts)
+    except KeyboardInterrupt:
+        err.print("[yellow]bench: interrupted; the scenarios finished so far are saved.[/yellow]")
+        return 130
+    except Exception as exc:  # the suite could not run: say why, briefly
+        err.print(f"[red]bench: the suite could not run:[/red] {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    from .plots import make_plots
+
+    plots = make_plots(results, out)
+    from .summary import print_summary
+
+    lost = print_summary(results, out, plots, time.monotonic() - t0)
+    return 1 if lost else 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _report(out: Path, markdown: Path | None, err: Any) -> int:
+    from .plots import make_plots
+    from .report import DEFAULT_MARKDOWN, write_report
+    from .suite import load_results
+
+    results = load_results(out)
+    if not results:
+        err.print(f"[red]bench --report:[/red] no results in {out}; run `edit-coordinator bench` first.")
+        return 2
+    plots = make_plots(results, out)
+    path = write_report(results, markdown or DEFAULT_MARKDOWN, plots, out)
+    err.print(f"Wrote the generated part of {path} from {len(results)} scenario results in {out}.")
+    return 0
+
+
+class ProgressReporter:
+    """A rich progress bar over the cells of the suite, with the running cell's live figures."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]bench[/bold] {task.description}", table_column=None),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=console,
+            transient=False,
+            disable=not console.is_terminal,
+        )
+        self.task: Any = None
+        self.label = ""
+        self.last_print = 0.0
+
+    def __enter__(self) -> ProgressReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def plan(self, total_cells: int) -> None:
+        self.task = self.progress.add_task("starting", total=total_cells, status="")
+
+    def cell_started(self, scenario: str, row: str, column: str, rep: int, duration_s: float) -> None:
+        rep_s = f"rep {rep + 1}" if rep >= 0 else "profile"
+        self.label = f"{scenario} {row} {column} ({rep_s})"
+        if self.task is not None:
+            self.progress.update(self.task, description=self.label, status="starting workers")
+        if not self.console.is_terminal:
+            now = time.monotonic()
+            if now - self.last_print > 30:
+                self.last_print = now
+                self.console.print(f"bench: {self.label}")
+
+    def fleet_progress(self, p: Any) -> None:
+        if self.task is not None:
+            rate = p.acked / p.elapsed_s if p.elapsed_s > 0 else 0.0
+            self.progress.update(self.task, status=f"{p.acked:,} acked, {p.conflicts:,} refused, {rate:,.0f}/s")
+
+    def cell_done(self, record: dict[str, Any]) -> None:
+        if self.task is not None and record.get("rep", 0) >= 0:
+            self.progress.advance(self.task)
+            lost = record.get("lost_updates") or 0
+            self.progress.update(self.task, status=f"last: {record['throughput_per_s']:,.0f}/s, lost {lost:,}")
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[dim]bench: {text}[/dim]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="edit-coordinator")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", *(argv if argv is not None else sys.argv[1:])])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

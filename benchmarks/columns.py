@@ -1,0 +1,150 @@
+"""The columns of every table: the baselines and each variant of the coordinator that this build has.
+
+A column is one way of doing the same edits: `unsafe` (no lock, no check), `naive-lock` (a redis-py Lock
+per file plus an mtime check, see `benchmarks.naive`), the coordinator in-process with each policy it
+offers and durability `none` or `fsync`, and the coordinator over HTTP when the service is installed.
+Which policies and transports exist is found out at run time, so the suite runs on any build.
+
+`BenchClientSpec` extends the fleet's `ClientSpec` with what the fleet does not pass on (the policy, the
+naive-lock baseline); `make_bench_client` builds the client in the worker process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from worker.client import Client
+from worker.fleet import ClientSpec, make_client
+
+KIND_UNSAFE = "unsafe"
+KIND_NAIVE = "naive-lock"
+KIND_COORDINATOR = "coordinator"
+KIND_HTTP = "http"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One variant measured side by side with the others."""
+
+    name: str
+    kind: str  # unsafe | naive-lock | coordinator | http
+    policy: str | None = None
+    durability: str | None = None
+
+    @property
+    def is_coordinator(self) -> bool:
+        """True for every column that goes through the coordinator (in-process or over HTTP)."""
+        return self.kind in (KIND_COORDINATOR, KIND_HTTP)
+
+    @property
+    def is_baseline(self) -> bool:
+        return not self.is_coordinator
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "policy": self.policy, "durability": self.durability}
+
+
+UNSAFE = Column("unsafe", KIND_UNSAFE)
+NAIVE = Column("naive-lock", KIND_NAIVE)
+
+
+def coordinator_column(policy: str, durability: str) -> Column:
+    return Column(f"{policy}-{durability}", KIND_COORDINATOR, policy, durability)
+
+
+def http_column(policy: str = "strict", durability: str = "none") -> Column:
+    return Column(f"http-{policy}-{durability}", KIND_HTTP, policy, durability)
+
+
+@dataclass(frozen=True)
+class BenchClientSpec(ClientSpec):
+    """The fleet's `ClientSpec` plus the coordinator's policy and the naive-lock baseline."""
+
+    policy: str = "strict"
+
+    @property
+    def local(self) -> bool:
+        # Every client of a benchmark works on a local root (the HTTP service serves a local folder too),
+        # so the fleet's observer may sample the files' bytes for torn reads in every column.
+        return True
+
+
+def spec_for(
+    column: Column, root: str, redis_url: str, url: str | None = None, token: str | None = None
+) -> BenchClientSpec:
+    """The client spec of `column` on `root`."""
+    return BenchClientSpec(
+        kind=column.kind,
+        root=root,
+        redis_url=redis_url,
+        url=url,
+        token=token,
+        durability=column.durability or "none",
+        policy=column.policy or "strict",
+    )
+
+
+def make_bench_client(spec: ClientSpec) -> Client:
+    """The client a worker uses (in the worker process)."""
+    policy = getattr(spec, "policy", "strict")
+    if spec.kind == KIND_COORDINATOR:
+        from worker.client import InProcessClient
+
+        assert spec.root is not None
+        options: dict[str, Any] = {"durability": spec.durability, "lock_timeout": spec.lock_timeout}
+        if policy != "strict":
+            options["policy"] = policy
+        return InProcessClient.open(spec.root, spec.redis_url, **options)
+    if spec.kind == KIND_NAIVE:
+        from .naive import NaiveLockClient
+
+        assert spec.root is not None and spec.redis_url is not None
+        return NaiveLockClient(spec.root, spec.redis_url)
+    return make_client(spec)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What this build offers
+# ---------------------------------------------------------------------------------------------------------
+CANDIDATE_POLICIES = ("strict", "rebase")
+
+
+def available_policies(redis_url: str) -> list[str]:
+    """The coordinator's policies that this build accepts (tried on a scratch root, not assumed)."""
+    from coordinator import Coordinator, CoordinatorError
+
+    found = []
+    with tempfile.TemporaryDirectory(prefix="ec-bench-probe-") as tmp:
+        for policy in CANDIDATE_POLICIES:
+            try:
+                Coordinator(tmp, redis_url, durability="none", policy=policy).close()  # type: ignore[arg-type]
+            except (CoordinatorError, TypeError, ValueError):
+                continue
+            found.append(policy)
+    return found
+
+
+def http_available() -> bool:
+    """True when the HTTP service and its client are installed."""
+    for module in ("coordinator.server", "worker.http_client", "uvicorn", "httpx"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):
+            return False
+    return os.name == "posix"
+
+
+def all_columns(redis_url: str, with_http: bool = True) -> list[Column]:
+    """Every column this build can run: baselines first, then the coordinator variants."""
+    cols = [UNSAFE, NAIVE]
+    for policy in available_policies(redis_url):
+        for durability in ("none", "fsync"):
+            cols.append(coordinator_column(policy, durability))
+    if with_http and http_available():
+        cols.append(http_column())
+    return cols

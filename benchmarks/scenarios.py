@@ -1,0 +1,197 @@
+"""The scenarios: each named, parameterised and seeded; each row of a scenario is one workload point.
+
+Every row runs in every column of the scenario (the baselines and the coordinator variants), in the same
+run, repetitions interleaved. A row is a fleet of simulated agent sessions (`worker.fleet`, one process
+per session) for a fixed duration, except `solo`'s `raw` row, an in-process loop with no agent around it.
+
+Counters files have 200 slot lines (`s00 = 17`), so that solo, disjoint and hot work on the same 200-line
+files; each session increments its own slot line. Think time is 0 unless a row says otherwise: the rows
+measure the coordinator, not the sleep (zipf is the scenario where think time is the parameter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+SEED = 20_240_601
+COUNTER_LINES = 200
+DEFAULT_DURATION_S = 3.0
+QUICK_DURATION_S = 1.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload point of a scenario."""
+
+    key: str  # unique in its scenario, e.g. "N=16"
+    workload: str  # counters | hot-line | markers | mixed
+    sessions: int
+    files: int
+    x: float  # the value on a plot's x axis (sessions, think time, ...)
+    slots: int = COUNTER_LINES
+    think_ms: float = 0.0
+    skew: float = 0.0
+    disjoint: bool = False
+    mode: str = "fleet"  # fleet | raw
+    preload_sessions: int = 0  # read state already in Redis: sessions x preload_files entries
+    preload_files: int = 0
+    duration_factor: float = 1.0
+
+    @property
+    def sessions_per_file(self) -> float:
+        if self.disjoint:
+            return 1.0
+        return float(self.sessions) if self.files == 1 else self.sessions / self.files
+
+    @property
+    def contended(self) -> bool:
+        """More than one session may change the same file (lost updates are possible without a lock)."""
+        return not self.disjoint and self.sessions > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["contended"] = self.contended
+        return d
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    description: str
+    rows: tuple[Row, ...]
+    columns: tuple[str, ...] | None = None  # None: every column this build has; else these names only
+    coordinator_only: bool = False  # no baselines (they keep no read state to scale)
+    durability: tuple[str, ...] = ("none", "fsync")
+    seed: int = SEED
+    x_label: str = "sessions"
+    # More repetitions than asked for: scenarios whose targets compare two rows of one column (run apart
+    # in time, so noise hits them less alike than the columns of one row) get two more.
+    extra_reps: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "rows": [r.to_dict() for r in self.rows],
+            "coordinator_only": self.coordinator_only,
+            "durability": list(self.durability),
+            "seed": self.seed,
+            "x_label": self.x_label,
+        }
+
+
+def _counters(key: str, sessions: int, files: int, x: float, **kw: Any) -> Row:
+    return Row(key, "counters", sessions, files, x, **kw)
+
+
+def full_scenarios() -> list[Scenario]:
+    """The full suite, in the order it runs."""
+    return [
+        Scenario(
+            "solo",
+            "solo: one session, consecutive edits on one 200-line file",
+            "One session increments its slot line of a 200-line counters file, edit after edit. `fleet` runs "
+            "it as a simulated agent (a worker process that records every call for the oracle, like every "
+            "other scenario); `raw` is the bare loop in one process (read once, then edit after edit), which "
+            "shows the engine's own cost without the agent around it.",
+            (
+                _counters("fleet", 1, 1, 1),
+                Row("raw", "counters", 1, 1, 1, mode="raw"),
+            ),
+        ),
+        Scenario(
+            "disjoint",
+            "disjoint: N processes, each on its own file",
+            "N sessions, one process each, each incrementing its slot line of its own 200-line file: no "
+            "contention, so throughput should grow with N up to the number of cores.",
+            tuple(_counters(f"N={n}", n, n, n, disjoint=True) for n in (1, 2, 4, 8)),
+            x_label="processes",
+            extra_reps=2,
+        ),
+        Scenario(
+            "hot",
+            "hot: N sessions on one file, each on its own line",
+            "N sessions increment their own slot lines of one shared 200-line file. Under the strict policy "
+            "every write by another session makes a session's view stale: it reads again and retries.",
+            tuple(_counters(f"N={n}", n, 1, n) for n in (2, 4, 8, 16, 32)),
+            x_label="sessions on one file",
+        ),
+        Scenario(
+            "hot-line",
+            "hot-line: N sessions on the very same line",
+            "N sessions increment the same line of one file (`value = 17 (by s03)`): the worst contention.",
+            tuple(Row(f"N={n}", "hot-line", n, 1, n) for n in (2, 4, 8, 16, 32)),
+            x_label="sessions on one line",
+        ),
+        Scenario(
+            "zipf",
+            "zipf: 16 sessions, 64 files, Zipf(1.1) file choice, think time per edit",
+            "16 sessions each pick a file among 64 with Zipf(1.1) weights (the hottest file gets a quarter of "
+            "the edits) and increment their slot line there, after a think time drawn per edit "
+            "(uniform in 0.5x-1.5x the mean).",
+            tuple(
+                _counters(
+                    f"think={t}ms", 16, 64, t, think_ms=float(t), skew=1.1, duration_factor=1.5 if t >= 100 else 1.0
+                )
+                for t in (0, 10, 100)
+            ),
+            x_label="mean think time (ms)",
+        ),
+        Scenario(
+            "corpus",
+            "corpus: 16 sessions, mixed edits on a copy of real source files",
+            "16 sessions make mixed changes (insert a marker line 40 %, tag a line 25 %, delete a line 15 %, "
+            "rewrite the whole file 10 %, create a new file 10 %) on 32 files copied from this interpreter's "
+            "standard library, file chosen uniformly.",
+            (Row("mixed", "mixed", 16, 32, 16),),
+        ),
+        Scenario(
+            "scale",
+            "scale: read state of 10,000 sessions x 100 files in Redis, then zipf",
+            "Read state for P sessions x 100 files is written to Redis first (as the engine writes it), then "
+            "the zipf scenario runs (16 sessions, 64 of those files, Zipf(1.1), no think time). The ratio "
+            "of P = 10,000 to P = 10 shows whether a large keyspace slows the edit path; the Redis memory "
+            "taken by the preloaded entries, divided by their number, is the cost of one read-state entry.",
+            tuple(
+                _counters(f"P={p}", 16, 64, p, skew=1.1, preload_sessions=p, preload_files=100) for p in (10, 10_000)
+            ),
+            coordinator_only=True,
+            durability=("none",),
+            x_label="sessions with read state in Redis",
+            extra_reps=2,
+        ),
+    ]
+
+
+def quick_scenarios() -> list[Scenario]:
+    """`bench --quick`: a smoke test of the whole machinery in well under a minute (no speed claims)."""
+    full = {s.name: s for s in full_scenarios()}
+    return [
+        replace(full["solo"], durability=("none",)),
+        replace(full["hot"], rows=(_counters("N=4", 4, 1, 4),), durability=("none",)),
+        replace(full["hot-line"], rows=(Row("N=4", "hot-line", 4, 1, 4),), durability=("none",)),
+    ]
+
+
+def scenario_names() -> list[str]:
+    return [s.name for s in full_scenarios()]
+
+
+def select(names: list[str] | None, quick: bool) -> list[Scenario]:
+    """The scenarios to run, in suite order; unknown names raise ValueError."""
+    pool = quick_scenarios() if quick else full_scenarios()
+    if not names:
+        return pool
+    known = {s.name for s in full_scenarios()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(sorted(known))}")
+    if quick:
+        # A scenario that the quick suite leaves out runs with its full rows, but short.
+        have = {s.name: s for s in pool}
+        full = {s.name: s for s in full_scenarios()}
+        return [have.get(n, full[n]) for n in scenario_names() if n in names]
+    return [s for s in pool if s.name in names]

@@ -1,0 +1,358 @@
+"""The targets of the benchmark issue, evaluated on a scenario's results: met or missed, and by how much.
+
+Each evaluator reads the aggregated cells of one scenario's result (see `benchmarks.suite`) and returns
+`Target` rows. Ratios are ratios of medians (the per-repetition ratios, paired by repetition since the
+columns of one repetition ran side by side, give the range). A missed target names the cell to profile.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .measure import get_path
+
+
+@dataclass
+class Target:
+    id: str
+    scenario: str
+    column: str | None
+    text: str  # the target, as the issue states it
+    measured: str  # the figure, formatted
+    value: float | None
+    goal: str
+    met: bool | None  # None: could not be evaluated (a column or cell is missing)
+    margin: str  # by how much it is met or missed
+    detail: str = ""
+    profile_cell: tuple[str, str] | None = None  # (row, column) to profile when missed
+
+    @property
+    def label(self) -> str:
+        """A short name for one-line summaries."""
+        return LABELS.get(self.id, self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["label"] = self.label
+        d["profile_cell"] = list(self.profile_cell) if self.profile_cell else None
+        return d
+
+
+LABELS = {
+    "lost-coordinator": "0 lost via the coordinator",
+    "lost-unsafe": "unsafe loses when contended",
+    "solo-fleet": "solo (agent) >= 0.5x unsafe",
+    "solo-raw": "solo (bare loop) >= 0.5x unsafe",
+    "hot16-throughput": "hot N=16 >= 5x naive-lock edits/s",
+    "hot16-p99": "hot N=16 p99 <= 1/5 naive-lock's",
+    "disjoint-2v1": "disjoint N=2 >= 1.6x N=1",
+    "scale-throughput": "scale P=10,000 >= 0.9x P=10",
+    "scale-memory": "scale <= 200 B per entry",
+}
+
+
+def cell(result: dict[str, Any], row: str, column: str) -> dict[str, Any] | None:
+    for c in result["cells"]:
+        if c["row"] == row and c["column"] == column:
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+def median_of(c: dict[str, Any] | None, metric: str) -> float | None:
+    if c is None:
+        return None
+    s = c["agg"].get(metric)
+    return None if s is None else s["median"]
+
+
+def paired_ratios(a: dict[str, Any], b: dict[str, Any], path: str) -> list[float]:
+    """Per-repetition ratios a/b of the raw figure at `path` (repetitions paired by number)."""
+    by_rep = {r["rep"]: get_path(r, path) for r in b["reps"]}
+    out = []
+    for r in a["reps"]:
+        x, y = get_path(r, path), by_rep.get(r["rep"])
+        if x is not None and y:
+            out.append(x / y)
+    return out
+
+
+def _range(xs: list[float]) -> str:
+    return f" (per repetition {min(xs):.2f}-{max(xs):.2f})" if len(xs) > 1 else ""
+
+
+def _at_least(value: float, goal: float) -> tuple[bool, str]:
+    if value >= goal:
+        return True, f"{value / goal:.2f}x the goal"
+    short = (1 - value / goal) * 100
+    return False, f"missed by {short:.1f} %" if short < 10 else f"missed by {short:.0f} %"
+
+
+def _at_most(value: float, goal: float) -> tuple[bool, str]:
+    if value <= goal:
+        return True, f"{goal / value:.2f}x under the limit" if value > 0 else ""
+    return False, f"missed: {value / goal:.2f}x the limit"
+
+
+def coordinator_columns(result: dict[str, Any], in_process_only: bool = False) -> list[str]:
+    kinds = ("coordinator",) if in_process_only else ("coordinator", "http")
+    return [c["name"] for c in result["columns"] if c["kind"] in kinds]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every scenario: lost updates
+# ---------------------------------------------------------------------------------------------------------
+def lost_update_targets(result: dict[str, Any]) -> list[Target]:
+    name = result["scenario"]["name"]
+    out = []
+    coord = set(coordinator_columns(result))
+    cells = [c for c in result["cells"] if c["column"] in coord]
+    if cells:
+        lost = sum(r["lost_updates"] or 0 for c in cells for r in c["reps"])
+        bad = sorted({f"{c['row']} / {c['column']}" for c in cells if any(r["lost_updates"] for r in c["reps"])})
+        not_ok = sorted({f"{c['row']} / {c['column']}" for c in cells if any(not r["oracle"]["ok"] for r in c["reps"])})
+        detail = ""
+        if bad:
+            detail = "lost in: " + ", ".join(bad)
+        elif not_ok:
+            detail = "no loss, but the oracle flagged: " + ", ".join(not_ok)
+        out.append(
+            Target(
+                "lost-coordinator",
+                name,
+                None,
+                "Lost updates: 0 for the coordinator in every cell",
+                f"{lost} lost in {len(cells)} cells x {len(cells[0]['reps'])} repetitions",
+                float(lost),
+                "0",
+                lost == 0,
+                "" if lost == 0 else f"{lost} lost",
+                detail,
+            )
+        )
+    contended = {r["key"] for r in result["scenario"]["rows"] if r["contended"]}
+    unsafe = [c for c in result["cells"] if c["column"] == "unsafe" and c["row"] in contended]
+    if unsafe:
+        losing = [c for c in unsafe if all((r["lost_updates"] or 0) > 0 for r in c["reps"])]
+        met = len(losing) == len(unsafe)
+        missing = [c["row"] for c in unsafe if c not in losing]
+        out.append(
+            Target(
+                "lost-unsafe",
+                name,
+                "unsafe",
+                "Lost updates: > 0 for `unsafe` in every contended cell",
+                f"{len(losing)} of {len(unsafe)} contended cells lost updates in every repetition",
+                float(len(losing)),
+                f"{len(unsafe)} of {len(unsafe)}",
+                met,
+                "" if met else "no loss in " + ", ".join(missing),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Per scenario
+# ---------------------------------------------------------------------------------------------------------
+def solo_targets(result: dict[str, Any]) -> list[Target]:
+    out = []
+    cols = [c for c in coordinator_columns(result, in_process_only=True) if c.endswith("-none")]
+    for row, what in (("fleet", "simulated agent"), ("raw", "bare loop")):
+        base = cell(result, row, "unsafe")
+        for col in cols:
+            c = cell(result, row, col)
+            a, b = median_of(c, "throughput_per_s"), median_of(base, "throughput_per_s")
+            if c is None or base is None or a is None or not b:
+                continue
+            ratio = a / b
+            met, margin = _at_least(ratio, 0.5)
+            out.append(
+                Target(
+                    f"solo-{row}",
+                    "solo",
+                    col,
+                    f"solo ({what}): at least 0.5x the `unsafe` edits/s (durability none)",
+                    f"{ratio:.2f}x ({a:,.0f} vs {b:,.0f} edits/s){_range(paired_ratios(c, base, 'throughput_per_s'))}",
+                    ratio,
+                    ">= 0.5x",
+                    met,
+                    margin,
+                    profile_cell=(row, col),
+                )
+            )
+    return out
+
+
+def hot_targets(result: dict[str, Any]) -> list[Target]:
+    out = []
+    naive = cell(result, "N=16", "naive-lock")
+    if naive is None:
+        return out
+    for col in coordinator_columns(result, in_process_only=True):
+        c = cell(result, "N=16", col)
+        a, b = median_of(c, "throughput_per_s"), median_of(naive, "throughput_per_s")
+        if c is not None and a is not None and b:
+            ratio = a / b
+            met, margin = _at_least(ratio, 5.0)
+            out.append(
+                Target(
+                    "hot16-throughput",
+                    "hot",
+                    col,
+                    "hot, 16 sessions: at least 5x the acknowledged edits/s of `naive-lock`",
+                    f"{ratio:.2f}x ({a:,.0f} vs {b:,.0f} edits/s){_range(paired_ratios(c, naive, 'throughput_per_s'))}",
+                    ratio,
+                    ">= 5x",
+                    met,
+                    margin,
+                    profile_cell=("N=16", col),
+                )
+            )
+        pa, pb = median_of(c, "latency_p99_ms"), median_of(naive, "latency_p99_ms")
+        if c is not None and pa is not None and pb:
+            ratio = pa / pb
+            met, margin = _at_most(ratio, 0.2)
+            ca, cb = median_of(c, "change_latency_p99_ms"), median_of(naive, "change_latency_p99_ms")
+            detail = ""
+            if ca is not None and cb:
+                detail = f"per change, re-reads and retries included: p99 {ca:,.1f} vs {cb:,.1f} ms ({ca / cb:.2f}x)"
+            out.append(
+                Target(
+                    "hot16-p99",
+                    "hot",
+                    col,
+                    "hot, 16 sessions: p99 latency at most 1/5 of `naive-lock`'s",
+                    f"{ratio:.3f}x ({pa:,.1f} vs {pb:,.1f} ms per call)",
+                    ratio,
+                    "<= 0.2x",
+                    met,
+                    margin,
+                    detail,
+                    profile_cell=("N=16", col),
+                )
+            )
+    return out
+
+
+def disjoint_targets(result: dict[str, Any]) -> list[Target]:
+    out = []
+    for col in [*coordinator_columns(result, in_process_only=True), "unsafe"]:
+        one, two = cell(result, "N=1", col), cell(result, "N=2", col)
+        a, b = median_of(two, "throughput_per_s"), median_of(one, "throughput_per_s")
+        if one is None or two is None or a is None or not b:
+            continue
+        ratio = a / b
+        met, margin = _at_least(ratio, 1.6)
+        util = _cpu_busy(two, result)
+        out.append(
+            Target(
+                "disjoint-2v1",
+                "disjoint",
+                col,
+                "disjoint: 2 processes give at least 1.6x the throughput of 1",
+                f"{ratio:.2f}x ({a:,.0f} vs {b:,.0f} edits/s){_range(paired_ratios(two, one, 'throughput_per_s'))}",
+                ratio,
+                ">= 1.6x",
+                met if col != "unsafe" else None,
+                margin if col != "unsafe" else f"(baseline, for reference: {margin})",
+                util,
+                profile_cell=("N=2", col) if col != "unsafe" else None,
+            )
+        )
+    return out
+
+
+def _cpu_busy(c: dict[str, Any], result: dict[str, Any]) -> str:
+    """How the machine's CPU time was spent during a cell: by the cell (workers, Redis, harness), by other
+    tenants of the machine, and stolen by the hypervisor."""
+    cores = (result.get("machine") or {}).get("cpus") or 1
+    rows = [r["machine_cpu"] for r in c["reps"] if r.get("machine_cpu") and "ours" in r["machine_cpu"]]
+    if not rows:
+        return ""
+
+    def pct(key: str) -> str:
+        return f"{statistics.median(x[key] for x in rows) * 100:.0f} %"
+
+    return (
+        f"CPU of the {cores} cores during {c['row']}: this cell {pct('ours')}, other tenants {pct('others')}, "
+        f"steal {pct('steal')}"
+    )
+
+
+def scale_targets(result: dict[str, Any]) -> list[Target]:
+    out = []
+    for col in coordinator_columns(result, in_process_only=True):
+        small, big = cell(result, "P=10", col), cell(result, "P=10000", col)
+        a, b = median_of(big, "throughput_per_s"), median_of(small, "throughput_per_s")
+        if small is None or big is None or a is None or not b:
+            continue
+        ratio = a / b
+        met, margin = _at_least(ratio, 0.9)
+        out.append(
+            Target(
+                "scale-throughput",
+                "scale",
+                col,
+                "scale: throughput within 10 % of the same scenario with 10 sessions",
+                f"{ratio:.2f}x ({a:,.0f} vs {b:,.0f} edits/s){_range(paired_ratios(big, small, 'throughput_per_s'))}",
+                ratio,
+                ">= 0.9x",
+                met,
+                margin,
+                profile_cell=("P=10000", col),
+            )
+        )
+    entries = max((r["preload"]["entries"] for c in result["cells"] for r in c["reps"] if r.get("preload")), default=0)
+    per_entry = [
+        r["preload"]["bytes_per_entry"]
+        for c in result["cells"]
+        if c["row"] == "P=10000"
+        for r in c["reps"]
+        if r.get("preload") and r["preload"].get("bytes_per_entry")
+    ]
+    if per_entry:
+        v = statistics.median(per_entry)
+        met, margin = _at_most(v, 200.0)
+        one_key = [
+            r["preload"]["memory_usage_one_key"]
+            for c in result["cells"]
+            for r in c["reps"]
+            if r.get("preload") and r["preload"].get("memory_usage_one_key")
+        ]
+        detail = f"MEMORY USAGE of one entry's key: {statistics.median(one_key):.0f} bytes" if one_key else ""
+        out.append(
+            Target(
+                "scale-memory",
+                "scale",
+                None,
+                "scale: at most 200 bytes of Redis memory per read-state entry",
+                f"{v:.0f} bytes per entry ({entries:,} entries; {min(per_entry):.0f}-{max(per_entry):.0f})",
+                v,
+                "<= 200 B",
+                met,
+                margin,
+                detail,
+            )
+        )
+    return out
+
+
+EVALUATORS: dict[str, Callable[[dict[str, Any]], list[Target]]] = {
+    "solo": solo_targets,
+    "hot": hot_targets,
+    "disjoint": disjoint_targets,
+    "scale": scale_targets,
+}
+
+
+def evaluate(result: dict[str, Any]) -> list[Target]:
+    """Every target that `result`'s scenario can be judged on."""
+    name = result["scenario"]["name"]
+    out = lost_update_targets(result)
+    fn = EVALUATORS.get(name)
+    if fn is not None:
+        out.extend(fn(result))
+    return out
