@@ -28,12 +28,12 @@ def _make_file(path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- solo
-def _solo_coordinator(root: Path, edits: int, durability: str) -> float:
+def _solo_coordinator(root: Path, edits: int, durability: str, state_check: str = "always") -> float:
     from coordinator import Coordinator
 
-    f = root / f"solo_{durability}.py"
+    f = root / f"solo_{durability}_{state_check}.py"
     _make_file(f)
-    with Coordinator(root, durability=durability) as c:  # type: ignore[arg-type]
+    with Coordinator(root, durability=durability, state_check=state_check) as c:  # type: ignore[arg-type]
         s = c.session("solo")
         s.read(f.name)
         vals = list(range(LINES))
@@ -59,15 +59,22 @@ def _solo_unsafe(root: Path, edits: int) -> float:
 
 
 def bench_solo(root: Path, edits: int, reps: int) -> dict[str, Any]:
-    runs: dict[str, list[float]] = {"unsafe": [], "coordinator_none": [], "coordinator_fsync": []}
+    runs: dict[str, list[float]] = {
+        "unsafe": [],
+        "coordinator_none": [],
+        "coordinator_none_cached": [],
+        "coordinator_fsync": [],
+    }
     for _ in range(reps):  # interleaved so that machine noise hits all alike
         runs["unsafe"].append(_solo_unsafe(root, edits))
         runs["coordinator_none"].append(_solo_coordinator(root, edits, "none"))
+        runs["coordinator_none_cached"].append(_solo_coordinator(root, edits, "none", "cached"))
         runs["coordinator_fsync"].append(_solo_coordinator(root, max(edits // 4, 50), "fsync"))
     med = {k: statistics.median(v) for k, v in runs.items()}
     return {
         "edits_per_s": {k: {"median": med[k], "min": min(v), "max": max(v)} for k, v in runs.items()},
         "ratio_none_vs_unsafe": med["coordinator_none"] / med["unsafe"],
+        "ratio_none_cached_vs_unsafe": med["coordinator_none_cached"] / med["unsafe"],
         "ratio_fsync_vs_unsafe": med["coordinator_fsync"] / med["unsafe"],
         "edits": edits,
         "reps": reps,
@@ -232,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"solo: unsafe {s['unsafe']['median']:.0f}/s, "
         f"coordinator none {s['coordinator_none']['median']:.0f}/s "
-        f"(ratio {solo['ratio_none_vs_unsafe']:.2f}), fsync {s['coordinator_fsync']['median']:.0f}/s"
+        f"(ratio {solo['ratio_none_vs_unsafe']:.2f}), none+cached {s['coordinator_none_cached']['median']:.0f}/s "
+        f"(ratio {solo['ratio_none_cached_vs_unsafe']:.2f}), fsync {s['coordinator_fsync']['median']:.0f}/s"
     )
     c, f = handoff["coordinator"], handoff["filelock_polling"]
     print(
