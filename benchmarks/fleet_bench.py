@@ -279,14 +279,14 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md (or append it); other sections stay as they are."""
+def write_section(text: str, path: Path = BENCHMARKS_MD, section: str = SECTION) -> None:
+    """Replace one benchmark's section of BENCHMARKS.md (or append it); other sections stay as they are."""
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    start = old.find(SECTION)
+    start = old.find(section)
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text
     else:
-        end = old.find("\n## ", start + len(SECTION))
+        end = old.find("\n## ", start + len(section))
         new = old[:start] + text + (old[end + 1 :] if end >= 0 else "")
     path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
 

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import fleet_bench
+
 RESULTS = Path(__file__).parent / "results"
 BENCHMARKS_MD = Path(__file__).parent.parent / "BENCHMARKS.md"
 SECTION = "## Rebase policy vs strict"
@@ -328,14 +330,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
     """Replace this benchmark's section of BENCHMARKS.md (or append it); other sections stay as they are."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    start = old.find(SECTION)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[end + 1 :] if end >= 0 else "")
-    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+    fleet_bench.write_section(text, path, SECTION)
 
 
 # ---------------------------------------------------------------------------------------------------------

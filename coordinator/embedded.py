@@ -49,6 +49,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.fsio import pid_alive as _pid_alive
 
 __all__ = [
     "embedded_status",
@@ -246,24 +247,6 @@ def _url(sock: Path) -> str:
 
 
 # --- processes -------------------------------------------------------------------------------------------
-
-
-def _pid_alive(pid: int) -> bool:
-    """True iff ``pid`` runs. A zombie counts as gone (a daemon's parent is init, which may not reap it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not _HAVE_PROC:
-        return True
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = text.rpartition(")")[2].split()
-    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def _is_our_server(pid: int, sockets: list[Path]) -> bool:

@@ -404,7 +404,7 @@ def clean_stale_temps(tmp_dir: Path) -> int:
             pid = int(n.rsplit(".ec-", 1)[1].split("-", 1)[0])
         except (ValueError, IndexError):
             continue
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or pid_alive(pid):
             continue
         try:
             os.unlink(tmp_dir / n)
@@ -414,11 +414,20 @@ def clean_stale_temps(tmp_dir: Path) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True iff ``pid`` runs. A zombie counts as gone (a daemon's parent is init, which may not reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no /proc here: the signal check is all there is
+    fields = text.rpartition(")")[2].split()
+    return bool(fields) and fields[0] not in ("Z", "X")
