@@ -303,9 +303,38 @@ def _profile_missed(
         shutil.rmtree(prof_dir, ignore_errors=True)
 
 
+def _rounded(v: Any) -> Any:
+    """Floats cut to the precision the figures have (4 decimals, or 4 significant digits below 0.01)."""
+    if isinstance(v, float):
+        return round(v, 4) if abs(v) >= 0.01 or v == 0 else float(f"{v:.4g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
+def dumps_result(data: dict[str, Any]) -> str:
+    """A scenario result as JSON: one line per top-level key and one line per cell (diffs stay readable)."""
+    data = _rounded(data)
+    items = list(data.items())
+    lines = ["{"]
+    for n, (key, value) in enumerate(items):
+        comma = "," if n < len(items) - 1 else ""
+        if key == "cells" and isinstance(value, list):
+            lines.append(f"{json.dumps(key)}: [")
+            for m, c in enumerate(value):
+                lines.append(json.dumps(c, separators=(",", ":")) + ("," if m < len(value) - 1 else ""))
+            lines.append("]" + comma)
+        else:
+            lines.append(f"{json.dumps(key)}: {json.dumps(value, separators=(',', ':'))}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    tmp.write_text(dumps_result(data))
     tmp.replace(path)
 
 

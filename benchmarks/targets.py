@@ -87,13 +87,13 @@ def _at_least(value: float, goal: float) -> tuple[bool, str]:
     if value >= goal:
         return True, f"{value / goal:.2f}x the goal"
     short = (1 - value / goal) * 100
-    return False, f"missed by {short:.1f} %" if short < 10 else f"missed by {short:.0f} %"
+    return False, f"by {short:.1f} %" if short < 10 else f"by {short:.0f} %"
 
 
 def _at_most(value: float, goal: float) -> tuple[bool, str]:
     if value <= goal:
         return True, f"{goal / value:.2f}x under the limit" if value > 0 else ""
-    return False, f"missed: {value / goal:.2f}x the limit"
+    return False, f"{value / goal:.2f}x the limit"
 
 
 def coordinator_columns(result: dict[str, Any], in_process_only: bool = False) -> list[str]:
@@ -257,7 +257,7 @@ def disjoint_targets(result: dict[str, Any]) -> list[Target]:
                 ratio,
                 ">= 1.6x",
                 met if col != "unsafe" else None,
-                margin if col != "unsafe" else f"(baseline, for reference: {margin})",
+                margin if col != "unsafe" else f"baseline, for reference ({'met' if met else 'missed'}, {margin})",
                 util,
                 profile_cell=("N=2", col) if col != "unsafe" else None,
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import BEGIN, END, splice
+from benchmarks.report import BEGIN, END, HEADING, splice
 from coordinator.cli import main
 
 
@@ -57,18 +57,18 @@ def test_quick_suite_runs_and_loses_nothing_through_the_coordinator(tmp_path: Pa
 
 @pytest.mark.parametrize(
     "existing",
-    [None, "# B\n", "# B\n\nbefore\n", f"# B\n\nbefore\n{BEGIN}\nold\n{END}\nafter\n"],
+    [None, "# B\n", "# B\n\nbefore\n", f"# B\n\nbefore\n{HEADING}\n\n{BEGIN}\nold\n{END}\nafter\n"],
 )
 def test_report_splice_touches_only_the_generated_part(existing: str | None) -> None:
     new = splice(existing, "generated\n")
-    assert new.count(BEGIN) == 1 and new.count(END) == 1
+    assert new.count(BEGIN) == 1 and new.count(END) == 1 and new.count(HEADING) == 1
     inside = new[new.index(BEGIN) + len(BEGIN) : new.index(END)]
     assert inside == "\ngenerated\n"
-    if existing is not None:
-        outside = new[: new.index(BEGIN)] + new[new.index(END) + len(END) :]
-        if BEGIN in existing:
-            assert outside == "# B\n\nbefore\n\nafter\n"
-        else:
-            assert outside.rstrip("\n") == existing.rstrip("\n")
-    again = splice(new, "generated\n")
-    assert again == new
+    assert new[: new.index(BEGIN)].endswith(f"{HEADING}\n\n"), "the heading sits right before the markers"
+    if existing is None:
+        assert new.startswith("# Benchmarks\n")
+    elif BEGIN in existing:
+        assert new == f"# B\n\nbefore\n{HEADING}\n\n{BEGIN}\ngenerated\n{END}\nafter\n"
+    else:
+        assert new.startswith(existing), "text outside the markers is kept byte for byte"
+    assert splice(new, "generated\n") == new
