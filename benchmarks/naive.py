@@ -25,6 +25,7 @@ import redis
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
 from worker.agent import content_hash
+from worker.unsafe import plain_read_result
 
 LOCK_PREFIX = "naive-lock:"
 
@@ -53,19 +54,7 @@ class NaiveLockClient:
             raise CoordinatorError(ErrorCode.FILE_NOT_FOUND, f"File does not exist: {path}.") from None
         text = data.decode("utf-8", "replace")
         self._mtimes[(session, path)] = st.st_mtime_ns
-        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-        return ReadResult(
-            path=path,
-            content=text,
-            text=text,
-            start_line=1,
-            num_lines=lines,
-            total_lines=lines,
-            unchanged=False,
-            hash=content_hash(data),
-            encoding="utf-8",
-            line_ending="lf",
-        )
+        return plain_read_result(path, text, data)
 
     def write(self, session: str, path: str, content: str) -> WriteResult:
         return self._change(session, path, "write", lambda _text: (content, 0), may_create=True)

@@ -58,19 +58,7 @@ class UnsafeClient:
         except UnicodeDecodeError:
             raise CoordinatorError(ErrorCode.UNSUPPORTED_ENCODING, f"{path} is not UTF-8.") from None
         self._views[(session, path)] = text
-        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-        return ReadResult(
-            path=path,
-            content=text,
-            text=text,
-            start_line=1,
-            num_lines=lines,
-            total_lines=lines,
-            unchanged=False,
-            hash=content_hash(data),
-            encoding="utf-8",
-            line_ending="lf",
-        )
+        return plain_read_result(path, text, data)
 
     def write(self, session: str, path: str, content: str) -> WriteResult:
         created = not os.path.exists(self._path(path))
@@ -103,3 +91,20 @@ class UnsafeClient:
 
     def close(self) -> None:
         pass
+
+
+def plain_read_result(path: str, text: str, data: bytes) -> ReadResult:
+    """A whole-file ReadResult for the baselines, which number nothing and record nothing."""
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    return ReadResult(
+        path=path,
+        content=text,
+        text=text,
+        start_line=1,
+        num_lines=lines,
+        total_lines=lines,
+        unchanged=False,
+        hash=content_hash(data),
+        encoding="utf-8",
+        line_ending="lf",
+    )
