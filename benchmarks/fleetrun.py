@@ -14,15 +14,12 @@ import cProfile
 import json
 import os
 import resource
-import signal
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.agent import Agent, Recorder
-from worker.fleet import Fleet, FleetConfig, WorkerSpec, _Shared, _SharedControl
+from worker.fleet import Fleet, FleetConfig, WorkerSpec, _Shared, _worker_main
 
 from .columns import make_bench_client
 
@@ -36,22 +33,14 @@ class WorkerExtras:
 
 
 def bench_worker_main(spec: WorkerSpec, shared: _Shared, extras: WorkerExtras) -> None:
-    """Entry point of a benchmark worker: `worker.fleet._worker_main` with the benchmark's client factory."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        client = make_bench_client(spec.client)
-        shared.ready[spec.index] = 1
-        while shared.start.value == 0.0:
-            if shared.stop.value:
-                return
-            time.sleep(0.001)
-        recorder = Recorder(spec.records)
-        control = _SharedControl(shared, spec.index, spec.quota, spec.duration_s)
+    """Entry point of a benchmark worker: `worker.fleet._worker_main` with the benchmark's client factory,
+    and the agent run wrapped to record its resource usage (and profile, when asked)."""
+
+    def run(agent: Any) -> None:
         profile = cProfile.Profile() if extras.profile_dir else None
         before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.monotonic()
         try:
-            agent = Agent(client, spec.agent, control, recorder)
             if profile is not None:
                 profile.runcall(agent.run)
             else:
@@ -71,12 +60,8 @@ def bench_worker_main(spec: WorkerSpec, shared: _Shared, extras: WorkerExtras) -
             Path(extras.usage_dir, f"{spec.agent.session}.json").write_text(json.dumps(usage))
             if profile is not None and extras.profile_dir:
                 profile.dump_stats(os.path.join(extras.profile_dir, f"{spec.agent.session}.prof"))
-            recorder.close()
-            client.close()
-    except BaseException:
-        with open(spec.errors, "w", encoding="utf-8") as f:
-            f.write(traceback.format_exc())
-        os._exit(1)
+
+    _worker_main(spec, shared, make=make_bench_client, run=run)
 
 
 class BenchFleet(Fleet):

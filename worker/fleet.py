@@ -225,11 +225,20 @@ class _SharedControl:
         self.s.conflicts[self.i] += conflicts
 
 
-def _worker_main(spec: WorkerSpec, shared: _Shared) -> None:
-    """Entry point of a worker process: make a client, wait for the start, run one agent session."""
+def _worker_main(
+    spec: WorkerSpec,
+    shared: _Shared,
+    make: Callable[[ClientSpec], Client] | None = None,
+    run: Callable[[Agent], None] | None = None,
+) -> None:
+    """Entry point of a worker process: make a client, wait for the start, run one agent session.
+
+    make: the client factory (default `make_client`); run: how to run the agent (default `agent.run()`).
+    The benchmarks pass their own, to add clients, resource figures and profiles around the same loop.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers; ^C goes to the parent
     try:
-        client = make_client(spec.client)
+        client = (make or make_client)(spec.client)
         shared.ready[spec.index] = 1
         while shared.start.value == 0.0:
             if shared.stop.value:
@@ -238,7 +247,11 @@ def _worker_main(spec: WorkerSpec, shared: _Shared) -> None:
         recorder = Recorder(spec.records)
         control = _SharedControl(shared, spec.index, spec.quota, spec.duration_s)
         try:
-            Agent(client, spec.agent, control, recorder).run()
+            agent = Agent(client, spec.agent, control, recorder)
+            if run is None:
+                agent.run()
+            else:
+                run(agent)
         finally:
             recorder.close()
             client.close()
