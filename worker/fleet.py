@@ -848,16 +848,20 @@ def _verify_counters(rep: OracleReport, ops: list[Op], final: dict[str, bytes | 
             values = {}
         slots = {s for (f, s) in acked if f == rel} | set(values)
         for slot in sorted(slots):
-            a, fl, v = acked[(rel, slot)], flying[(rel, slot)], values.get(slot, 0)
-            rep.verified += a
-            if v < a:
-                rep.lost_updates += a - v
-                rep.fail(f"{rel} {slot}: {a} increments acknowledged, the file says {v}")
-            elif v > a + fl:
-                rep.phantom_writes += v - a - fl
-                rep.fail(f"{rel} {slot}: the file says {v}, but only {a} acknowledged (+{fl} in flight)")
-            else:
-                rep.in_flight_landed += v - a
+            _judge_counter(rep, f"{rel} {slot}", acked[(rel, slot)], flying[(rel, slot)], values.get(slot, 0))
+
+
+def _judge_counter(rep: OracleReport, where: str, acked: int, flying: int, value: int) -> None:
+    """A counter must hold every acknowledged increment, plus at most the ones in flight when a kill hit."""
+    rep.verified += acked
+    if value < acked:
+        rep.lost_updates += acked - value
+        rep.fail(f"{where}: {acked} increments acknowledged, the file says {value}")
+    elif value > acked + flying:
+        rep.phantom_writes += value - acked - flying
+        rep.fail(f"{where}: the file says {value}, but only {acked} acknowledged (+{flying} in flight)")
+    else:
+        rep.in_flight_landed += value - acked
 
 
 def _verify_hot(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]) -> None:
@@ -870,16 +874,7 @@ def _verify_hot(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]
                 rep.torn_files.append(rel)
             rep.fail(f"{rel}: not a well-formed hot-line file at the end (torn or truncated)")
             value = 0
-        a, fl = acked[rel], flying[rel]
-        rep.verified += a
-        if value < a:
-            rep.lost_updates += a - value
-            rep.fail(f"{rel}: {a} increments acknowledged, the value is {value}")
-        elif value > a + fl:
-            rep.phantom_writes += value - a - fl
-            rep.fail(f"{rel}: the value is {value}, but only {a} increments acknowledged (+{fl} in flight)")
-        else:
-            rep.in_flight_landed += value - a
+        _judge_counter(rep, rel, acked[rel], flying[rel], value)
 
 
 def _verify_tags(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]) -> None:
