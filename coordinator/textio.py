@@ -6,6 +6,11 @@ surrogate escapes), which is what makes the round trip exact: an edit changes on
 
 Supported: UTF-8, UTF-8 with BOM, UTF-16 LE/BE with BOM. UTF-16 without a BOM is not guessed (its NUL bytes
 make it look binary); UTF-32 is refused outright.
+
+U+0000 is never text: a UTF-8 file with a NUL byte in its sniffed prefix is binary, and so is UTF-16 whose
+decoded text holds U+0000 anywhere. That rule also settles the one ambiguous prefix: ``ff fe 00 00`` is the
+UTF-32-LE byte order mark, or a UTF-16-LE BOM followed by U+0000; both readings are refused, so the round trip
+holds.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ BINARY_CONTROL_RATIO = 0.10
 _CONTROL_BYTES = frozenset(range(0x00, 0x09)) | (frozenset(range(0x0E, 0x20)) - {0x1B})
 _CONTROL_DELETE = bytes(sorted(_CONTROL_BYTES))
 
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_BINARY_MESSAGE = (
+    "The file appears to be binary (NUL or many control bytes near its start); this tool edits text only. "
+    "Leave the file alone, or change it with a tool made for its format."
+)
 _SUPPORTED = "UTF-8, UTF-8 with BOM, and UTF-16 (LE or BE) with BOM"
 
 
@@ -76,8 +86,8 @@ def _utf16_encoding(data: bytes) -> Encoding | None:
 
 def looks_binary(data: bytes) -> bool:
     """True if ``data`` is not text this module can edit: a NUL byte, or more than 10% control bytes
-    (0x00-0x08, 0x0E-0x1F except ESC), in the first 8 KiB. Data with a UTF-16 BOM is judged by decoding,
-    not by this heuristic, and is never called binary here."""
+    (0x00-0x08, 0x0E-0x1F except ESC), in the first 8 KiB. Data with a UTF-16 BOM is judged by decoding
+    (U+0000 in its text makes it binary there), not by this heuristic, and is never called binary here."""
     if _utf16_encoding(data) is not None:
         return False
     sample = data[:BINARY_SNIFF_BYTES]
@@ -104,15 +114,13 @@ def decode_bytes(data: bytes) -> Decoded:
     encoding = _utf16_encoding(data)
     if encoding is None:
         if looks_binary(data):
-            raise CoordinatorError(
-                ErrorCode.BINARY_FILE,
-                "The file appears to be binary (NUL or many control bytes near its start); this tool edits "
-                "text only. Leave the file alone, or change it with a tool made for its format.",
-            )
+            raise CoordinatorError(ErrorCode.BINARY_FILE, _BINARY_MESSAGE)
         encoding = Encoding.UTF8_BOM if data.startswith(codecs.BOM_UTF8) else Encoding.UTF8
     bom = _BOMS[encoding]
     try:
         text = data[len(bom) :].decode(_CODECS[encoding])
+        if bom in _UTF16_BOMS and "\x00" in text:
+            raise CoordinatorError(ErrorCode.BINARY_FILE, _BINARY_MESSAGE)
     except UnicodeDecodeError as exc:
         where = exc.start + len(bom)
         raise CoordinatorError(

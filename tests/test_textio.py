@@ -198,9 +198,25 @@ def assert_round_trip(data: bytes) -> None:
 def test_round_trip_of_encoded_text(text: str, encoding: Encoding) -> None:
     data = encode_text(text, encoding)
     assert_round_trip(data)
-    if encoding in (Encoding.UTF16_LE, Encoding.UTF16_BE):
-        # With a UTF-16 BOM nothing is binary and every such text decodes to itself.
+    if encoding in (Encoding.UTF16_LE, Encoding.UTF16_BE) and "\x00" not in text:
+        # With a UTF-16 BOM, every text without U+0000 decodes to itself (control characters included).
         assert decode_bytes(data) == Decoded(text, encoding)
+
+
+@pytest.mark.parametrize("encoding", [Encoding.UTF16_LE, Encoding.UTF16_BE])
+@pytest.mark.parametrize("text", ["\x00", "\x00abc", "ab\x00c", "abc\x00"])
+def test_utf16_text_with_nul_is_binary(text: str, encoding: Encoding) -> None:
+    # The example that made the round-trip property fail: "\x00..." as UTF-16-LE begins ff fe 00 00, the
+    # UTF-32-LE byte order mark. Either reading is refused, so decode never returns a text that encodes back
+    # to other bytes.
+    data = encode_text(text, encoding)
+    with pytest.raises(CoordinatorError) as info:
+        decode_bytes(data)
+    expected = {ErrorCode.BINARY_FILE}
+    if data.startswith(codecs.BOM_UTF32_LE):
+        expected = {ErrorCode.UNSUPPORTED_ENCODING}
+    assert info.value.code in expected
+    assert_round_trip(data)
 
 
 @settings(max_examples=200, deadline=None)
