@@ -1,11 +1,11 @@
 """edit-coordinator: Read / Write / Edit for many agent sessions on one repository, safely.
 
-    from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator import Coordinator, CoordinatorError, ErrorCode
 
-    with Coordinator(root) as coord:
-        s = coord.session("agent-7")
-        s.read("src/app.py")
-        s.edit("src/app.py", "old", "new")
+with Coordinator(root) as coord:
+    s = coord.session("agent-7")
+    s.read("src/app.py")
+    s.edit("src/app.py", "old", "new")
 """
 
 from .engine import Coordinator, EditResult, ReadResult, Session, WriteResult

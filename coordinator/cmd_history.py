@@ -281,9 +281,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     for col in ("Version", "Time", "Session", "Operation", "Lines changed"):
         table.add_column(col, justify="right" if col == "Version" else "left", no_wrap=col != "Session")
     for row in rows:
-        table.add_row(
-            str(row["version"]), _when(row["time"]), row["session"], row["operation"], _changed_text(row)
-        )
+        table.add_row(str(row["version"]), _when(row["time"]), row["session"], row["operation"], _changed_text(row))
     console = _console()
     console.print(table)
     if len(entries) > len(shown):
@@ -299,8 +297,7 @@ def diff_text(repo: Repo, key: str, entry: HistoryEntry, context: int = 3) -> st
     if before is None:
         raise CoordinatorError(
             ErrorCode.FILE_NOT_FOUND,
-            f"The content before version {entry.version} of {key} is no longer in the history "
-            "(removed by gc).",
+            f"The content before version {entry.version} of {key} is no longer in the history (removed by gc).",
         )
     if after is None:
         raise CoordinatorError(
@@ -375,9 +372,7 @@ def _session_history(repo: Repo, session: str, args: Any) -> int:
     for col in ("Time", "Path", "Version", "Operation", "Lines changed"):
         table.add_column(col, justify="right" if col == "Version" else "left")
     for row in rows:
-        table.add_row(
-            _when(row["time"]), row["path"], str(row["version"]), row["operation"], _changed_text(row)
-        )
+        table.add_row(_when(row["time"]), row["path"], str(row["version"]), row["operation"], _changed_text(row))
     _console().print(table)
     return 0
 
@@ -405,9 +400,7 @@ def _add_undo(sub: Any) -> None:
     target.add_argument("--before", type=int, metavar="VERSION", help="back to the content before VERSION")
     p.add_argument("--session", metavar="ID", help="undo all writes of this session")
     p.add_argument("--dry-run", action="store_true", help="with --session: show the plan, write nothing")
-    p.add_argument(
-        "--as", dest="operator", default=None, help="the operator session id (default operator:<user>)"
-    )
+    p.add_argument("--as", dest="operator", default=None, help="the operator session id (default operator:<user>)")
     _add_common(p, redis=True)
     p.set_defaults(func=_guarded(cmd_undo))
 
@@ -464,8 +457,7 @@ def undo_file(
         if to >= newest.version:
             raise CoordinatorError(
                 ErrorCode.NO_CHANGE,
-                f"Version {to} is not older than the newest version of {key} ({newest.version}): nothing "
-                "to undo.",
+                f"Version {to} is not older than the newest version of {key} ({newest.version}): nothing to undo.",
             )
         if to < oldest.version - 1:
             raise CoordinatorError(
@@ -486,9 +478,7 @@ def undo_file(
         target = newest.version
     if not any(e.version == target for e in entries):
         known = ", ".join(str(e.version) for e in entries[:10])
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT, f"{key} has no version {target} (newest versions: {known})."
-        )
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no version {target} (newest versions: {known}).")
     with _coordinator(repo, redis_url) as coord:
         op = coord.session(operator or operator_id())
         current = _operator_read(op, key)
@@ -569,9 +559,7 @@ def plan_session_undo(repo: Repo, session: str) -> list[FileUndoPlan]:
             p.already_undone = True
             p.blockers.clear()
         elif current != newest.after:
-            p.blockers.append(
-                f"the file was changed outside the coordinator after version {newest.version}"
-            )
+            p.blockers.append(f"the file was changed outside the coordinator after version {newest.version}")
         if first.before is not None and not history.has(first.before) and not p.already_undone:
             p.blockers.append(f"its content before version {first.version} was removed from the history by gc")
         if ix.entries[0].version > 1 and first is ix.entries[0]:
@@ -703,8 +691,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         return 0
     policy = RetentionPolicy.load(repo.state_dir)
     policy = RetentionPolicy(
-        max_versions_per_file=args.keep_versions if args.keep_versions is not None
-        else policy.max_versions_per_file,
+        max_versions_per_file=args.keep_versions if args.keep_versions is not None else policy.max_versions_per_file,
         max_total_bytes=parse_size(args.max_bytes) if args.max_bytes is not None else policy.max_total_bytes,
     )
     if args.save:
@@ -915,11 +902,9 @@ def gather_status(
         "locks_held": probe_locks(repo),
         "leases": leases or [],
         "leases_note": (
-            "not available in this build" if leases is None and client is not None
-            else "" if leases else "none held"
+            "not available in this build" if leases is None and client is not None else "" if leases else "none held"
         ),
-        "history": history_usage(repo.state_dir) if repo.has_state else {"objects": 0, "bytes": 0,
-                                                                          "index_files": 0},
+        "history": history_usage(repo.state_dir) if repo.has_state else {"objects": 0, "bytes": 0, "index_files": 0},
     }
 
 

@@ -316,9 +316,7 @@ def _log_tail(log: Path, lines: int = 15) -> str:
 @functools.cache
 def _server_version(binary: str) -> tuple[int, int]:
     try:
-        out = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=5, check=False
-        ).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=5, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return (0, 0)
     m = re.search(r"v=(\d+)\.(\d+)", out)
@@ -372,8 +370,7 @@ def ensure_embedded_redis(state_dir: Path, timeout: float = 10.0) -> str:
     except OSError as e:
         raise CoordinatorError(
             ErrorCode.STATE_UNAVAILABLE,
-            f"Cannot create the state dir {state_dir}: {e}. Make it writable, or pass a redis:// or "
-            "unix:// URL.",
+            f"Cannot create the state dir {state_dir}: {e}. Make it writable, or pass a redis:// or unix:// URL.",
             path=str(state_dir),
         ) from e
     try:
@@ -451,8 +448,7 @@ def _start_locked(state_dir: Path, redis_dir: Path, deadline: float, timeout: fl
         output = (proc.stderr or proc.stdout or b"").decode("utf-8", "replace").strip()
         raise CoordinatorError(
             ErrorCode.STATE_UNAVAILABLE,
-            f"redis-server failed to start (exit {proc.returncode}): {output}\n"
-            f"Log tail:\n{_log_tail(logfile)}",
+            f"redis-server failed to start (exit {proc.returncode}): {output}\nLog tail:\n{_log_tail(logfile)}",
             binary=binary,
             log=str(logfile),
         )
@@ -462,8 +458,7 @@ def _start_locked(state_dir: Path, redis_dir: Path, deadline: float, timeout: fl
         if pid is not None and not _pid_alive(pid):
             raise CoordinatorError(
                 ErrorCode.STATE_UNAVAILABLE,
-                f"The embedded redis-server (pid {pid}) exited during start.\n"
-                f"Log tail:\n{_log_tail(logfile)}",
+                f"The embedded redis-server (pid {pid}) exited during start.\nLog tail:\n{_log_tail(logfile)}",
                 log=str(logfile),
             )
         if time.monotonic() >= deadline:

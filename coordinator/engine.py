@@ -753,8 +753,14 @@ class Coordinator:
         elif rebase_specs is not None and new_digest is not None and plan.new_text is not None:
             self._texts.put(new_digest, plan.new_text)
         extra, finish = self._post_write_extra(
-            session, rp.key, entry.version, operation, [(first_line, last_line)] if new_digest else [], now,
-            new_digest, plan.rebased is not None,
+            session,
+            rp.key,
+            entry.version,
+            operation,
+            [(first_line, last_line)] if new_digest else [],
+            now,
+            new_digest,
+            plan.rebased is not None,
         )
         notice = ""
         try:
@@ -1061,8 +1067,16 @@ class Coordinator:
         def extra(pipe: Any) -> None:
             self._refusals.queue_flush(pipe, self.state.refusals_key)
             events_mod.queue_event(
-                pipe, self.namespace, path=key, session=session, version=version, operation=operation,
-                ranges=ranges, when=when, digest=digest, rebased=rebased,
+                pipe,
+                self.namespace,
+                path=key,
+                session=session,
+                version=version,
+                operation=operation,
+                ranges=ranges,
+                when=when,
+                digest=digest,
+                rebased=rebased,
             )
             if notice_extra is not None:
                 notice_extra(pipe)
@@ -1240,7 +1254,7 @@ def _no_notice(replies: list[Any]) -> str:
 
 
 def _describe_writes(seen: _Intervening) -> str:
-    """"agent-3 (version 12, lines 40-42), agent-5 (version 13, line 80)" (lines of that version), newest
+    """ "agent-3 (version 12, lines 40-42), agent-5 (version 13, line 80)" (lines of that version), newest
     last; older ones summed up."""
     shown = list(seen.recent)[-6:]
     parts = []
@@ -1292,9 +1306,7 @@ def _check_text(v: object, name: str, limit: int) -> str:
     if len(v) > limit:
         raise CoordinatorError(ErrorCode.TOO_LARGE, f"{name} is longer than the limit of {limit} characters.")
     if "\x00" in v:
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT, f"{name} contains a NUL byte; text files cannot hold one."
-        )
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} contains a NUL byte; text files cannot hold one.")
     return v
 
 
@@ -1330,9 +1342,7 @@ class Session:
         return self.coord._read(self.id, path, offset, limit, self.policy)
 
     # -- leases -------------------------------------------------------------------------------------------
-    def lease(
-        self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
-    ) -> list[Lease]:
+    def lease(self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0) -> list[Lease]:
         """Reserve paths or globs (`src/app.py`, `src/**/*.py`, `docs/`) for `ttl_s` seconds, all or none.
 
         exclusive: other sessions' writes, edits and undos of covered paths are refused with `leased`
@@ -1489,8 +1499,7 @@ class Session:
         what = "removed (it did not exist before)" if res.hash is None else "restored"
         return _with_message(
             res,
-            f"{res.path} {what}: back to its content before version {target.version} "
-            f"(now version {res.version}).",
+            f"{res.path} {what}: back to its content before version {target.version} (now version {res.version}).",
         )
 
 

@@ -54,9 +54,7 @@ def validate_path_argument(path: object) -> str:
     if "\x00" in p:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "file_path contains a NUL byte; remove it.")
     if len(p) > MAX_PATH_CHARS:
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT, f"file_path is longer than {MAX_PATH_CHARS} characters."
-        )
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"file_path is longer than {MAX_PATH_CHARS} characters.")
     if "\\" in p:
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
@@ -83,9 +81,7 @@ def resolve(root: str, path: object) -> ResolvedPath:
     real = _realpath(joined, shown)
     if not _inside(real, root) or real == root:
         if real == root:
-            raise CoordinatorError(
-                ErrorCode.IS_DIRECTORY, f"{shown!r} is the root folder itself, not a file."
-            )
+            raise CoordinatorError(ErrorCode.IS_DIRECTORY, f"{shown!r} is the root folder itself, not a file.")
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
             f"{shown!r} resolves to {real!r}, which is outside the repository root {root!r}"
@@ -114,8 +110,7 @@ def _realpath(joined: str, shown: str) -> str:
             continue
     raise CoordinatorError(
         ErrorCode.OUTSIDE_ROOT,
-        f"{shown!r} kept changing (links swapped) while it was being resolved; nothing was read or written. "
-        "Try again.",
+        f"{shown!r} kept changing (links swapped) while it was being resolved; nothing was read or written. Try again.",
     )
 
 
@@ -175,9 +170,7 @@ def _make_dirs(rp: ResolvedPath, root: str) -> None:
         except OSError as exc:
             raise os_error(exc, rp) from exc
         if not _inside(os.path.realpath(d), root):
-            raise CoordinatorError(
-                ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root."
-            )
+            raise CoordinatorError(ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root.")
 
 
 def lstat_at(dfd: int, rp: ResolvedPath) -> os.stat_result | None:
@@ -295,9 +288,7 @@ def atomic_replace(
     where = tmp_dfd if tmp_dfd is not None else dfd
     tmp = _temp_name(rp.name)
     try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=where
-        )
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=where)
     except OSError as exc:
         raise os_error(exc, rp) from exc
     try:

@@ -176,8 +176,7 @@ _EDIT_RULES = [
     "takes its line end with it).",
     "- An empty old_string creates a missing file (or fills an empty one) with new_string; it is refused on a "
     "file that has content.",
-    "- The file keeps its line ends (CRLF stays CRLF) and encoding. The answer shows numbered lines around "
-    "the change.",
+    "- The file keeps its line ends (CRLF stays CRLF) and encoding. The answer shows numbered lines around the change.",
 ]
 
 _EDIT_DESCRIPTION = "\n".join(
@@ -470,9 +469,7 @@ def _check_keys(args: dict[str, Any], schema: dict[str, Any]) -> None:
     extra = sorted(set(args) - set(schema["properties"]))
     if extra:
         allowed = ", ".join(schema["properties"])
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT, f"Unknown argument(s) {extra}; this tool takes: {allowed}."
-        )
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"Unknown argument(s) {extra}; this tool takes: {allowed}.")
 
 
 def _req_str(args: dict[str, Any], name: str, allow_empty: bool = False) -> str:
@@ -639,9 +636,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"redis://, rediss:// or unix:// URL (default: ${REDIS_URL_ENV}, else the embedded server in "
         "<root>/.edit-coordinator/)",
     )
-    p.add_argument(
-        "--durability", choices=("fsync", "none"), default="fsync", help="fsync every write (default)"
-    )
+    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write (default)")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
     p.add_argument("--log-level", default="WARNING", help="log level for stderr (default WARNING)")
     p.add_argument(
@@ -651,18 +646,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        stream=sys.stderr, level=args.log_level.upper(), format="edit-coordinator mcp: %(message)s"
-    )
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="edit-coordinator mcp: %(message)s")
     if args.print_tools:
         print(describe_tools_json())
         return 0
     session_id = args.session or os.environ.get(SESSION_ENV) or default_session_id()
     redis_url = args.redis_url or os.environ.get(REDIS_URL_ENV) or None
     try:
-        coord = Coordinator(
-            args.root, redis_url, durability=args.durability, lock_timeout=args.lock_timeout
-        )
+        coord = Coordinator(args.root, redis_url, durability=args.durability, lock_timeout=args.lock_timeout)
     except CoordinatorError as exc:
         print(f"edit-coordinator mcp: [{exc.code.value}] {exc.message}", file=sys.stderr)
         return 1

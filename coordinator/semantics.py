@@ -388,9 +388,7 @@ def apply_edits(content: str, edits: Sequence[EditSpec]) -> EditOutcome:
     return EditOutcome(text, replacements, region[0], region[1] - region[0])
 
 
-def _merge_region(
-    region: tuple[int, int] | None, offset: int, removed: int, inserted: int
-) -> tuple[int, int]:
+def _merge_region(region: tuple[int, int] | None, offset: int, removed: int, inserted: int) -> tuple[int, int]:
     """The earliest changed region after an edit replaced ``[offset, offset+removed)`` by ``inserted``
     chars. Approximate under replace_all (only the first replacement shifts the region)."""
     edit_region = (offset, offset + inserted)

@@ -253,8 +253,14 @@ class StateStore:
             pipe.delete(self.rs_key(session, key))
             pipe.hset(
                 self.meta_key(key),
-                mapping={"version": version, "writer": session, "time": repr(time.time()), "op": op, "path": key,
-                         "hash": ""},
+                mapping={
+                    "version": version,
+                    "writer": session,
+                    "time": repr(time.time()),
+                    "op": op,
+                    "path": key,
+                    "hash": "",
+                },
             )
             if extra is not None:
                 extra(pipe)

@@ -81,9 +81,7 @@ def test_history_lists_versions_with_lines_changed(repo: tuple[Path, Coordinator
     assert rc == 1 and "[outside_root]" in err
 
 
-def test_history_lists_a_write_made_after_a_torn_index_line(
-    repo: tuple[Path, Coordinator], capsys: Any
-) -> None:
+def test_history_lists_a_write_made_after_a_torn_index_line(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     """A crash in the middle of an index append leaves a torn last line; the next write must still be
     listed (and so be undoable), not glued to the torn line and lost."""
     root, c = repo
@@ -99,9 +97,7 @@ def test_history_lists_a_write_made_after_a_torn_index_line(
     assert (root / "f.txt").read_text() == "one\n"
 
 
-def test_history_diff_is_the_unified_diff_against_the_preimage(
-    repo: tuple[Path, Coordinator], capsys: Any
-) -> None:
+def test_history_diff_is_the_unified_diff_against_the_preimage(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     three_versions(root, c)
     data = cli_json(capsys, root, "history", "f.txt", "--diff", "2")
@@ -228,9 +224,7 @@ def test_undo_session_restores_every_file_it_touched(repo: tuple[Path, Coordinat
     assert rc == 0 and "already undone" in out
 
 
-def test_undo_session_refused_when_later_work_depends_on_it(
-    repo: tuple[Path, Coordinator], capsys: Any
-) -> None:
+def test_undo_session_refused_when_later_work_depends_on_it(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     x, y = c.session("agent-x"), c.session("agent-y")
     x.write("a.txt", "x1\n")
@@ -291,9 +285,7 @@ def _versions(c: Coordinator, session: str, path: str, n: int, size: int = 10) -
         s.write(path, f"{path} {i} ".ljust(size, "x") + "\n")
 
 
-def test_gc_keeps_the_newest_versions_and_what_they_reference(
-    repo: tuple[Path, Coordinator], capsys: Any
-) -> None:
+def test_gc_keeps_the_newest_versions_and_what_they_reference(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     _versions(c, "s", "a.txt", 6)
     _versions(c, "s", "b.txt", 2)
@@ -319,9 +311,7 @@ def test_gc_keeps_the_newest_versions_and_what_they_reference(
     assert c.session("s").write("a.txt", "after gc\n").version == 8
 
 
-def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(
-    repo: tuple[Path, Coordinator], capsys: Any
-) -> None:
+def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     _versions(c, "s", "old.txt", 3, size=1000)
     time.sleep(0.01)

@@ -97,9 +97,7 @@ def test_outside_rewrite_is_stale_and_touch_is_not(real_redis_root):
     with Coordinator(real_redis_root) as coord:
         s = coord.session("agent")
         s.read("app.py")
-        subprocess.run(
-            [sys.executable, "-c", f"open({str(f)!r}, 'w').write('x = 10\\ny = 2\\n')"], check=True
-        )
+        subprocess.run([sys.executable, "-c", f"open({str(f)!r}, 'w').write('x = 10\\ny = 2\\n')"], check=True)
         with pytest.raises(CoordinatorError) as ei:
             s.edit("app.py", "y = 2", "y = 3")
         assert ei.value.code == ErrorCode.STALE

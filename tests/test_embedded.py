@@ -193,9 +193,7 @@ print(ensure_embedded_redis(Path(sys.argv[1])), flush=True)
 """
 
 
-def test_concurrent_processes_start_exactly_one_server(
-    state_dirs: Callable[..., Path], tmp_path: Path
-) -> None:
+def test_concurrent_processes_start_exactly_one_server(state_dirs: Callable[..., Path], tmp_path: Path) -> None:
     d = state_dirs()
     gate = tmp_path / "go"
     n = 6
@@ -339,9 +337,7 @@ def test_copied_state_dir_does_not_follow_the_originals_socket(state_dirs: Calla
     assert _ping(url_a) and _ping(url_b)
 
 
-def test_failed_start_is_state_unavailable(
-    state_dirs: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_start_is_state_unavailable(state_dirs: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embedded, "redis_server_binary", lambda: "/bin/false")
     with pytest.raises(CoordinatorError) as info:
         ensure_embedded_redis(state_dirs(), timeout=2)

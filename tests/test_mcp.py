@@ -108,8 +108,9 @@ def test_two_agents_one_file_stale_then_reread_succeeds(repo: Path, tmp_path: Pa
             assert "stale" in (by_name["edit_file"].description or "")
 
             # Must read first.
-            code, message = _err(await a.call_tool("edit_file", {"file_path": path, "old_string": "hello",
-                                                                 "new_string": "hi"}))
+            code, message = _err(
+                await a.call_tool("edit_file", {"file_path": path, "old_string": "hello", "new_string": "hi"})
+            )
             assert code == "not_read" and "Read it first" in message
 
             read_a = _ok(await a.call_tool("read_file", {"file_path": path}))
@@ -118,14 +119,16 @@ def test_two_agents_one_file_stale_then_reread_succeeds(repo: Path, tmp_path: Pa
             assert read_b == read_a
 
             # A edits first: success, with a numbered snippet.
-            done = _ok(await a.call_tool("edit_file", {"file_path": path, "old_string": '"hello "',
-                                                       "new_string": '"hi "'}))
+            done = _ok(
+                await a.call_tool("edit_file", {"file_path": path, "old_string": '"hello "', "new_string": '"hi "'})
+            )
             assert "1 replacement" in done and '     2\t    return "hi " + name' in done
 
             # B's view is now out of date: refused, nothing written.
             before = (repo / "app.py").read_text()
-            code, message = _err(await b.call_tool("edit_file", {"file_path": path, "old_string": '"bye "',
-                                                                 "new_string": '"see you "'}))
+            code, message = _err(
+                await b.call_tool("edit_file", {"file_path": path, "old_string": '"bye "', "new_string": '"see you "'})
+            )
             assert code == "stale"
             assert "agent-a" in message and "Read it again" in message
             assert (repo / "app.py").read_text() == before
@@ -133,8 +136,7 @@ def test_two_agents_one_file_stale_then_reread_succeeds(repo: Path, tmp_path: Pa
             # B reads again (sees A's change) and redoes its edit: success.
             again = _ok(await b.call_tool("read_file", {"file_path": path}))
             assert '"hi "' in again
-            _ok(await b.call_tool("edit_file", {"file_path": path, "old_string": '"bye "',
-                                                "new_string": '"see you "'}))
+            _ok(await b.call_tool("edit_file", {"file_path": path, "old_string": '"bye "', "new_string": '"see you "'}))
 
             # A is stale in turn; its multi_edit fails whole, then succeeds after a read.
             edits = [
@@ -170,8 +172,9 @@ def test_two_agents_one_file_stale_then_reread_succeeds(repo: Path, tmp_path: Pa
             assert code == "invalid_argument"
             code, _ = _err(await a.call_tool("edit_file", {"file_path": path, "old_string": "a"}))
             assert code == "invalid_argument"
-            code, _ = _err(await a.call_tool("edit_file", {"file_path": path, "old_string": "name",
-                                                           "new_string": "who"}))
+            code, _ = _err(
+                await a.call_tool("edit_file", {"file_path": path, "old_string": "name", "new_string": "who"})
+            )
             assert code == "ambiguous"
 
     anyio.run(main)
@@ -205,9 +208,12 @@ def test_session_from_environment_and_same_id_shares_state(repo: Path, tmp_path:
             _ok(await first.call_tool("read_file", {"file_path": "app.py"}))
         async with agent(repo, None, errlog, env) as second:
             text = _ok(await second.call_tool("read_file", {"file_path": "app.py"}))
-            assert '     1\tdef greet(name):' in text  # full text: this process has shown nothing yet
-            _ok(await second.call_tool("edit_file", {"file_path": "app.py", "old_string": "greet",
-                                                     "new_string": "welcome"}))
+            assert "     1\tdef greet(name):" in text  # full text: this process has shown nothing yet
+            _ok(
+                await second.call_tool(
+                    "edit_file", {"file_path": "app.py", "old_string": "greet", "new_string": "welcome"}
+                )
+            )
 
     anyio.run(main)
     from coordinator.history import History

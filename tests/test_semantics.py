@@ -96,8 +96,7 @@ def test_preserve_quote_style_single_quotes_apostrophe_rule() -> None:
     actual = f"{LEFT_SINGLE}it{RIGHT_SINGLE}s{RIGHT_SINGLE}"
     new = "'don't' l'été 'x' 5'"
     expected = (
-        f"{LEFT_SINGLE}don{RIGHT_SINGLE}t{RIGHT_SINGLE} l{RIGHT_SINGLE}été "
-        f"{LEFT_SINGLE}x{RIGHT_SINGLE} 5{RIGHT_SINGLE}"
+        f"{LEFT_SINGLE}don{RIGHT_SINGLE}t{RIGHT_SINGLE} l{RIGHT_SINGLE}été {LEFT_SINGLE}x{RIGHT_SINGLE} 5{RIGHT_SINGLE}"
     )
     assert preserve_quote_style("'it's'", actual, new) == expected
 
@@ -272,9 +271,7 @@ def test_replace_all_delete_swallows_only_whole_lines() -> None:
 def test_curly_match_replaces_files_slice_and_keeps_quote_style() -> None:
     content = f"msg = {LEFT_DOUBLE}don{RIGHT_SINGLE}t panic{RIGHT_DOUBLE}\n"
     out = apply_edit(content, '"don\'t panic"', "\"don't worry, it's fine\"")
-    assert out.text == (
-        f"msg = {LEFT_DOUBLE}don{RIGHT_SINGLE}t worry, it{RIGHT_SINGLE}s fine{RIGHT_DOUBLE}\n"
-    )
+    assert out.text == (f"msg = {LEFT_DOUBLE}don{RIGHT_SINGLE}t worry, it{RIGHT_SINGLE}s fine{RIGHT_DOUBLE}\n")
 
 
 def test_exact_match_keeps_new_string_quotes_as_given() -> None:
@@ -535,9 +532,7 @@ REPLACEMENTS = st.lists(LINE, min_size=1, max_size=3).map("\n".join).filter(bool
 
 @settings(max_examples=200, deadline=None)
 @given(texts_with_marker(), REPLACEMENTS, ENCODINGS)
-def test_edit_changes_only_the_replaced_bytes(
-    mode_text: tuple[str, str], replacement: str, encoding: Encoding
-) -> None:
+def test_edit_changes_only_the_replaced_bytes(mode_text: tuple[str, str], replacement: str, encoding: Encoding) -> None:
     _, text = mode_text
     data = encode_text(text, encoding)
     decoded = decode_bytes(data)
@@ -554,9 +549,7 @@ def test_edit_changes_only_the_replaced_bytes(
     assert new_data[len(new_data) - suffix_len :] == data[len(data) - suffix_len :]
     inserted = new_data[prefix_len : len(new_data) - suffix_len]
     eol = detect_eol(decoded.text)
-    expected = encode_text(to_eol(replacement, eol), decoded.encoding)[
-        len(encode_text("", decoded.encoding)) :
-    ]
+    expected = encode_text(to_eol(replacement, eol), decoded.encoding)[len(encode_text("", decoded.encoding)) :]
     assert inserted == expected
     assert out.replacements == 1
     assert out.first_offset == index

@@ -342,9 +342,7 @@ class Recorder:
     clock for every process of the machine."""
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        self.fd = (
-            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644) if path else None
-        )
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644) if path else None
         self.events: list[dict[str, Any]] | None = None if path else []
 
     def emit(self, record: dict[str, Any]) -> None:

@@ -17,9 +17,7 @@ from coordinator.engine import ReadResult, WriteResult
 class Client(Protocol):
     """What an agent session can do. `session` is the session id; the same id is the same session."""
 
-    def read(
-        self, session: str, path: str, offset: int | None = None, limit: int | None = None
-    ) -> ReadResult: ...
+    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult: ...
 
     def write(self, session: str, path: str, content: str) -> WriteResult: ...
 
@@ -45,17 +43,13 @@ class InProcessClient:
     def open(cls, root: str, redis_url: str | None = None, **options: Any) -> InProcessClient:
         return cls(Coordinator(root, redis_url, **options), owns=True)
 
-    def read(
-        self, session: str, path: str, offset: int | None = None, limit: int | None = None
-    ) -> ReadResult:
+    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
         return self.coord.session(session).read(path, offset=offset, limit=limit)
 
     def write(self, session: str, path: str, content: str) -> WriteResult:
         return self.coord.session(session).write(path, content)
 
-    def edit(
-        self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> WriteResult:
+    def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
         return self.coord.session(session).edit(path, old_string, new_string, replace_all=replace_all)
 
     def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult:

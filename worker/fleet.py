@@ -352,9 +352,7 @@ class Fleet:
     def _spawn(self, i: int) -> None:
         inc = self.incarnation.get(i, -1) + 1
         self.incarnation[i] = inc
-        p = self.ctx.Process(
-            target=_worker_main, args=(self._spec(i, inc), self.shared), name=f"ec-worker-{i}.{inc}"
-        )
+        p = self.ctx.Process(target=_worker_main, args=(self._spec(i, inc), self.shared), name=f"ec-worker-{i}.{inc}")
         p.daemon = True
         p.start()
         self.procs[i] = p
@@ -418,9 +416,7 @@ class Fleet:
                 return
             time.sleep(0.002)
 
-    def _supervise(
-        self, started: float, errors: list[str], progress: Callable[[Progress], None] | None
-    ) -> float:
+    def _supervise(self, started: float, errors: list[str], progress: Callable[[Progress], None] | None) -> float:
         cfg, chaos = self.cfg, self.cfg.chaos
         timeout = cfg.timeout_s or ((cfg.duration_s or 0.0) + 60.0 if cfg.duration_s else 600.0)
         next_kill = started + self._interval(chaos.kill_every_s)
@@ -935,11 +931,7 @@ def _verify_events(rep: OracleReport, run: FleetRun, ops: list[Op]) -> None:
             if e["changed"]:
                 # A call that passed Redis before it went down may still be writing; anything else is a
                 # write that failed to fail closed.
-                late = {
-                    o.file
-                    for o in ops
-                    if o.t < t_down and (o.t_end is None or o.t_end > (e["t_snap"] or t_down))
-                }
+                late = {o.file for o in ops if o.t < t_down and (o.t_end is None or o.t_end > (e["t_snap"] or t_down))}
                 for rel in e["changed"]:
                     if rel not in late:
                         rep.written_while_down.append(rel)

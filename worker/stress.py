@@ -352,9 +352,7 @@ def _run_with_progress(fleet: Any, err: Any) -> Any:
         console=err,
         transient=False,
     ) as bar:
-        task = bar.add_task(
-            f"{cfg.corpus.workload}, {cfg.workers} workers", total=total, status="starting workers..."
-        )
+        task = bar.add_task(f"{cfg.corpus.workload}, {cfg.workers} workers", total=total, status="starting workers...")
 
         def update(p: Any) -> None:
             rate = p.acked / p.elapsed_s if p.elapsed_s > 0 else 0.0

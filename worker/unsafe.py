@@ -49,9 +49,7 @@ class UnsafeClient:
         with open(full, "wb") as f:  # truncate, then write: not atomic, on purpose
             f.write(data)
 
-    def read(
-        self, session: str, path: str, offset: int | None = None, limit: int | None = None
-    ) -> ReadResult:
+    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
         data = self._load(path)
         try:
             text = data.decode("utf-8")
@@ -67,9 +65,7 @@ class UnsafeClient:
         self._views[(session, path)] = content
         return WriteResult(path, "write", created, 0, content_hash(data), "written")
 
-    def edit(
-        self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> WriteResult:
+    def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
         view = None if self.fresh else self._views.get((session, path))
         text = view if view is not None else self._load(path).decode("utf-8", "replace")
         n = text.count(old_string)
