@@ -6,6 +6,7 @@ import os
 import socket
 import stat
 import threading
+from typing import Any
 
 import fakeredis
 import pytest
@@ -481,27 +482,62 @@ def test_no_temp_files_left_in_repo(coord, root):
     assert os.listdir(coord.state_dir / "tmp") == []
 
 
-def test_same_session_in_two_processes_shares_its_view(root):
-    """A view cached by one process is never the last word: a refusal is checked again against Redis."""
-    server = fakeredis.FakeServer()
+def _session_process(root: str, conn: Any) -> None:
+    """A long-lived process with its own Coordinator (and so its own cached views): runs (session, op,
+    args) commands from the pipe and answers "ok" or the refusal's code."""
+    with Coordinator(root, durability="none") as c:
+        while (cmd := conn.recv()) is not None:
+            session, op, args = cmd
+            try:
+                getattr(c.session(session), op)(*args)
+                conn.send("ok")
+            except CoordinatorError as exc:
+                conn.send(exc.code.value)
+
+
+def test_same_session_in_two_processes_shares_its_view(real_redis_root):
+    """A view cached by one process is never the last word: a refusal is checked again against Redis.
+
+    Two real processes, each with its own Coordinator, on the embedded (real) Redis server."""
+    import multiprocessing
+
+    root = real_redis_root
     f = root / "shared.txt"
     write_bytes(f, b"v1\n")
-    with (
-        Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as a,
-        Coordinator(root, redis_client=fakeredis.FakeRedis(server=server)) as b,
-    ):
-        a.session("s").read("shared.txt")
+    ctx = multiprocessing.get_context("spawn")
+    pipes, procs = [], []
+    for _ in range(2):
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=_session_process, args=(str(root), there), daemon=True)
+        proc.start()
+        pipes.append(here)
+        procs.append(proc)
+    a, b = pipes
+
+    def ask(conn: Any, session: str, op: str, *args: Any) -> str:
+        conn.send((session, op, args))
+        assert conn.poll(60), "the session process did not answer"
+        return conn.recv()
+
+    try:
+        assert ask(a, "s", "read", "shared.txt") == "ok"
         write_bytes(f, b"v2\n")  # an outside change
-        b.session("s").read("shared.txt")  # the same session, in another process, sees it
-        a.session("s").edit("shared.txt", "v2", "v3")
+        assert ask(b, "s", "read", "shared.txt") == "ok"  # the same session, in another process, sees it
+        assert ask(a, "s", "edit", "shared.txt", "v2", "v3") == "ok"  # a's cached view (v1) is outdated
         assert f.read_bytes() == b"v3\n"
         # and the other way round: b's cached view (v2) is outdated by a's write, Redis has v3
-        b.session("s").edit("shared.txt", "v3", "v4")
+        assert ask(b, "s", "edit", "shared.txt", "v3", "v4") == "ok"
         assert f.read_bytes() == b"v4\n"
-        # another session's view stays stale
-        with pytest.raises(CoordinatorError) as ei:
-            a.session("t").edit("shared.txt", "v4", "x")
-        assert ei.value.code == ErrorCode.NOT_READ
+        # another session's view stays missing, and a stale session stays refused
+        assert ask(a, "t", "edit", "shared.txt", "v4", "x") == "not_read"
+        write_bytes(f, b"v5\n")
+        assert ask(b, "s", "edit", "shared.txt", "v5", "x") == "stale"
+        assert f.read_bytes() == b"v5\n"
+    finally:
+        for conn in pipes:
+            conn.send(None)
+        for proc in procs:
+            proc.join(30)
 
 
 def test_failed_replace_writes_nothing_and_leaves_no_history(coord, root, monkeypatch):

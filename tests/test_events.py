@@ -3,14 +3,17 @@ command, and the "files you read have changed" notices."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import fakeredis
+import pytest
 
-from coordinator import Coordinator
+from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator.cli import main as cli_main
 from coordinator.events import ReadTracker, parse_event, queue_event, since_id
 
@@ -46,10 +49,10 @@ def test_refused_writes_publish_nothing_and_events_can_be_off(root: Path) -> Non
         assert c.recent_events() == []
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
         s = c.session("A")
-        try:
-            s.edit("a.py", "y", "z")  # not read: refused
-        except Exception:
-            pass
+        with pytest.raises(CoordinatorError) as info:
+            s.edit("a.py", "y", "z")  # not read in this session's view: refused
+        assert info.value.code is ErrorCode.NOT_READ
+        assert (root / "a.py").read_text() == "y\n"
         assert c.recent_events() == []
 
 
@@ -101,16 +104,22 @@ def test_follow_blocks_until_a_write_and_watch_prints_it(real_redis_root: Path, 
         s = coord.session("writer")
         s.read("f.txt")
 
-        def later() -> None:
-            time.sleep(0.3)
-            s.edit("f.txt", "1", "2")
+        since = time.time()  # the follower asks from here, so it cannot miss the write whenever it starts
+        got: list[Any] = []
+        following = threading.Event()
 
-        t = threading.Thread(target=later)
+        def follow() -> None:
+            following.set()
+            got.extend(itertools.islice(coord.events(since=since, timeout_s=10), 1))
+
+        t = threading.Thread(target=follow)
         t.start()
-        started = time.monotonic()
-        got = next(iter(coord.events(timeout_s=5)))
-        t.join()
-        assert got.path == "f.txt" and got.session == "writer" and time.monotonic() - started >= 0.25
+        assert following.wait(5)
+        assert got == [] and t.is_alive()  # blocked: nothing has been written yet
+        s.edit("f.txt", "1", "2")
+        t.join(15)
+        assert not t.is_alive()
+        assert [(e.path, e.session, e.version) for e in got] == [("f.txt", "writer", 1)]
     code = cli_main(["watch", "--root", str(real_redis_root), "--since", "0", "--timeout", "0.2", "--json"])
     assert code == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]

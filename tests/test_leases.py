@@ -84,8 +84,9 @@ def test_exclusive_shared_and_tokens(store: LeaseStore) -> None:
     assert a.token < b.token < c.token
     assert {x.session for x in store.live()} == {"A", "B", "C"}
     assert check_leases(store.live(), "B", "src/x.py").conflict == a
-    assert check_leases(store.live(), "A", "src/x.py") == check_leases(store.live(), "A", "src/x.py")
-    assert check_leases(store.live(), "A", "src/x.py").own == a
+    own = check_leases(store.live(), "A", "src/x.py")
+    assert own.conflict is None and own.own == a  # the holder's own lease never blocks it
+    assert check_leases(store.live(), "A", "elsewhere.py").own is None  # and covers only its patterns
     assert check_leases(store.live(), "D", "docs/a.md").conflict is None  # shared leases never block writes
 
 
