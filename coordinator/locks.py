@@ -13,6 +13,9 @@ timeout. Each acquisition opens its own file description, so:
 - a waiter abandoned after a timeout that later gets the lock simply closes its own descriptor, which
   releases the lock; it can never release a lock somebody else holds.
 
+`try_acquire(key)` is the non-blocking form: the held lock, or None when somebody holds it (for callers
+such as an event loop that must never wait, and run the call elsewhere when the lock is busy).
+
 A process killed while holding a lock loses its descriptors, and the kernel releases the lock at once: no
 lease, no stale lock to break.
 
@@ -141,6 +144,32 @@ class LockManager:
             os.close(self._dfd)
             self._dfd = None
 
+    def try_acquire(self, key: str) -> HeldLock | None:
+        """Take the exclusive lock for `key` if it is free right now; never waits.
+
+        Returns the held lock, or None when another holder (thread or process) has it; nothing is held
+        then. A lock file that cannot be opened or locked for any other reason (permissions, a full or
+        read-only state folder) raises CoordinatorError (`permission_denied` or `io_error`), as `acquire`
+        does: "busy" and "broken" are different answers.
+        """
+        start = time.perf_counter()
+        fd = self._open_or_raise(key)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError as exc:
+            os.close(fd)
+            raise _lock_os_error(key, exc) from exc
+        return HeldLock(key, fd, time.perf_counter() - start)
+
+    def _open_or_raise(self, key: str) -> int:
+        try:
+            return self._open(key)
+        except OSError as exc:
+            raise _lock_os_error(key, exc) from exc
+
     def acquire(self, key: str, timeout: float | None = -1.0) -> HeldLock:
         """Take the exclusive lock for `key`.
 
@@ -150,7 +179,7 @@ class LockManager:
         if timeout is not None and timeout < 0:
             timeout = self.timeout
         start = time.perf_counter()
-        fd = self._open(key)
+        fd = self._open_or_raise(key)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return HeldLock(key, fd, time.perf_counter() - start)

@@ -1,0 +1,114 @@
+"""LockManager: blocking and non-blocking acquisition, across threads and real processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.locks import HeldLock, LockManager, lock_name
+
+
+def _hold_in_child(lock_dir: str, key: str, ready: mp.synchronize.Event, go: mp.synchronize.Event) -> None:
+    locks = LockManager(Path(lock_dir))
+    held = locks.acquire(key, timeout=None)
+    ready.set()
+    go.wait(30)
+    held.release()
+
+
+def _try_in_child(lock_dir: str, key: str, out: mp.queues.Queue) -> None:
+    held = LockManager(Path(lock_dir)).try_acquire(key)
+    out.put(held is not None)
+    if held is not None:
+        held.release()
+
+
+def test_try_acquire_free_lock_is_held_and_excludes(tmp_path: Path) -> None:
+    locks = LockManager(tmp_path / "locks")
+    held = locks.try_acquire("a.txt")
+    assert isinstance(held, HeldLock)
+    assert locks.try_acquire("a.txt") is None  # a second description in this process is refused
+    other = locks.try_acquire("b.txt")  # another key is independent
+    assert other is not None
+    other.release()
+    held.release()
+    again = locks.try_acquire("a.txt")
+    assert again is not None
+    again.release()
+
+
+def test_try_acquire_refused_while_another_thread_holds(tmp_path: Path) -> None:
+    locks = LockManager(tmp_path / "locks")
+    held = locks.acquire("k")
+    results: list[bool] = []
+    t = threading.Thread(target=lambda: results.append(locks.try_acquire("k") is None))
+    t.start()
+    t.join()
+    assert results == [True]
+    held.release()
+
+
+def test_try_acquire_across_real_processes(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    lock_dir = str(tmp_path / "locks")
+    locks = LockManager(Path(lock_dir))
+    ready, go = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_hold_in_child, args=(lock_dir, "src/x.py", ready, go))
+    child.start()
+    try:
+        assert ready.wait(60)
+        assert locks.try_acquire("src/x.py") is None  # the child holds it
+        go.set()
+        child.join(60)
+        assert child.exitcode == 0
+        held = locks.try_acquire("src/x.py")  # the child's exit (release) frees it
+        assert held is not None
+        out: mp.queues.Queue = ctx.Queue()
+        other = ctx.Process(target=_try_in_child, args=(lock_dir, "src/x.py", out))
+        other.start()
+        assert out.get(timeout=60) is False  # and now this process excludes a child's try
+        other.join(60)
+        held.release()
+        other = ctx.Process(target=_try_in_child, args=(lock_dir, "src/x.py", out))
+        other.start()
+        assert out.get(timeout=60) is True
+        other.join(60)
+    finally:
+        go.set()
+        child.join(60)
+
+
+def test_try_acquire_broken_lock_file_raises_coordinator_error(tmp_path: Path) -> None:
+    locks = LockManager(tmp_path / "locks")
+    (tmp_path / "locks" / lock_name("k")).mkdir()  # cannot be opened for writing: broken, not busy
+    with pytest.raises(CoordinatorError) as info:
+        locks.try_acquire("k")
+    assert info.value.code is ErrorCode.IO_ERROR
+    with pytest.raises(CoordinatorError) as info:
+        locks.acquire("k", timeout=0.1)
+    assert info.value.code is ErrorCode.IO_ERROR
+
+
+def test_try_acquire_leaks_no_descriptor_when_busy(tmp_path: Path) -> None:
+    locks = LockManager(tmp_path / "locks")
+    held = locks.acquire("k")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        assert locks.try_acquire("k") is None
+    assert len(os.listdir("/proc/self/fd")) == before
+    held.release()
+
+
+def test_acquire_times_out_with_lock_timeout(tmp_path: Path) -> None:
+    locks = LockManager(tmp_path / "locks")
+    held = locks.acquire("k")
+    with pytest.raises(CoordinatorError) as info:
+        locks.acquire("k", timeout=0.05)
+    assert info.value.code is ErrorCode.LOCK_TIMEOUT
+    held.release()
+    locks.acquire("k", timeout=0.05).release()
