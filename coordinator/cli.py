@@ -12,7 +12,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "coordinator.cmd_demo",
     "worker.stress",
-    "benchmarks.cli",
+    "coordinator_bench.cli",
     "coordinator.server",
     "coordinator.mcp_server",
     "coordinator.cmd_history",

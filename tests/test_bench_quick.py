@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import BEGIN, END, HEADING, splice
 from coordinator.cli import main
+from coordinator_bench.report import BEGIN, END, HEADING, splice
 
 
 def _coordinator_lost(result: dict) -> int:

@@ -7,7 +7,7 @@ its end; a missing file is created with a title and the markers.
 The generated part: when, where and from which commit the figures come; the method; the targets with
 met / missed and by how much; for a missed target, the summary of its profile; the plots; then one
 table per scenario with the coordinator/baseline ratios next to the absolute figures. When
-`benchmarks/analysis.md` exists, its text is included as the analysis (it is written by hand after
+`coordinator_bench/analysis.md` exists, its text is included as the analysis (it is written by hand after
 looking at the figures, and lives next to the code so that the generated part stays generated).
 """
 
@@ -32,7 +32,7 @@ COLUMN_TEXT = {
     "physical floor for speed: `worker.unsafe.UnsafeClient`)",
     "naive-lock": "a redis-py `Lock` per file with its defaults (blocking, 0.1 s sleep between tries, no "
     "lease timeout) around a plain read-modify-write, plus an mtime check against the session's last read "
-    "(`benchmarks.naive.NaiveLockClient`)",
+    "(`coordinator_bench.naive.NaiveLockClient`)",
     "strict-none": "the coordinator in-process, policy `strict`, durability `none` (atomic rename, no fsync)",
     "strict-fsync": "the coordinator in-process, policy `strict`, durability `fsync` (file and folder fsynced)",
     "rebase-none": "the coordinator in-process, policy `rebase` (an edit on a stale view is carried over "

@@ -1,6 +1,6 @@
 """The targets of the benchmark issue, evaluated on a scenario's results: met or missed, and by how much.
 
-Each evaluator reads the aggregated cells of one scenario's result (see `benchmarks.suite`) and returns
+Each evaluator reads the aggregated cells of one scenario's result (see `coordinator_bench.suite`) and returns
 `Target` rows. Ratios are ratios of medians (the per-repetition ratios, paired by repetition since the
 columns of one repetition ran side by side, give the range). A missed target names the cell to profile.
 """

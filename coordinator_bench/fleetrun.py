@@ -4,7 +4,7 @@
 coordinator (strict policy), HTTP and the unsafe baseline. The benchmarks also need the coordinator's other
 policies and the naive-lock baseline, and each worker's CPU seconds and peak RSS. `BenchFleet` therefore
 starts its workers with `bench_worker_main`, which is `worker.fleet._worker_main` with
-`benchmarks.columns.make_bench_client` as the factory, plus a `getrusage` at the end (and, when asked,
+`coordinator_bench.columns.make_bench_client` as the factory, plus a `getrusage` at the end (and, when asked,
 cProfile around the agent). Everything else (start barrier, agents, records, oracle) is the fleet's own.
 """
 

@@ -11,8 +11,8 @@ run is judged by the oracle. Side by side in one run:
   plain read-modify-write (no contention, so nothing is lost: the ratio is the coordinator's cost). Each
   point is the median of `--reps` runs, interleaved.
 
-Run: python -m benchmarks.fleet_bench [--quick] [--no-md]
-Writes benchmarks/results/fleet.json, benchmarks/results/fleet.png and the section "## Fleet: hot file and
+Run: python -m coordinator_bench.fleet_bench [--quick] [--no-md]
+Writes coordinator_bench/results/fleet.json, coordinator_bench/results/fleet.png and the section "## Fleet: hot file and
 disjoint files" of BENCHMARKS.md (only that section; the rest of the file is left as it is).
 """
 
@@ -211,8 +211,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"average at start {', '.join(map(str, m['load_avg_at_start']))} on a machine shared with other work, "
         "so absolute figures are noisy; the ratios are measured side by side in the same run). Real worker "
         "processes, each one agent session running read -> edit with no think time and re-reading on `stale`; "
-        "every run is judged by the oracle of `worker.fleet`. Run: `python -m benchmarks.fleet_bench`. Raw "
-        "figures: `benchmarks/results/fleet.json`; plot: `benchmarks/results/fleet.png`.",
+        "every run is judged by the oracle of `worker.fleet`. Run: `python -m coordinator_bench.fleet_bench`. Raw "
+        "figures: `coordinator_bench/results/fleet.json`; plot: `coordinator_bench/results/fleet.png`.",
         "",
         f"### Hot file: 16 sessions, 1 file, counters ({hot['coordinator']['wall_s']:.0f} s each)",
         "",
@@ -273,7 +273,7 @@ def markdown(results: dict[str, Any]) -> str:
         "(no lock, no hash, no Redis, no history, no fsync, and no guarantee) is the price of the guarantees "
         "on a file nobody else touches.",
         "",
-        "![fleet benchmarks](benchmarks/results/fleet.png)",
+        "![fleet benchmarks](coordinator_bench/results/fleet.png)",
         "",
     ]
     return "\n".join(lines)

@@ -1,8 +1,8 @@
 """Engine benchmarks: `solo` (one session, consecutive edits vs the unsafe baseline) and `handoff`
 (8 processes on one file: lock wait next to lock hold, and the same hand-off through filelock's polling FileLock).
 
-Run: python -m benchmarks.engine_bench [--quick]. Writes benchmarks/results/engine.json and
-benchmarks/results/handoff_cdf.png. Figures are medians of repetitions measured side by side in one run.
+Run: python -m coordinator_bench.engine_bench [--quick]. Writes coordinator_bench/results/engine.json and
+coordinator_bench/results/handoff_cdf.png. Figures are medians of repetitions measured side by side in one run.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Modes: "inprocess" (each client process runs the engine, `InProcessClient`) and 
 through `HttpClient` to `edit-coordinator serve` on 127.0.0.1, N server workers), on the same machine,
 interleaved scenario by scenario so that machine noise hits both alike.
 
-Run: python -m benchmarks.http_bench [--quick]. Writes benchmarks/results/http.json.
+Run: python -m coordinator_bench.http_bench [--quick]. Writes coordinator_bench/results/http.json.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The columns of every table: the baselines and each variant of the coordinator that this build has.
 
 A column is one way of doing the same edits: `unsafe` (no lock, no check), `naive-lock` (a redis-py Lock
-per file plus an mtime check, see `benchmarks.naive`), the coordinator in-process with each policy it
+per file plus an mtime check, see `coordinator_bench.naive`), the coordinator in-process with each policy it
 offers and durability `none` or `fsync`, and the coordinator over HTTP when the service is installed.
 Which policies and transports exist is found out at run time, so the suite runs on any build.
 

@@ -3,7 +3,7 @@
 The fleet's agents record every call (two JSON lines) and plan each change from their view, which costs
 a few hundred microseconds per edit in every column alike; that dilutes the ratio to the unsafe floor.
 This loop shows the clients' own cost: it reads the file once, then increments the 200 slot lines of a
-counters file in turn (as `benchmarks.engine_bench` does), timing each call. The check at the end is the
+counters file in turn (as `coordinator_bench.engine_bench` does), timing each call. The check at the end is the
 same as the oracle's for counters: every acknowledged increment must be in the file.
 """
 

@@ -31,7 +31,7 @@ _BUCKETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("hashing (xxhash)", ("xxhash",), ("xxh3", "xxh64", "xxh128")),
     ("JSON encoding (agent records, engine index)", ("/json/",), ("json",)),
     ("engine (coordinator/*.py)", ("/coordinator/",), ()),
-    ("baseline client (benchmarks/*.py)", ("/benchmarks/",), ()),
+    ("baseline client (coordinator_bench/*.py)", ("/coordinator_bench/",), ()),
     ("simulated agent (worker/*.py)", ("/worker/",), ()),
     ("regular expressions", ("/re/", "sre_"), ("_sre", "re.")),
 )  # fmt: skip

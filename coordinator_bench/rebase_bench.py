@@ -3,7 +3,7 @@
 Two sets of runs, every cell with both policies back to back (durability `none`, so that the CPU, not the
 disk, bounds the throughput and the conflicts are what differs), repetitions interleaved:
 
-* Suite cells (`benchmarks.cells.run_cell`: real worker processes of `worker.fleet`, judged by its oracle):
+* Suite cells (`coordinator_bench.cells.run_cell`: real worker processes of `worker.fleet`, judged by its oracle):
   `hot` N=16 (16 sessions, each incrementing its own slot line of one counters file; the fleet puts the
   slots on consecutive lines, so every session's line is adjacent to two other sessions' lines),
   `hot-line` N=16 (all on the same line), `zipf` think=0 (16 sessions, 64 files, Zipf 1.1) and `corpus`
@@ -13,8 +13,8 @@ disk, bounds the throughput and the conflicts are what differs), repetitions int
   apart, with a line nobody edits between any two. Own lines that do not touch: what the rebase policy
   is for. Its oracle: every slot's final value equals its session's acknowledged increments.
 
-Run: python -m benchmarks.rebase_bench [--duration S] [--reps N] [--quick] [--no-md] [--report]
-Writes benchmarks/results/rebase.json, benchmarks/results/rebase.png and the section "## Rebase policy vs
+Run: python -m coordinator_bench.rebase_bench [--duration S] [--reps N] [--quick] [--no-md] [--report]
+Writes coordinator_bench/results/rebase.json, coordinator_bench/results/rebase.png and the section "## Rebase policy vs
 strict" of BENCHMARKS.md (only that section).
 """
 
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import fleet_bench
+from coordinator_bench import fleet_bench
 
 RESULTS = Path(__file__).parent / "results"
 BENCHMARKS_MD = Path(__file__).parent.parent / "BENCHMARKS.md"
@@ -160,9 +160,9 @@ def run_spaced(
 # Suite cells
 # ---------------------------------------------------------------------------------------------------------
 def run_suite_cell(ctx: Any, scenario_name: str, row_key: str, policy: str, rep: int) -> dict[str, Any]:
-    from benchmarks.cells import run_cell
-    from benchmarks.columns import coordinator_column
-    from benchmarks.scenarios import full_scenarios
+    from coordinator_bench.cells import run_cell
+    from coordinator_bench.columns import coordinator_column
+    from coordinator_bench.scenarios import full_scenarios
 
     scenario = {s.name: s for s in full_scenarios()}[scenario_name]
     row = next(r for r in scenario.rows if r.key == row_key)
@@ -279,8 +279,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"start {m['load']}, on a machine shared with other work: absolute rates are noisy, the two policies "
         f"of a scenario ran back to back). {doc['reps']} repetitions of {doc['duration_s']:g} s per cell, "
         "medians; durability `none`; 16 sessions, each one process, re-reading after every `stale`. Run: "
-        "`python -m benchmarks.rebase_bench`. Raw figures: `benchmarks/results/rebase.json`; plot: "
-        "`benchmarks/results/rebase.png`.",
+        "`python -m coordinator_bench.rebase_bench`. Raw figures: `coordinator_bench/results/rebase.json`; plot: "
+        "`coordinator_bench/results/rebase.png`.",
         "",
         "| scenario | policy | acknowledged edits/s | conflict rate (min-max) | attempts | LOST UPDATES | oracle |",
         "|---|---|---:|---:|---:|---:|:---:|",
@@ -322,7 +322,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "* **zipf** and **corpus**: contention spread over many files; rebase removes the refusals caused by "
         "changes elsewhere in the same file.",
         "",
-        "![rebase vs strict](benchmarks/results/rebase.png)",
+        "![rebase vs strict](coordinator_bench/results/rebase.png)",
         "",
     ]
     return "\n".join(lines)
@@ -354,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import redis
 
-    from benchmarks.cells import CellContext
     from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+    from coordinator_bench.cells import CellContext
     from worker.fleet import shutdown_fork_server
 
     scratch = Path(tempfile.mkdtemp(prefix="ec-rebase-bench-"))

@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
         "--out",
         type=Path,
         default=None,
-        help="folder for the results and plots (default benchmarks/results; --quick: benchmarks/results/quick)",
+        help="folder for the results and plots (default coordinator_bench/results; --quick: its quick/ subfolder)",
     )
     p.add_argument(
         "--column",
