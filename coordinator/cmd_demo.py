@@ -9,6 +9,7 @@ from pathlib import Path
 from .embedded import stop_embedded_redis
 from .engine import Coordinator
 from .errors import CoordinatorError
+from .layout import state_dir_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
             with Coordinator(root) as coord:
                 return _tour(coord, root)
         finally:
-            stop_embedded_redis(root / ".edit-coordinator")
+            stop_embedded_redis(state_dir_of(root))
 
 
 def _tour(coord: Coordinator, root: Path) -> int:

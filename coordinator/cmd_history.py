@@ -40,6 +40,7 @@ from typing import Any
 from . import fsio
 from .errors import CoordinatorError, ErrorCode
 from .history import History, HistoryEntry, content_hash
+from .layout import history_dir, locks_dir, namespace_for, state_dir_of
 from .retention import (
     RetentionPolicy,
     collect,
@@ -65,7 +66,7 @@ class Repo:
 
     @property
     def has_state(self) -> bool:
-        return (self.state_dir / "history").is_dir()
+        return history_dir(self.state_dir).is_dir()
 
     def history(self) -> History:
         return History(self.state_dir, fsync=True)
@@ -75,7 +76,7 @@ def open_repo(root: str) -> Repo:
     real = os.path.realpath(root)
     if not os.path.isdir(real):
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {real!r} is not a folder.")
-    return Repo(real, Path(real) / fsio.STATE_DIR_NAME)
+    return Repo(real, state_dir_of(real))
 
 
 def _add_common(p: argparse.ArgumentParser, redis: bool = False) -> None:
@@ -745,7 +746,7 @@ def _add_status(sub: Any) -> None:
 def probe_locks(repo: Repo) -> list[dict[str, Any]]:
     """The file locks held right now: a shared, non-blocking flock on each lock file fails iff a writer
     holds it. (A probe that succeeds holds the lock for microseconds; writers never wait longer.)"""
-    lock_dir = repo.state_dir / "locks"
+    lock_dir = locks_dir(repo.state_dir)
     held: list[dict[str, Any]] = []
     try:
         names = sorted(n for n in os.listdir(lock_dir) if n.endswith(".lock"))
@@ -769,7 +770,7 @@ def probe_locks(repo: Repo) -> list[dict[str, Any]]:
 
 def _path_of_lock(repo: Repo, lock_file: str) -> str | None:
     """Lock files and index files are both named by the hash of the path key; the index knows the key."""
-    index = repo.state_dir / "history" / "index" / (lock_file[: -len(".lock")] + ".jsonl")
+    index = history_dir(repo.state_dir) / "index" / (lock_file[: -len(".lock")] + ".jsonl")
     try:
         with open(index, "rb") as f:
             first = f.readline()
@@ -780,7 +781,7 @@ def _path_of_lock(repo: Repo, lock_file: str) -> str | None:
 
 def recent_writes(repo: Repo, n: int) -> list[dict[str, Any]]:
     """The `n` newest writes across files (the index files most recently appended, read from the end)."""
-    index_dir = repo.state_dir / "history" / "index"
+    index_dir = history_dir(repo.state_dir) / "index"
     try:
         files = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(index_dir) if e.name.endswith(".jsonl")]
     except FileNotFoundError:
@@ -854,7 +855,7 @@ def gather_status(
     repo: Repo, redis_url: str | None, active_window: float = 60.0, recent: int = 10, client: Any = None
 ) -> dict[str, Any]:
     """Everything `status` shows, as plain data."""
-    from .state import StateStore, path_hash
+    from .state import StateStore
 
     now = time.time()
     own_client = client is None
@@ -869,7 +870,7 @@ def gather_status(
     conflicts: dict[str, int] | None = None
     conflicts_note = "the engine does not count refusals by code yet"
     if client is not None and redis_info.get("ok"):
-        store = StateStore(client, path_hash(repo.root))
+        store = StateStore(client, namespace_for(repo.root))
         try:
             for sid, t in sorted(store.sessions(), key=lambda st: st[1], reverse=True):
                 idle = now - t

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from .embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
 from .errors import CoordinatorError
-from .fsio import STATE_DIR_NAME
+from .layout import state_dir_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    state_dir = Path(args.root).resolve() / STATE_DIR_NAME
+    state_dir = state_dir_of(args.root)
     try:
         if args.action == "start":
             print(ensure_embedded_redis(state_dir))

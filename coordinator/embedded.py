@@ -50,6 +50,7 @@ from redis.retry import Retry
 
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.fsio import pid_alive as _pid_alive
+from coordinator.layout import ensure_state_dir, redis_dir
 
 __all__ = [
     "embedded_status",
@@ -123,7 +124,7 @@ def socket_path_for(state_dir: Path) -> Path:
 
 
 def _redis_dir(state_dir: Path) -> Path:
-    return state_dir.resolve() / "redis"
+    return redis_dir(state_dir.resolve())
 
 
 def _recorded_socket(state_dir: Path) -> Path | None:
@@ -145,15 +146,6 @@ def _candidate_sockets(state_dir: Path) -> list[Path]:
     own = socket_path_for(state_dir)
     recorded = _recorded_socket(state_dir)
     return [own] if recorded is None or recorded == own else [own, recorded]
-
-
-def ensure_state_dir(state_dir: Path) -> Path:
-    """Create ``state_dir`` (with parents) and its ``.gitignore`` of ``*`` if missing; return it."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    # Mode "x": concurrent creators never truncate each other, and an existing file is left as it is.
-    with contextlib.suppress(FileExistsError), open(state_dir / ".gitignore", "x", encoding="utf-8") as f:
-        f.write("*\n")
-    return state_dir
 
 
 def _prepare_runtime_dir(path: Path) -> None:
@@ -363,7 +355,7 @@ def ensure_embedded_redis(state_dir: Path, timeout: float = 10.0) -> str:
 
     deadline = time.monotonic() + timeout
     state_dir = state_dir.resolve()
-    redis_dir = state_dir / "redis"
+    redis_dir = _redis_dir(state_dir)
     try:
         ensure_state_dir(state_dir)
         redis_dir.mkdir(exist_ok=True)

@@ -42,18 +42,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import redis
 
 from . import events as events_mod
-from . import fsio, rebase, semantics
+from . import fsio, layout, rebase, semantics
 from .errors import CoordinatorError, ErrorCode
 from .history import History, HistoryEntry, content_hash
 from .leases import Lease, LeaseCheck, LeaseStore, check_leases, leased_error, normalize_pattern
 from .locks import LockManager
-from .state import KIND_READ, KIND_WRITE, ReadState, StateStore, connect, path_hash
+from .state import KIND_READ, KIND_WRITE, ReadState, StateStore, connect
 from .textio import Decoded, Encoding, decode_bytes, encode_text
 
 _T = TypeVar("_T")
@@ -370,17 +369,16 @@ class Coordinator:
         if not os.path.isdir(root_real):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root_real!r} is not a folder.")
         self.root = root_real
-        self.state_dir = Path(state_dir) if state_dir else Path(root_real) / fsio.STATE_DIR_NAME
-        _ensure_state_dir(self.state_dir)
+        self.state_dir = layout.ensure_state_dir(state_dir if state_dir else layout.state_dir_of(root_real))
         self.durability: Durability = durability
         self.policy: Policy = policy
         self.fsync = durability == "fsync"
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self.default_read_lines = default_read_lines
-        self.locks = LockManager(self.state_dir / "locks", timeout=lock_timeout)
+        self.locks = LockManager(layout.locks_dir(self.state_dir), timeout=lock_timeout)
         self.history_store = History(self.state_dir, fsync=self.fsync)
-        self.tmp_dir = self.state_dir / "tmp"
+        self.tmp_dir = layout.tmp_dir(self.state_dir)
         self.tmp_dir.mkdir(exist_ok=True)
         fsio.clean_stale_temps(self.tmp_dir)
         self._tmp_dfd = os.open(self.tmp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -392,12 +390,12 @@ class Coordinator:
             redis_client = connect(redis_url, timeout=redis_timeout)
         self.redis_url = redis_url
         self.redis = redis_client
-        self.namespace = namespace or path_hash(root_real)
+        self.namespace = namespace or layout.namespace_for(root_real)
         self.state = StateStore(redis_client, self.namespace, ttl_s=read_state_ttl)
         self.read_state_ttl = read_state_ttl
         self._views = _ViewCache(read_state_ttl)
         self._refusals = _RefusalCounts()
-        self.lease_store = LeaseStore(redis_client, self.namespace, fence_dir=self.state_dir / "fences")
+        self.lease_store = LeaseStore(redis_client, self.namespace, fence_dir=layout.fences_dir(self.state_dir))
         # (taken at, earliest end among its leases, leases): see LEASE_SNAPSHOT_S
         self._lease_snapshot: tuple[float, float, list[Lease]] | None = None
         self._granted: dict[str, dict[str, Lease]] = {}  # leases this process granted, per session
@@ -1308,16 +1306,6 @@ def _check_text(v: object, name: str, limit: int) -> str:
     if "\x00" in v:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} contains a NUL byte; text files cannot hold one.")
     return v
-
-
-def _ensure_state_dir(state_dir: Path) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    gi = state_dir / ".gitignore"
-    if not gi.exists():
-        try:
-            gi.write_text("*\n")
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------------------------------------------------

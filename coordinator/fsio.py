@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CoordinatorError, ErrorCode
+from .layout import STATE_DIR_NAME, is_state_key
 
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
-STATE_DIR_NAME = ".edit-coordinator"
 
 _tmp_counter = itertools.count()
 _tmp_lock = threading.Lock()
@@ -90,7 +90,7 @@ def resolve(root: str, path: object) -> ResolvedPath:
             resolved=real,
         )
     key = real[len(root.rstrip("/")) + 1 :]  # real is inside root (checked above), so a plain slice
-    if key == STATE_DIR_NAME or key.startswith(STATE_DIR_NAME + "/"):
+    if is_state_key(key):
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
             f"{shown!r} is inside the coordinator's own state folder ({STATE_DIR_NAME}/), which agents "

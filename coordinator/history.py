@@ -24,6 +24,7 @@ from typing import Any
 import xxhash
 
 from .errors import CoordinatorError, ErrorCode
+from .layout import history_dir
 
 
 def content_hash(data: bytes) -> str:
@@ -53,7 +54,7 @@ class HistoryEntry:
 
 class History:
     def __init__(self, state_dir: Path, fsync: bool = True) -> None:
-        self.base = Path(state_dir) / "history"
+        self.base = history_dir(state_dir)
         self.objects = self.base / "objects"
         self.index = self.base / "index"
         self.objects.mkdir(parents=True, exist_ok=True)

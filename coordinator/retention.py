@@ -42,12 +42,13 @@ from typing import Any
 
 from .errors import CoordinatorError, ErrorCode
 from .history import History, HistoryEntry
+from .layout import RETENTION_CONFIG, locks_dir
 
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 
-CONFIG_NAME = "retention.json"
+CONFIG_NAME = RETENTION_CONFIG
 _HEX32 = re.compile(rb"[0-9a-f]{32}")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}
@@ -305,7 +306,7 @@ def collect(
     state_dir = Path(state_dir)
     policy = policy or RetentionPolicy.load(state_dir)
     history = History(state_dir, fsync=True)
-    locks = LockManager(state_dir / "locks", timeout=lock_timeout)
+    locks = LockManager(locks_dir(state_dir), timeout=lock_timeout)
     with _gc_lock(history):
         recovered = 0 if dry_run else _recover_trash(history)
         indexes = scan_index(history)
@@ -340,7 +341,7 @@ def collect(
         for key, versions in sorted(the_plan.drop.items()):
             if _rewrite_index(by_key[key].file, key, versions, locks):
                 report.files_rewritten += 1
-        removed, freed, restored = _sweep(history, state_dir / "locks", lock_timeout)
+        removed, freed, restored = _sweep(history, locks_dir(state_dir), lock_timeout)
         report.objects_removed = removed
         report.bytes_removed = freed
         report.restored_after_race = restored

@@ -444,9 +444,9 @@ def verify_token(secret: bytes, token: str, now: float | None = None) -> Princip
 
 
 def state_dir_of(root: str | os.PathLike[str]) -> Path:
-    from .fsio import STATE_DIR_NAME
+    from .layout import state_dir_of
 
-    return Path(os.path.realpath(os.fspath(root))) / STATE_DIR_NAME
+    return state_dir_of(root)
 
 
 def load_secret(

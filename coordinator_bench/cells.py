@@ -24,7 +24,8 @@ import redis
 
 from coordinator.fsio import resolve
 from coordinator.history import content_hash
-from coordinator.state import KIND_READ, ReadState, StateStore, path_hash
+from coordinator.layout import namespace_for
+from coordinator.state import KIND_READ, ReadState, StateStore
 from worker.agent import counters_text, prepare_corpus
 from worker.fleet import FleetConfig, Progress, pair_ops, summarize, verify
 
@@ -76,7 +77,7 @@ def _pcts(values: list[float]) -> dict[str, float | None]:
 def preload_read_state(client: redis.Redis, root: Path, files: list[str], sessions: int) -> dict[str, Any]:
     """Write read state for `sessions` x `files` as the engine would (same keys, same packed value, same TTL)
     and the session registry; returns the entry count, the time taken and the Redis memory it added."""
-    ns = path_hash(str(root.resolve()))
+    ns = namespace_for(root)
     store = StateStore(client, ns)
     now = time.time()
     states = []

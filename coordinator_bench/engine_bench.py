@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     edits, reps, hedits = (300, 3, 40) if args.quick else (2000, 5, 200)
     from coordinator.embedded import stop_embedded_redis
+    from coordinator.layout import state_dir_of
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ec-bench-") as tmp:
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             solo = bench_solo(root, edits, reps)
             handoff = bench_handoff(root, 8, hedits)
         finally:
-            stop_embedded_redis(root / ".edit-coordinator")
+            stop_embedded_redis(state_dir_of(root))
     result = {"machine": machine(), "solo": solo, "handoff": handoff}
     (RESULTS / "engine.json").write_text(json.dumps(result, indent=1))
     plot_handoff(handoff, RESULTS / "handoff_cdf.png")

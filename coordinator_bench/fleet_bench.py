@@ -61,13 +61,14 @@ def run_scenario(
 ) -> dict[str, Any]:
     """One fleet run on a fresh scratch folder; returns its summary and the oracle's verdict."""
     from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+    from coordinator.layout import state_dir_of
     from worker.agent import prepare_corpus
     from worker.fleet import ClientSpec, Fleet, FleetConfig, summarize, verify
 
     scratch = Path(tempfile.mkdtemp(prefix="ec-fleet-bench-"))
     root = scratch / "repo"
     root.mkdir()
-    state = root / ".edit-coordinator"
+    state = state_dir_of(root)
     url = ensure_embedded_redis(state) if kind == "coordinator" else None
     try:
         corpus = prepare_corpus(root, workload, files, workers, seed)

@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator.layout import redis_dir, state_dir_of
+
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "http-bench-" + "s" * 40
@@ -206,7 +208,7 @@ def _service_pids(root: Path, server: _Server | None) -> list[int]:
     """The embedded Redis of `root`, and the service's process tree (supervisor, workers, their helpers)."""
     pids: list[int] = []
     try:
-        pids.append(int((root / ".edit-coordinator" / "redis" / "redis.pid").read_text().strip()))
+        pids.append(int((redis_dir(state_dir_of(root)) / "redis.pid").read_text().strip()))
     except (OSError, ValueError):
         pass
     if server is not None:
@@ -268,7 +270,7 @@ def run_one(
     finally:
         if server is not None:
             server.stop()
-        stop_embedded_redis(root / ".edit-coordinator")
+        stop_embedded_redis(state_dir_of(root))
         shutil.rmtree(base, ignore_errors=True)
     acked = sum(o["acked"] for o in outs)
     cpu_clients = sum(o["cpu_s"] for o in outs)

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 import xxhash
 
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.layout import STATE_DIR_NAME
 
 from .client import Client
 
@@ -163,7 +164,7 @@ def stdlib_sources(count: int, seed: int) -> list[Path]:
 
 def tree_sources(tree: Path, count: int, seed: int) -> list[Path]:
     """`count` text files of `tree` that suit the marker workloads (skipping VCS and state folders)."""
-    skip = {".git", ".hg", ".svn", ".edit-coordinator", "node_modules", ".venv", "venv", "__pycache__"}
+    skip = {".git", ".hg", ".svn", STATE_DIR_NAME, "node_modules", ".venv", "venv", "__pycache__"}
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(tree):
         dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith(".tox"))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.layout import locks_dir, state_dir_of
 
 from .agent import (
     TAG_RE,
@@ -515,7 +516,7 @@ class Fleet:
         if self._locks is None:
             from coordinator.locks import LockManager
 
-            self._locks = LockManager(Path(self.cfg.root, ".edit-coordinator", "locks"))
+            self._locks = LockManager(locks_dir(state_dir_of(self.cfg.root)))
         t0 = time.perf_counter()
         try:
             held = self._locks.acquire(path, timeout=5.0)
@@ -942,7 +943,7 @@ def check_recovery(rep: OracleReport, root: str, files: Iterable[str], redis_url
     """After a run (all workers gone): no temporary file in the repository, none left in the state folder
     once a coordinator has opened it again (the recovery), and every file's lock free at once."""
     from coordinator import Coordinator
-    from coordinator.fsio import STATE_DIR_NAME
+    from coordinator.layout import STATE_DIR_NAME, tmp_dir
     from coordinator.locks import LockManager
 
     state = Path(root, STATE_DIR_NAME)
@@ -955,12 +956,12 @@ def check_recovery(rep: OracleReport, root: str, files: Iterable[str], redis_url
                 rep.stale_temp_files.append(rel)
                 rep.fail(f"temporary file {rel} left in the repository")
     Coordinator(root, redis_url).close()  # opening the root again is the recovery: it removes dead temps
-    tmp = state / "tmp"
+    tmp = tmp_dir(state)
     left = sorted(n for n in os.listdir(tmp) if n.endswith(".tmp")) if tmp.is_dir() else []
     for name in left:
         rep.stale_temp_files.append(f"{STATE_DIR_NAME}/tmp/{name}")
         rep.fail(f"temporary file {name} still in the state folder after recovery")
-    locks = LockManager(state / "locks")
+    locks = LockManager(locks_dir(state))
     for rel in files:
         try:
             locks.acquire(rel, timeout=1.0).release()

@@ -23,11 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coordinator.layout import STATE_DIR_NAME, state_dir_of
+
 from .agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
 
 CHAOS_KINDS = ("kill", "redis", "touch")
 _COPY_IGNORE = shutil.ignore_patterns(
-    ".git", ".hg", ".svn", ".edit-coordinator", "node_modules", ".venv", "venv", "__pycache__", ".tox"
+    ".git", ".hg", ".svn", STATE_DIR_NAME, "node_modules", ".venv", "venv", "__pycache__", ".tox"
 )
 
 
@@ -215,7 +217,7 @@ def _run(args: argparse.Namespace, err: Any) -> int:
             spec = ClientSpec("unsafe", root=str(root))
         else:
             redis_url = args.redis_url
-            state_dir = root / ".edit-coordinator"
+            state_dir = state_dir_of(root)
             if redis_url is None:
                 was_running = embedded_status(state_dir) is not None
                 redis_url = ensure_embedded_redis(state_dir)
@@ -246,7 +248,7 @@ def _run(args: argparse.Namespace, err: Any) -> int:
             redis_every_s=args.redis_every if "redis" in kinds else None,
             redis_down_s=args.redis_down,
             touch_every_s=args.touch_every if "touch" in kinds else None,
-            state_dir=str(root / ".edit-coordinator") if "redis" in kinds else None,
+            state_dir=str(state_dir_of(root)) if "redis" in kinds else None,
         )
         cfg = FleetConfig(
             root=str(root),
