@@ -1,0 +1,101 @@
+"""This process's caches: views its sessions recorded, file texts by hash, refusal counts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ..state import ReadState
+from .options import MiB
+
+
+class _RefusalCounts:
+    """Refusals by code in this process, added to Redis (`StateStore.error_counts`) on the next post-write
+    pipeline: counting costs no round trip of its own."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, code: str) -> None:
+        with self._lock:
+            self._counts[code] = self._counts.get(code, 0) + 1
+
+    def queue_flush(self, pipe: Any, key: str) -> None:
+        with self._lock:
+            counts, self._counts = self._counts, {}
+        for code, n in counts.items():
+            pipe.hincrby(key, code, n)
+
+
+class _ViewCache:
+    """This process's copy of the read states it recorded itself: (session, path) -> ReadState.
+
+    It saves the Redis round trip before the lock on consecutive edits. It is never trusted to allow what
+    Redis would refuse on content grounds: the hash it holds is one this session really saw in this
+    process, and the decision is still made against the bytes on disk. Bounded; entries expire with the TTL.
+    """
+
+    MAX = 100_000
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._d: dict[tuple[str, str], ReadState] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session: str, key: str) -> ReadState | None:
+        rs = self._d.get((session, key))
+        if rs is not None and time.time() - rs.time > self.ttl_s:
+            self.drop(session, key)
+            return None
+        return rs
+
+    def put(self, session: str, key: str, rs: ReadState) -> None:
+        with self._lock:
+            if len(self._d) >= self.MAX:
+                self._d.clear()
+            self._d[(session, key)] = rs
+
+    def drop(self, session: str, key: str) -> None:
+        with self._lock:
+            self._d.pop((session, key), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+
+class _TextCache:
+    """This process's recent file texts by content hash (policy `rebase`): what its sessions read, wrote,
+    or saw as their view after a rebased edit. A rebase looks its session's view up here first, then in
+    the history's object store (where a coordinator write keeps the pre-image, which is the content read
+    by everyone who read the version it replaced). Bounded by total characters, least recently used out.
+    """
+
+    def __init__(self, max_chars: int = 64 * MiB) -> None:
+        self.max_chars = max_chars
+        self._d: OrderedDict[str, str] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> str | None:
+        with self._lock:
+            text = self._d.get(digest)
+            if text is not None:
+                self._d.move_to_end(digest)
+            return text
+
+    def put(self, digest: str, text: str) -> None:
+        if len(text) > self.max_chars // 4:
+            return
+        with self._lock:
+            if digest in self._d:
+                self._d.move_to_end(digest)
+                return
+            self._d[digest] = text
+            self._chars += len(text)
+            while self._chars > self.max_chars and self._d:
+                _, old = self._d.popitem(last=False)
+                self._chars -= len(old)

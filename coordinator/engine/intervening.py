@@ -1,0 +1,165 @@
+"""Who wrote a path since a session's view: the intervening-writes lookup in the history index."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CoordinatorError
+from ..state import ReadState
+from .options import KiB
+
+if TYPE_CHECKING:
+    pass
+
+# How much of a history index tail is read to name the sessions behind intervening writes.
+_INTERVENING_TAIL_BYTES = 256 * KiB
+_INTERVENING_KEPT = 16  # the newest intervening writes listed in a result (all are counted)
+# Index entries are appended in time order under the path's lock, but stamped just before the file is
+# replaced, so an entry may carry a time slightly before the read that missed it.
+_INTERVENING_SLACK_S = 1.0
+_INTERVENING_FIRST_BYTES = 16 * KiB
+
+
+@dataclass(frozen=True)
+class _Intervening:
+    """Other sessions' writes of one path since one session's view: how many, by whom, the newest few."""
+
+    view_time: float
+    last_version: int  # newest version looked at
+    count: int
+    sessions: tuple[str, ...]
+    recent: tuple[dict[str, Any], ...]  # oldest first, at most _INTERVENING_KEPT
+
+
+@dataclass(frozen=True)
+class _Walk:
+    found: list[dict[str, Any]]  # newest first
+    newest: int
+    stopped: bool  # found where to stop (so a longer tail would add nothing)
+    whole: bool  # saw the whole index
+    by_hash: bool  # stopped at the write that made, or replaced, the content the session saw
+
+    def merge(self, known: _Intervening | None, view_time: float) -> _Intervening:
+        found = self.found
+        if not self.by_hash:
+            found = [x for x in found if x["time"] >= view_time]
+        fresh = list(reversed(found))
+        if known is not None:
+            recent = (list(known.recent) + fresh)[-_INTERVENING_KEPT:]
+            sessions = tuple(dict.fromkeys([*known.sessions, *(str(x["session"]) for x in fresh)]))
+            return _Intervening(
+                view_time, max(known.last_version, self.newest), known.count + len(fresh), sessions, tuple(recent)
+            )
+        sessions = tuple(dict.fromkeys(str(x["session"]) for x in fresh))
+        return _Intervening(view_time, self.newest, len(fresh), sessions, tuple(fresh[-_INTERVENING_KEPT:]))
+
+
+class _InterveningSteps:
+    """Coordinator methods: the intervening writes of a path since a session's view."""
+
+    def _intervening(
+        self, key: str, recorded: ReadState, session: str, before_version: int | None = None
+    ) -> _Intervening:
+        """Writes of `key` by other sessions since S's view (S has not seen them), from the history index.
+
+        Walking back from the newest entry, the walk stops at the write that produced the content S saw
+        (its `after` is S's hash), or just after the first write made over it (its `before` is). A view
+        that never was on disk (S's own rebased edit) matches neither; then the writes stamped after the
+        time of S's last full view count, and the walk stops at entries older than that. What an earlier
+        call for the same view already counted is kept (per process), so a session that edits again and
+        again without reading walks only the entries that are new since its last edit.
+        """
+        cache_key = (session, key)
+        known = self._seen_writes.get(cache_key)
+        if known is not None and known.view_time != recorded.time:
+            known = None
+        path = self.history_store.index_path(key)
+        size = _INTERVENING_FIRST_BYTES
+        while True:
+            walk = self._walk_index_tail(path, size, recorded, session, before_version, known)
+            if walk.stopped or walk.whole or size >= _INTERVENING_TAIL_BYTES:
+                break
+            size *= 4
+        merged = walk.merge(known, recorded.time)
+        if len(self._seen_writes) > 10_000:
+            self._seen_writes.clear()
+        self._seen_writes[cache_key] = merged
+        return merged
+
+    def _walk_index_tail(
+        self,
+        path: str,
+        size: int,
+        recorded: ReadState,
+        session: str,
+        before_version: int | None,
+        known: _Intervening | None,
+    ) -> _Walk:
+        try:
+            with open(path, "rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                start = max(0, end - size)
+                f.seek(start)
+                tail = f.read()
+        except OSError:
+            return _Walk([], 0, True, True, True)
+        lines = tail.split(b"\n")
+        if start > 0:
+            lines = lines[1:]  # the first one is cut
+        found: list[dict[str, Any]] = []
+        newest = 0
+        for raw in reversed(lines):
+            try:
+                e = json.loads(raw)
+                version = int(e["version"])
+                when = float(e.get("time") or 0.0)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if before_version is not None and version >= before_version:
+                continue
+            newest = max(newest, version)
+            if known is not None and version <= known.last_version:
+                return _Walk(found, newest, True, start == 0, False)
+            if e.get("after") == recorded.hash:
+                return _Walk(found, newest, True, start == 0, True)
+            if when < recorded.time - _INTERVENING_SLACK_S:
+                return _Walk(found, newest, True, start == 0, False)  # older than S's view: the rest too
+            if e.get("session") != session:
+                found.append(
+                    {
+                        "version": version,
+                        "session": e.get("session"),
+                        "operation": e.get("operation"),
+                        "time": when,
+                        "first_line": e.get("first_line"),
+                        "last_line": e.get("last_line"),
+                    }
+                )
+            if e.get("before") == recorded.hash:
+                return _Walk(found, newest, True, start == 0, True)
+        return _Walk(found, newest, False, start == 0, False)
+
+    def _intervening_detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
+        seen = self._intervening(key, recorded, session)
+        exc.details["intervening"] = list(seen.recent)
+        exc.details["intervening_writes"] = seen.count
+        if not seen.count:
+            return ""
+        return " Changed since your view by: " + _describe_writes(seen) + "."
+
+
+def _describe_writes(seen: _Intervening) -> str:
+    """ "agent-3 (version 12, lines 40-42), agent-5 (version 13, line 80)" (lines of that version), newest
+    last; older ones summed up."""
+    shown = list(seen.recent)[-6:]
+    parts = []
+    for w in shown:
+        a, b = w.get("first_line"), w.get("last_line")
+        where = f", line {a}" if a == b else f", lines {a}-{b}" if a and b else ""
+        parts.append(f"{w.get('session')} (version {w.get('version')}{where})")
+    if seen.count > len(shown):
+        parts.insert(0, f"{seen.count - len(shown)} earlier writes")
+    return ", ".join(parts)

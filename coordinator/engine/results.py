@@ -1,0 +1,60 @@
+"""What the engine returns: the results of reads and writes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    path: str
+    content: str  # the returned lines, LF line ends, no numbers
+    text: str  # numbered rendering for a model (cat -n style), or the short "unchanged" answer
+    start_line: int
+    num_lines: int
+    total_lines: int
+    unchanged: bool
+    hash: str
+    encoding: str
+    line_ending: str
+    message: str = ""
+    notice: str = ""  # "N files you read have changed since: ..." (other files than this one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Result of a write, edit, multi_edit or undo."""
+
+    path: str
+    operation: str
+    created: bool
+    version: int
+    hash: str | None
+    message: str
+    replacements: int = 0
+    start_line: int = 1
+    snippet: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    # policy "rebase": the edit was carried over onto changes made since this session's view
+    rebased: bool = False
+    changed_lines: tuple[tuple[int, int], ...] = ()  # what others changed, line ranges of the new file
+    intervening: tuple[dict[str, Any], ...] = ()  # the newest of those writes: version, session, lines
+    intervening_writes: int = 0  # how many writes by other sessions since this session's view
+    intervening_sessions: tuple[str, ...] = ()  # by whom
+    notice: str = ""  # "N files you read have changed since: ..." (other files than this one)
+    lease_token: int | None = None  # the fencing token of the writer's own lease it was made under
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["warnings"] = list(self.warnings)
+        d["changed_lines"] = [list(r) for r in self.changed_lines]
+        d["intervening"] = [dict(x) for x in self.intervening]
+        return d
+
+
+EditResult = WriteResult
