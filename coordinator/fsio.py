@@ -75,19 +75,26 @@ def validate_path_argument(path: object) -> str:
 
 
 def resolve(root: str, path: object) -> ResolvedPath:
-    """Resolve `path` (relative to `root`, or absolute inside it) to its real location inside the root."""
+    """Resolve `path` (relative to `root`, or absolute inside it) to its real location inside the root.
+
+    Messages name paths as the caller gave them, or relative to the root, never the server's absolute paths
+    (a remote caller must not learn where the root is, or where a link outside it points): a path leading
+    outside is only said to lead "outside the repository".
+    """
     shown = validate_path_argument(path)
     joined = shown if os.path.isabs(shown) else os.path.join(root, shown)
     real = _realpath(joined, shown)
-    if not _inside(real, root) or real == root:
-        if real == root:
-            raise CoordinatorError(ErrorCode.IS_DIRECTORY, f"{shown!r} is the root folder itself, not a file.")
+    if real == root:
+        raise CoordinatorError(
+            ErrorCode.IS_DIRECTORY, f"{shown!r} is the repository's root folder itself, not a file; give a file path."
+        )
+    if not _inside(real, root):
+        via_link = os.path.abspath(joined) != real
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
-            f"{shown!r} resolves to {real!r}, which is outside the repository root {root!r}"
-            + (" (through a symlink)" if os.path.abspath(joined) != real else "")
-            + ". Only files inside the root can be read or changed; use a path inside it.",
-            resolved=real,
+            f"{shown!r} leads outside the repository"
+            + (" (through a symlink)" if via_link else "")
+            + ". Only files inside the repository can be read or changed; give a path relative to its root.",
         )
     key = real[len(root.rstrip("/")) + 1 :]  # real is inside root (checked above), so a plain slice
     if is_state_key(key):
@@ -102,12 +109,21 @@ def resolve(root: str, path: object) -> ResolvedPath:
 
 def _realpath(joined: str, shown: str) -> str:
     """os.path.realpath, which raises OSError when a link on the path is swapped for a file (or back) while
-    it walks it (lstat says link, readlink then fails with EINVAL). Tried again, then refused."""
+    it walks it (lstat says link, readlink then fails with EINVAL). Tried again, then refused: no OSError
+    leaves this function."""
+    last: OSError | None = None
     for _ in range(3):
         try:
             return os.path.realpath(joined)
-        except OSError:
-            continue
+        except OSError as exc:
+            last = exc
+    assert last is not None
+    if last.errno in (errno.EACCES, errno.EPERM):
+        raise CoordinatorError(
+            ErrorCode.PERMISSION_DENIED,
+            f"The operating system refused to look up {shown!r} (permission denied on a folder or link on the "
+            "way); nothing was read or written. Check the folders' permissions, or choose another path.",
+        )
     raise CoordinatorError(
         ErrorCode.OUTSIDE_ROOT,
         f"{shown!r} kept changing (links swapped) while it was being resolved; nothing was read or written. Try again.",
@@ -118,59 +134,113 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip("/") + "/")
 
 
-def open_parent(rp: ResolvedPath, root: str, create: bool = False) -> int:
-    """Open the folder that holds `rp` and prove, through the descriptor, that it is inside the root.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 
-    With `create`, missing folders are made first (each one checked to be inside the root).
-    Returns a directory descriptor, or raises FILE_NOT_FOUND when the folder is missing.
+
+def open_parent(rp: ResolvedPath, root: str, create: bool = False) -> int:
+    """Open the folder that holds `rp` and return its descriptor, proven to be inside the root.
+
+    The folder is reached from the root one component at a time, each opened relative to its (already
+    opened) parent with O_NOFOLLOW | O_DIRECTORY; with `create`, a missing folder is made with mkdirat
+    relative to that same parent descriptor, then opened the same way. So no folder is ever made or opened
+    through a symlink, whatever another process swaps meanwhile: `rp.key` has no links in it (it is a real
+    path), and a link found on the way now is a swap, refused as `outside_root`. A missing folder (without
+    `create`) is `file_not_found`; no OSError escapes.
     """
-    if create and not os.path.isdir(rp.parent):
-        _make_dirs(rp, root)
     try:
-        dfd = os.open(rp.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise CoordinatorError(
-            ErrorCode.FILE_NOT_FOUND, f"The folder of {rp.shown!r} does not exist.", path=rp.key
-        ) from None
-    except NotADirectoryError:
-        raise CoordinatorError(
-            ErrorCode.FILE_NOT_FOUND,
-            f"{os.path.dirname(rp.shown)!r} is a file, not a folder, so {rp.shown!r} cannot exist.",
-            path=rp.key,
-        ) from None
+        dfd = os.open(root, _DIR_FLAGS)
     except OSError as exc:
         raise os_error(exc, rp) from exc
     try:
-        actual = os.readlink(f"/proc/self/fd/{dfd}")
-    except OSError:
-        actual = os.path.realpath(rp.parent)
-    if not _inside(actual, root):
+        for i, name in enumerate(rp.key.split("/")[:-1]):
+            child = _open_child(dfd, name, rp, i, create)
+            os.close(dfd)
+            dfd = child
+        _check_descriptor_inside(dfd, rp, root)
+    except BaseException:
         os.close(dfd)
-        raise CoordinatorError(
-            ErrorCode.OUTSIDE_ROOT,
-            f"The folder of {rp.shown!r} was replaced by a link leading outside the root while it was being "
-            "opened; nothing was read or written.",
-        )
+        raise
     return dfd
 
 
-def _make_dirs(rp: ResolvedPath, root: str) -> None:
-    missing: list[str] = []
-    cur = rp.parent
-    while not os.path.exists(cur):
-        missing.append(cur)
-        cur = os.path.dirname(cur)
-    if not _inside(os.path.realpath(cur), root):
-        raise CoordinatorError(ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root.")
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o777)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise os_error(exc, rp) from exc
-        if not _inside(os.path.realpath(d), root):
-            raise CoordinatorError(ErrorCode.OUTSIDE_ROOT, f"{rp.shown!r} would be created outside the root.")
+def _open_child(dfd: int, name: str, rp: ResolvedPath, depth: int, create: bool) -> int:
+    """Open folder `name` in the folder `dfd` (making it first with `create`), never through a link."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    except FileNotFoundError:
+        if not create:
+            raise CoordinatorError(
+                ErrorCode.FILE_NOT_FOUND, f"The folder of {rp.shown!r} does not exist.", path=rp.key
+            ) from None
+    except NotADirectoryError:
+        raise _not_a_folder(dfd, name, rp, depth) from None
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    try:
+        os.mkdir(name, 0o777, dir_fd=dfd)
+    except FileExistsError:
+        pass  # made by another process meanwhile: opened (and so checked) below like any other folder
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    except NotADirectoryError:
+        raise _not_a_folder(dfd, name, rp, depth) from None
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+
+
+def _not_a_folder(dfd: int, name: str, rp: ResolvedPath, depth: int) -> CoordinatorError:
+    """ENOTDIR on the way: a plain file where a folder should be, or a folder swapped for a link."""
+    folder = "/".join(rp.key.split("/")[: depth + 1])
+    try:
+        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+        swapped = stat.S_ISLNK(mode) or stat.S_ISDIR(mode)  # a folder now: it was a link a moment ago
+    except OSError:
+        swapped = True  # it changed again: a race either way
+    if swapped:
+        return CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"The folder {folder!r} on the way to {rp.shown!r} was replaced by a link while it was being opened; "
+            "nothing was read or written. Try again.",
+            path=rp.key,
+        )
+    return CoordinatorError(
+        ErrorCode.FILE_NOT_FOUND,
+        f"{folder!r} is a file, not a folder, so {rp.shown!r} cannot exist.",
+        path=rp.key,
+    )
+
+
+def _check_descriptor_inside(dfd: int, rp: ResolvedPath, root: str) -> None:
+    """Belt and braces after the walk: where the kernel says the descriptor is (a folder moved out of the
+    root while it was walked would show here)."""
+    try:
+        actual = os.readlink(f"/proc/self/fd/{dfd}")
+    except OSError:
+        return  # no /proc: the component-wise walk is the proof
+    if not _inside(actual, root):
+        raise CoordinatorError(
+            ErrorCode.OUTSIDE_ROOT,
+            f"The folder of {rp.shown!r} was moved or replaced while it was being opened; nothing was read or "
+            "written. Try again.",
+            path=rp.key,
+        )
+
+
+def list_parent(rp: ResolvedPath, root: str) -> list[str]:
+    """The names in the folder of `rp`, listed through a checked descriptor (never through a swapped link);
+    [] when the folder cannot be opened."""
+    try:
+        dfd = open_parent(rp, root)
+    except CoordinatorError:
+        return []
+    try:
+        return os.listdir(dfd)
+    except OSError:
+        return []
+    finally:
+        os.close(dfd)
 
 
 def lstat_at(dfd: int, rp: ResolvedPath) -> os.stat_result | None:
@@ -236,7 +306,9 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            check_regular(os.stat(rp.name, dir_fd=dfd, follow_symlinks=False), rp, max_bytes)
+            again = lstat_at(dfd, rp)
+            if again is not None:
+                check_regular(again, rp, max_bytes)
         raise os_error(exc, rp) from exc
     try:
         st = os.fstat(fd)
