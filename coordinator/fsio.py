@@ -294,6 +294,52 @@ def check_regular(st: os.stat_result, rp: ResolvedPath, max_bytes: int) -> None:
         )
 
 
+def check_writable(dfd: int, rp: ResolvedPath, st: os.stat_result) -> None:
+    """Refuse to change a file that the OS would not let this process open for writing.
+
+    Replacing a file (a temporary renamed over it) needs write permission on its folder only, so without
+    this check a file of mode 0444 would be replaced without a word. The rule applied is the OS's own:
+    faccessat(W_OK) with the effective user and group ids, which weighs the permission bits, access control
+    lists, the immutable flag and read-only mounts exactly as an open for writing would. Consequence, by
+    decision: root, whom the kernel lets open any file for writing, may change a 0444 file (as
+    `open(path, "w")` or `cp` as root would); an immutable file (`chattr +i`) or a read-only mount refuses
+    even root. `st` is the file's stat, read under the lock (for the message).
+    """
+    try:
+        ok = os.access(rp.name, os.W_OK, dir_fd=dfd, effective_ids=True, follow_symlinks=False)
+    except NotImplementedError:  # no faccessat with these flags here: the plain check on the name
+        ok = os.access(rp.name, os.W_OK, dir_fd=dfd)
+    if ok:
+        return
+    mode = st.st_mode & 0o7777
+    if lstat_at(dfd, rp) is None:
+        raise CoordinatorError(
+            ErrorCode.STALE,
+            f"{rp.shown!r} was removed by another program while it was being changed; nothing was written. "
+            "Read it again (or create it with Write).",
+            path=rp.key,
+        )
+    try:
+        read_only_fs = bool(os.statvfs(dfd).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_fs = False
+    if read_only_fs:
+        why = "it is on a read-only file system"
+    elif not mode & 0o222:
+        why = f"it is read-only (mode {mode:04o})"
+    else:
+        why = (
+            f"this user may not write it (mode {mode:04o}, owner uid {st.st_uid}; or an immutable flag or "
+            "access control list forbids it)"
+        )
+    raise CoordinatorError(
+        ErrorCode.PERMISSION_DENIED,
+        f"{rp.shown!r} cannot be changed: {why}; nothing was written. If it is meant to be changed, make it "
+        f"writable first (for example `chmod u+w {rp.key}`); otherwise leave it as it is.",
+        path=rp.key,
+    )
+
+
 def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_result] | None:
     """Read a regular file relative to `dfd`. None if it does not exist. Never blocks on special files."""
     st = lstat_at(dfd, rp)

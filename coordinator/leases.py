@@ -134,7 +134,8 @@ def normalize_pattern(pattern: object, root: str | None = None) -> str:
         r = root.rstrip("/") + "/"
         if not p.startswith(r):
             raise CoordinatorError(
-                ErrorCode.OUTSIDE_ROOT, f"The lease pattern {pattern!r} is outside the repository root {root!r}."
+                ErrorCode.OUTSIDE_ROOT,
+                f"The lease pattern {pattern!r} is outside the repository; give it relative to the root.",
             )
         p = p[len(r) :]
     trailing = p.endswith("/")

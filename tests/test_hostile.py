@@ -8,7 +8,9 @@ answer is a 4xx with a library or service code, and the server never answers 500
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -134,6 +136,7 @@ def test_path_escapes_are_refused_and_change_nothing(
             raw = b'{"path": "caf\\udce9.txt"}'
             r = client.post(f"/v1/{operation}", content=raw, headers={"content-type": "application/json"})
         assert 400 <= r.status_code < 500, (operation, path[:80], r.status_code, r.text[:300])
+        assert str(root.parent) not in r.text, ("a server path in the answer", operation, path[:80], r.text[:300])
         code = r.json()["code"]
         if operation == "undo" and "is_directory" in codes:
             codes = codes | {"invalid_argument"}  # undo looks at the history first: "no recorded write"
@@ -151,6 +154,37 @@ def test_absolute_path_inside_root_is_fine_and_outside_is_not(hostile: dict[str,
     assert (r.status_code, r.json()["code"]) == (403, "outside_root")
 
 
+def _server_paths_in(text: str, hostile: dict[str, Any]) -> list[str]:
+    """The server's own paths that `text` names: the root's folder, the outside folder, a /proc/<pid>."""
+    found = [p for p in (str(hostile["root"].parent), str(hostile["outside"])) if p in text]
+    return found + re.findall(r"/proc/\d+", text)
+
+
+def test_remote_answers_name_no_server_paths(hostile: dict[str, Any], client: httpx.Client) -> None:
+    """Messages and details name paths relative to the root, or say "outside the repository"."""
+    root, outside = hostile["root"], hostile["outside"]
+    (outside / "alternatives").mkdir(exist_ok=True)
+    (outside / "bin").mkdir(exist_ok=True)
+    (outside / "bin" / "real-tool-9f3").write_text("#!/bin/sh\n")
+    tool = outside / "alternatives" / "tool"
+    if not tool.is_symlink():
+        tool.symlink_to(outside / "bin" / "real-tool-9f3")
+    if not (root / "alt").is_symlink():
+        (root / "alt").symlink_to(outside / "alternatives")
+    cases = ["../x", "../outside/secret.txt", "alt/tool", "link_dir/secret.txt", "/proc/self/environ"]
+    if os.path.isdir("/etc/alternatives") and not (root / "etc_alt").is_symlink():
+        (root / "etc_alt").symlink_to("/etc/alternatives")
+    if (root / "etc_alt").is_symlink():
+        cases += [f"etc_alt/{name}" for name in sorted(os.listdir("/etc/alternatives"))[:3]]
+    for path in cases:
+        for operation, extra in (("read", {}), ("write", {"content": "x\n"}), ("undo", {})):
+            r = client.post(f"/v1/{operation}", json={"path": path, **extra})
+            assert r.status_code == 403 and r.json()["code"] == "outside_root", (path, r.text[:300])
+            assert _server_paths_in(r.text, hostile) == [], (path, r.text[:300])
+            assert "real-tool-9f3" not in r.text and "/usr/" not in r.text, (path, r.text[:300])
+            assert "outside the repository" in r.json()["message"], r.text[:300]
+
+
 def test_non_utf8_bytes_and_names(hostile: dict[str, Any], client: httpx.Client) -> None:
     root = hostile["root"]
     before = snapshot(root)
@@ -160,6 +194,10 @@ def test_non_utf8_bytes_and_names(hostile: dict[str, Any], client: httpx.Client)
     # A near miss of a file whose name is not UTF-8: the "Did you mean" hint must not break the answer.
     r = client.post("/v1/read", json={"path": "cafe.txt"})
     assert r.status_code == 404 and r.json()["code"] == "file_not_found"
+    r.content.decode("utf-8")
+    answer = r.json()
+    json.dumps(answer, ensure_ascii=False).encode("utf-8")  # no lone surrogate, escaped or not
+    assert "caf\\xe9.txt" in answer["message"], answer
     r = client.post("/v1/write", json={"path": "caf\u00e9/x.txt", "content": "ok\n"})  # a real UTF-8 name: fine
     assert r.status_code == 200
     os.unlink(root / "caf\u00e9" / "x.txt")
