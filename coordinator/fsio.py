@@ -341,7 +341,13 @@ def check_writable(dfd: int, rp: ResolvedPath, st: os.stat_result) -> None:
 
 
 def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_result] | None:
-    """Read a regular file relative to `dfd`. None if it does not exist. Never blocks on special files."""
+    """Read a regular file relative to `dfd`. None if it does not exist. Never blocks on special files.
+
+    A file with several hard links is read like any other, even if another link is outside the root (a
+    decision, see the README's Semantics: pnpm and `cp -l` trees are legitimate, the other links cannot be
+    found, and only someone who could read the file can link it); a write never goes through the link,
+    since `atomic_replace` puts a new file in place of the name.
+    """
     st = lstat_at(dfd, rp)
     if st is None:
         return None

@@ -377,14 +377,11 @@ class Coordinator(_WriteSteps):
     def _missing(self, rp: fsio.ResolvedPath) -> CoordinatorError:
         """file_not_found with a "Did you mean" hint (computed outside any lock)."""
         hint = None
-        try:
-            names = os.listdir(rp.parent)
-        except OSError:
-            names = []
+        names = fsio.list_parent(rp, self.root)  # through a checked descriptor: never an outside folder's names
         suggestion = semantics.suggest_path(rp.name, names)
         if suggestion is not None:
-            rel = os.path.relpath(os.path.join(rp.parent, suggestion), self.root)
-            hint = rel.replace(os.sep, "/")
+            folder = rp.key.rpartition("/")[0]
+            hint = f"{folder}/{suggestion}" if folder else suggestion
         msg = f"File does not exist: {rp.shown}."
         if hint:
             msg += f" Did you mean {hint}?"

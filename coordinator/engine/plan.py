@@ -60,8 +60,14 @@ class _Plan:
 
 
 def _check_view(recorded: ReadState | None, cur: _Current, rp: fsio.ResolvedPath) -> None:
-    """The staleness rule: content decides. Enforced under the lock, against the bytes on disk."""
+    """The staleness rule: content decides. Enforced under the lock, against the bytes on disk.
+
+    Precedence: a file that this session has not read, and that Read could never return (binary, or in an
+    unsupported encoding), is refused for its content (`binary_file`, `unsupported_encoding`), not as
+    `not_read`: "Read it first" would send the model into a loop.
+    """
     if recorded is None:
+        cur.decoded()  # raises the content's own refusal, if it has one
         raise CoordinatorError(
             ErrorCode.NOT_READ,
             f"{rp.shown} has not been read by this session yet (or its read state has expired). "

@@ -84,7 +84,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
         try:
             dfd = fsio.open_parent(rp, self.root, create=may_create)
         except CoordinatorError as exc:
-            if exc.code == ErrorCode.FILE_NOT_FOUND:
+            if exc.code == ErrorCode.FILE_NOT_FOUND and not may_create:  # (with create: a file in the way)
                 raise self._missing(rp) from None
             raise
         try:
@@ -101,6 +101,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
                     cur = _Current(exists=False)
                 else:
                     data, st = found
+                    fsio.check_writable(dfd, rp, st)  # the OS's own rule, before any other refusal
                     cur = _Current(exists=True, data=data, st=st, digest=content_hash(data))
                     if recorded is not None and recorded.hash != cur.digest:
                         if len(self._contended) > 100_000:
