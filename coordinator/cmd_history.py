@@ -47,8 +47,6 @@ from .retention import (
     format_size,
     history_usage,
     parse_size,
-    read_index_file,
-    scan_index,
 )
 
 REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
@@ -158,11 +156,10 @@ class ContentLookup:
     def get(self, key: str, digest: str | None) -> bytes | None:
         if digest is None:
             return b""
-        if self.history.has(digest):
-            try:
-                return self.history.load(digest)
-            except CoordinatorError:
-                return None
+        try:
+            return self.history.load(digest, key)
+        except CoordinatorError:
+            pass
         h, data = self.current(key)
         return data if h == digest else None
 
@@ -348,7 +345,7 @@ def session_entries(repo: Repo, session: str) -> list[HistoryEntry]:
     """Every recorded write of `session`, in time order, across all files (scans the index files)."""
     if not repo.has_state:
         return []
-    found = [e for ix in scan_index(repo.history()) for e in ix.entries if e.session == session]
+    found = [e for ix in repo.history().scan() for e in ix.entries if e.session == session]
     found.sort(key=lambda e: (e.time, e.path, e.version))
     return found
 
@@ -543,7 +540,7 @@ def plan_session_undo(repo: Repo, session: str) -> list[FileUndoPlan]:
         return []
     history = repo.history()
     plans: list[FileUndoPlan] = []
-    for ix in scan_index(history):
+    for ix in history.scan():
         mine = [e for e in ix.entries if e.session == session]
         if not mine or ix.key is None:
             continue
@@ -561,7 +558,7 @@ def plan_session_undo(repo: Repo, session: str) -> list[FileUndoPlan]:
             p.blockers.clear()
         elif current != newest.after:
             p.blockers.append(f"the file was changed outside the coordinator after version {newest.version}")
-        if first.before is not None and not history.has(first.before) and not p.already_undone:
+        if first.before is not None and not history.has(first.before, ix.key) and not p.already_undone:
             p.blockers.append(f"its content before version {first.version} was removed from the history by gc")
         if ix.entries[0].version > 1 and first is ix.entries[0]:
             p.notes.append(
@@ -645,10 +642,10 @@ def _undo_one_of_session(repo: Repo, op: Any, session: str, p: FileUndoPlan) -> 
     """Read, check again, undo. The read records the hash H the checks are made against; the engine's
     undo then refuses (stale) if the file is no longer H, so nothing written after the checks is lost."""
     current = _operator_read(op, p.path)
-    ix = read_index_file(Path(repo.history().index_path(p.path)))
-    newest = ix.entries[-1]
+    entries = repo.history().entries(p.path)  # newest first
+    newest = entries[0]
     if newest.version != p.newest_version or any(
-        e.version > p.first_version and e.session != session for e in ix.entries
+        e.version > p.first_version and e.session != session for e in entries
     ):
         raise CoordinatorError(
             ErrorCode.STALE,
@@ -769,31 +766,17 @@ def probe_locks(repo: Repo) -> list[dict[str, Any]]:
 
 
 def _path_of_lock(repo: Repo, lock_file: str) -> str | None:
-    """Lock files and index files are both named by the hash of the path key; the index knows the key."""
-    index = history_dir(repo.state_dir) / "index" / (lock_file[: -len(".lock")] + ".jsonl")
-    try:
-        with open(index, "rb") as f:
-            first = f.readline()
-        return str(json.loads(first)["path"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """Lock files and index files are both named by the hash of the path key; the history knows the key."""
+    return repo.history().key_of(lock_file[: -len(".lock")])
 
 
 def recent_writes(repo: Repo, n: int) -> list[dict[str, Any]]:
     """The `n` newest writes across files (the index files most recently appended, read from the end)."""
-    index_dir = history_dir(repo.state_dir) / "index"
-    try:
-        files = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(index_dir) if e.name.endswith(".jsonl")]
-    except FileNotFoundError:
+    if not history_dir(repo.state_dir).is_dir():
         return []
-    files.sort(reverse=True)
-    found: list[HistoryEntry] = []
-    for _, f in files[: max(n, 0)]:
-        found.extend(read_index_file(f).entries[-n:])
-    found.sort(key=lambda e: e.time, reverse=True)
     return [
         {"time": e.time, "path": e.path, "version": e.version, "session": e.session, "operation": e.operation}
-        for e in found[:n]
+        for e in repo.history().recent(n)
     ]
 
 

@@ -7,17 +7,24 @@ distinct pre-image. Retention bounds it two ways, both configurable:
 * `max_total_bytes`: the content objects may use at most this many bytes; past that, the oldest entries of
   any path are dropped, oldest first, until the objects they alone referenced fit.
 
+The history's format (per-path index and pack, and the earlier loose objects) belongs to history.py; this
+module decides what to keep and asks it to rewrite. Each path is rewritten under its own lock: the dropped
+entries go, the pack is compacted to the contents the kept entries refer to (loose objects of the earlier
+format move in), and an entry whose replace never happened (a writer killed in between) is taken back.
+
 Invariants, each enforced where noted:
 1. The newest entry of every path is always kept (`plan`), so the latest write of every file stays undoable
    whatever the caps, and version numbers never restart (the engine numbers a write as last + 1).
-2. An object referenced by a kept index entry is never deleted (`_sweep`). Writers append to an index under
+2. A content referenced by a kept index entry is never deleted: packed ones are copied into the new pack
+   under the path's lock (history.History.rewrite); loose ones are swept by `_sweep`. Writers append to an index under
    the path's lock, after storing or finding the pre-image object. So gc never deletes in one step: it moves
    unreferenced objects to a trash folder, then waits for every path lock that exists at that moment (a
    writer that saw the object before the move held its lock then, and has appended its entry once the lock
    is free), then reads every index again and puts back whatever is referenced now. Only the rest is
    deleted. Lock files are never deleted, so the barrier sees every writer.
 3. An index file is rewritten only under its path's lock, by an atomic replace, and only the entries chosen
-   for dropping are removed; lines it cannot parse are kept (and any hash in them counts as a reference).
+   for dropping (and entries never applied) are removed; lines it cannot parse are kept (and any hash in
+   them counts as a reference).
 4. One gc at a time (`history/gc.lock`); a gc that died mid-sweep leaves a trash folder that the next one
    restores first.
 
@@ -40,8 +47,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import fsio
 from .errors import CoordinatorError, ErrorCode
-from .history import History, HistoryEntry
+from .history import History, HistoryEntry, IndexFile, content_hash
 from .layout import RETENTION_CONFIG, locks_dir
 
 KiB = 1024
@@ -49,7 +57,6 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 CONFIG_NAME = RETENTION_CONFIG
-_HEX32 = re.compile(rb"[0-9a-f]{32}")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}
 
@@ -126,73 +133,23 @@ def format_size(n: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reading the history as a whole
+# Reading the history as a whole (through history.py, the owner of the format)
 # ---------------------------------------------------------------------------------------------------------
-@dataclass
-class IndexFile:
-    """One path's index: its parsed entries (oldest first) and any lines that could not be parsed."""
-
-    file: Path
-    key: str | None
-    entries: list[HistoryEntry]
-    unparsed: list[bytes] = field(default_factory=list)
-
-    def references(self) -> set[str]:
-        refs = {d for e in self.entries for d in (e.before, e.after) if d}
-        for line in self.unparsed:
-            refs.update(m.decode() for m in _HEX32.findall(line))
-        return refs
+def _object_ids(ix: IndexFile) -> dict[int, list[str]]:
+    """Each entry's stored contents as object ids, by version: `<path hash>:<digest>` for a content in the
+    path's pack, the bare digest for an earlier version's loose object."""
+    packed = ix.packed_sizes()
+    out: dict[int, list[str]] = {}
+    for e in ix.entries:
+        out[e.version] = [f"{ix.name}:{d}" if d in packed else d for d in (e.before, e.after) if d]
+    return out
 
 
-def read_index_file(file: Path) -> IndexFile:
-    entries: list[HistoryEntry] = []
-    unparsed: list[bytes] = []
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        data = b""
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        try:
-            entries.append(HistoryEntry(**json.loads(line)))
-        except (ValueError, TypeError):
-            unparsed.append(line)
-    entries.sort(key=lambda e: e.version)
-    key = entries[-1].path if entries else None
-    return IndexFile(file, key, entries, unparsed)
-
-
-def scan_index(history: History) -> list[IndexFile]:
-    """Every path's index under `history`."""
-    try:
-        files = sorted(history.index.glob("*.jsonl"))
-    except FileNotFoundError:
-        return []
-    return [read_index_file(f) for f in files]
-
-
-def iter_objects(history: History) -> Iterator[tuple[str, Path, int]]:
-    """(digest, path, size) of every stored object (temporaries skipped)."""
-    try:
-        shards = list(os.scandir(history.objects))
-    except FileNotFoundError:
-        return
-    for shard in shards:
-        if not shard.is_dir(follow_symlinks=False):
-            continue
-        try:
-            items = list(os.scandir(shard.path))
-        except FileNotFoundError:
-            continue
-        for item in items:
-            if item.name.startswith(".") or not item.is_file(follow_symlinks=False):
-                continue
-            try:
-                size = item.stat(follow_symlinks=False).st_size
-            except FileNotFoundError:
-                continue
-            yield item.name, Path(item.path), size
+def object_sizes(history: History, indexes: list[IndexFile]) -> dict[str, int]:
+    """Every stored content by object id (see `_object_ids`), with its size."""
+    sizes = {f"{ix.name}:{d}": n for ix in indexes for d, n in ix.packed_sizes().items()}
+    sizes.update((d, size) for d, _, size in history.iter_loose())
+    return sizes
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -213,32 +170,30 @@ def plan(indexes: list[IndexFile], sizes: dict[str, int], policy: RetentionPolic
     """Which entries to drop. Invariant 1: the newest entry of each path is never chosen."""
     drop: dict[str, set[int]] = {}
     refcount: dict[str, int] = {}
-    candidates: list[tuple[float, str, HistoryEntry]] = []
+    candidates: list[tuple[float, str, HistoryEntry, list[str]]] = []
     total_entries = 0
     for ix in indexes:
         if ix.key is None:
             continue
+        ids = _object_ids(ix)
         total_entries += len(ix.entries)
         cut = max(len(ix.entries) - policy.max_versions_per_file, 0)
         for e in ix.entries[:cut]:
             drop.setdefault(ix.key, set()).add(e.version)
         kept = ix.entries[cut:]
         for e in kept:
-            for d in (e.before, e.after):
-                if d:
-                    refcount[d] = refcount.get(d, 0) + 1
+            for d in ids[e.version]:
+                refcount[d] = refcount.get(d, 0) + 1
         for d in ix.references() - {d for e in ix.entries for d in (e.before, e.after) if d}:
             refcount[d] = refcount.get(d, 0) + 1  # hashes seen in unparsable lines: pinned
-        candidates.extend((e.time, ix.key, e) for e in kept[:-1])
+        candidates.extend((e.time, ix.key, e, ids[e.version]) for e in kept[:-1])
     live = sum(sizes[d] for d in refcount if d in sizes)
     candidates.sort(key=lambda c: (c[0], c[1], c[2].version))
-    for _, key, e in candidates:
+    for _, key, e, refs in candidates:
         if live <= policy.max_total_bytes:
             break
         drop.setdefault(key, set()).add(e.version)
-        for d in (e.before, e.after):
-            if not d:
-                continue
+        for d in refs:
             refcount[d] -= 1
             if refcount[d] == 0:
                 del refcount[d]
@@ -271,6 +226,7 @@ class GcReport:
     bytes_after: int
     over_budget: bool
     restored_after_race: int = 0
+    not_applied_taken_back: int = 0  # entries whose replace never happened (a crash in between)
     recovered_from_earlier_run: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -299,8 +255,10 @@ def collect(
     *,
     dry_run: bool = False,
     lock_timeout: float = 10.0,
+    root: Path | str | None = None,
 ) -> GcReport:
-    """Apply the retention policy to the history in `state_dir` (see the module docstring)."""
+    """Apply the retention policy to the history in `state_dir` (see the module docstring). `root` is the
+    repository the history belongs to (default: the state folder's parent), read to reconcile entries."""
     from .locks import LockManager
 
     state_dir = Path(state_dir)
@@ -309,105 +267,134 @@ def collect(
     locks = LockManager(locks_dir(state_dir), timeout=lock_timeout)
     with _gc_lock(history):
         recovered = 0 if dry_run else _recover_trash(history)
-        indexes = scan_index(history)
-        sizes = {d: size for d, _, size in iter_objects(history)}
+        indexes = list(history.scan())
+        sizes = object_sizes(history, indexes)
         the_plan = plan(indexes, sizes, policy)
-        report = GcReport(
-            dry_run=dry_run,
-            policy=asdict(policy),
-            entries_total=the_plan.entries_total,
-            entries_dropped=the_plan.entries_dropped,
-            files_rewritten=0,
-            objects_total=the_plan.objects_total,
-            bytes_total=the_plan.bytes_total,
-            objects_removed=0,
-            bytes_removed=0,
-            bytes_after=the_plan.bytes_after,
-            over_budget=the_plan.over_budget,
-            recovered_from_earlier_run=recovered,
-        )
-        if the_plan.over_budget:
-            report.notes.append(
-                f"The newest versions alone use {format_size(the_plan.bytes_after)}, more than the cap of "
-                f"{format_size(policy.max_total_bytes)}: the newest version of every file is always kept."
-            )
+        report = _report(dry_run, policy, the_plan, recovered)
         if dry_run:
-            planned_refs = _references_after(indexes, the_plan.drop)
-            unref = [d for d in sizes if d not in planned_refs]
+            planned = _references_after(indexes, the_plan.drop)
+            unref = [d for d in sizes if d not in planned]
             report.objects_removed = len(unref)
             report.bytes_removed = sum(sizes[d] for d in unref)
             return report
-        by_key = {ix.key: ix for ix in indexes if ix.key is not None}
-        for key, versions in sorted(the_plan.drop.items()):
-            if _rewrite_index(by_key[key].file, key, versions, locks):
-                report.files_rewritten += 1
+        packed_before = {k: v for k, v in sizes.items() if ":" in k}
+        real_root = str(root) if root is not None else os.path.realpath(state_dir.parent)
+        for ix in indexes:
+            if ix.key is None:
+                continue
+            changed, taken_back = _rewrite_index(history, locks, ix.key, the_plan.drop.get(ix.key, set()), real_root)
+            report.files_rewritten += int(changed)
+            report.not_applied_taken_back += taken_back
+        packed_after = object_sizes(history, list(history.scan()))
+        gone = [k for k in packed_before if k not in packed_after]
         removed, freed, restored = _sweep(history, locks_dir(state_dir), lock_timeout)
-        report.objects_removed = removed
-        report.bytes_removed = freed
+        for orphan in history.orphan_packs():
+            with contextlib.suppress(OSError):
+                orphan.unlink()
+        report.objects_removed = removed + len(gone)
+        report.bytes_removed = freed + sum(packed_before[k] for k in gone)
         report.restored_after_race = restored
         return report
+
+
+def _report(dry_run: bool, policy: RetentionPolicy, the_plan: GcPlan, recovered: int) -> GcReport:
+    report = GcReport(
+        dry_run=dry_run,
+        policy=asdict(policy),
+        entries_total=the_plan.entries_total,
+        entries_dropped=the_plan.entries_dropped,
+        files_rewritten=0,
+        objects_total=the_plan.objects_total,
+        bytes_total=the_plan.bytes_total,
+        objects_removed=0,
+        bytes_removed=0,
+        bytes_after=the_plan.bytes_after,
+        over_budget=the_plan.over_budget,
+        recovered_from_earlier_run=recovered,
+    )
+    if the_plan.over_budget:
+        report.notes.append(
+            f"The newest versions alone use {format_size(the_plan.bytes_after)}, more than the cap of "
+            f"{format_size(policy.max_total_bytes)}: the newest version of every file is always kept."
+        )
+    return report
 
 
 def _references_after(indexes: list[IndexFile], drop: dict[str, set[int]]) -> set[str]:
     refs: set[str] = set()
     for ix in indexes:
         gone = drop.get(ix.key or "", set())
-        kept = [e for e in ix.entries if e.version not in gone]
-        refs.update(d for e in kept for d in (e.before, e.after) if d)
+        newest = ix.entries[-1].version if ix.entries else None
+        ids = _object_ids(ix)
+        for e in ix.entries:
+            if e.version == newest or e.version not in gone:
+                refs.update(ids[e.version])
         refs.update(ix.references() - {d for e in ix.entries for d in (e.before, e.after) if d})
     return refs
 
 
-def _rewrite_index(file: Path, key: str, versions: set[int], locks: Any) -> bool:
-    """Drop `versions` from one index, under the path's lock (invariant 3). The newest entry found under
-    the lock is kept even if it was planned for dropping (invariant 1)."""
+def _rewrite_index(history: History, locks: Any, key: str, versions: set[int], root: str) -> tuple[bool, int]:
+    """Drop `versions` of one path and compact its pack, under the path's lock (invariant 3); entries whose
+    replace never happened are taken back on the way. Returns (changed, entries taken back)."""
     held = locks.acquire(key)
     try:
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            return False
-        lines = data.splitlines(keepends=True)
-        parsed: list[tuple[bytes, int | None]] = []
-        newest = 0
-        for line in lines:
-            try:
-                v = int(json.loads(line)["version"])
-            except (ValueError, KeyError, TypeError):
-                v = None
-            parsed.append((line, v))
-            if v is not None:
-                newest = max(newest, v)
-        out = [line for line, v in parsed if v is None or v == newest or v not in versions]
-        if len(out) == len(lines):
-            return False
-        body = b"".join(out)
-        if body and not body.endswith(b"\n"):
-            body += b"\n"
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, file)
-        return True
+        return history.rewrite(held, key, versions, lambda: _current_digest(root, key))
     finally:
         held.release()
 
 
-def _all_references(history: History) -> set[str]:
+def _current_digest(root: str, key: str) -> str | bool | None:
+    """The hash of `key`'s bytes on disk (None: no file); False when they cannot be read (then nothing is
+    decided from them)."""
+    try:
+        rp = fsio.resolve(root, key)
+        dfd = fsio.open_parent(rp, root)
+    except CoordinatorError as exc:
+        return None if exc.code == ErrorCode.FILE_NOT_FOUND else False
+    try:
+        found = fsio.read_at(dfd, rp, 1 << 40)
+    except CoordinatorError:
+        return False
+    finally:
+        os.close(dfd)
+    return None if found is None else content_hash(found[0])
+
+
+def settle(state_dir: Path, key: str, root: Path | str | None = None, locks: Any = None) -> bool:
+    """Reconcile `key`'s newest history entry with the file (history.py, invariant 3) so that a listing
+    shows only versions that reached the file. Takes the path's lock (waits for a write in flight); reads
+    the file only when an entry is pending. True if an entry was taken back."""
+    from .locks import LockManager
+
+    state_dir = Path(state_dir)
+    history = History(state_dir, fsync=False)
+    locks = locks or LockManager(locks_dir(state_dir))
+    real_root = str(root) if root is not None else os.path.realpath(state_dir.parent)
+    held = locks.acquire(key)
+    try:
+        if not history.pending(held):
+            return False
+        digest = _current_digest(real_root, key)
+        if digest is False:
+            return False
+        return history.reconcile(held, key, digest if isinstance(digest, str) else None)
+    finally:
+        held.release()
+        history.close()
+
+
+def _loose_references(history: History) -> set[str]:
     refs: set[str] = set()
-    for ix in scan_index(history):
-        refs |= ix.references()
+    for ix in history.scan():
+        refs |= ix.loose_references()
     return refs
 
 
 def _sweep(history: History, lock_dir: Path, lock_timeout: float) -> tuple[int, int, int]:
-    """Delete objects that no index references (invariant 2). Returns (removed, bytes freed, restored)."""
-    referenced = _all_references(history)
-    doomed = [(d, p, s) for d, p, s in iter_objects(history) if d not in referenced]
+    """Delete loose objects (the earlier format) that no index references (invariant 2). Returns (removed,
+    bytes freed, restored)."""
+    referenced = _loose_references(history)
+    doomed = [(d, p, s) for d, p, s in history.iter_loose() if d not in referenced]
     if not doomed:
         return 0, 0, 0
     trash = history.base / "trash" / f"{os.getpid()}-{secrets.token_hex(4)}"
@@ -424,7 +411,7 @@ def _sweep(history: History, lock_dir: Path, lock_timeout: float) -> tuple[int, 
     except CoordinatorError:
         _restore_all(history, trash)
         raise
-    referenced = _all_references(history)
+    referenced = _loose_references(history)
     removed = freed = restored = 0
     for digest, size in moved:
         src = trash / digest
@@ -505,13 +492,4 @@ def _recover_trash(history: History) -> int:
 
 def history_usage(state_dir: Path) -> dict[str, int]:
     """Objects, bytes and index files of the history (for status displays)."""
-    history = History(Path(state_dir), fsync=False)
-    n = size = 0
-    for _, _, s in iter_objects(history):
-        n += 1
-        size += s
-    try:
-        files = sum(1 for _ in history.index.glob("*.jsonl"))
-    except FileNotFoundError:
-        files = 0
-    return {"objects": n, "bytes": size, "index_files": files}
+    return History(Path(state_dir), fsync=False).usage()

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, cmd_history, retention
-from coordinator.history import History
+from coordinator.history import History, content_hash
 from coordinator.retention import RetentionPolicy, collect, parse_size
 
 
@@ -107,10 +107,12 @@ def test_history_diff_is_the_unified_diff_against_the_preimage(repo: tuple[Path,
     created = cli_json(capsys, root, "history", "f.txt", "--diff", "1")["diff"]
     assert "@@ -0,0 +1,3 @@" in created
 
-    # The newest version's content is the file itself, until something outside changes it.
+    # Every version's result is kept in the history, so a change made outside later does not hide it.
+    newest = (root / "f.txt").read_text()
     (root / "f.txt").write_text("changed behind our back\n")
-    rc, _, err = cli(capsys, root, "history", "f.txt", "--diff", "3")
-    assert rc == 1 and "[file_not_found]" in err and "outside the coordinator" in err
+    diff3 = cli_json(capsys, root, "history", "f.txt", "--diff", "3")["diff"]
+    assert diff3 and "changed behind our back" not in diff3
+    assert all(line[1:] in newest for line in diff3.splitlines()[3:] if line.startswith("+"))
     rc, _, err = cli(capsys, root, "history", "f.txt", "--diff", "9")
     assert rc == 1 and "no version 9" in err
 
@@ -276,7 +278,39 @@ def test_undo_session_loses_nothing_written_while_it_runs(
 
 
 def _objects(root: Path) -> set[str]:
+    """Every stored content (packed per path, or a loose object of the earlier format)."""
+    store = History(root / ".edit-coordinator")
+    return set(retention.object_sizes(store, list(store.scan())))
+
+
+def _loose(root: Path) -> set[str]:
     return {p.name for p in (root / ".edit-coordinator/history/objects").glob("*/*") if not p.name.startswith(".")}
+
+
+def _legacy_versions(root: Path, path: str, n: int) -> list[str]:
+    """A history written by the earlier format: loose pre-image objects, index lines without locations,
+    a bare counter in the lock file. Returns the contents' hashes, oldest first."""
+    from coordinator.locks import LockManager
+
+    state = root / ".edit-coordinator"
+    store = History(state)
+    contents = [f"{path} {i}\n".encode() for i in range(n)]
+    digests = [content_hash(c) for c in contents]
+    with open(store.index_path(path), "a") as f:
+        for v in range(1, n + 1):
+            before = contents[v - 2] if v > 1 else None
+            if before is not None:
+                obj = store.object_path(digests[v - 2])
+                obj.parent.mkdir(parents=True, exist_ok=True)
+                obj.write_bytes(before)
+            line = {"version": v, "time": time.time(), "session": "s", "operation": "write", "path": path,
+                    "before": digests[v - 2] if v > 1 else None, "after": digests[v - 1], "size_before": 0,
+                    "size_after": 0, "first_line": 1, "last_line": 1}  # fmt: skip
+            f.write(json.dumps(line) + "\n")
+    with open(LockManager(state / "locks").path_for(path), "wb") as f:
+        f.write(n.to_bytes(8, "little"))
+    (root / path).write_bytes(contents[-1])
+    return digests
 
 
 def _versions(c: Coordinator, session: str, path: str, n: int, size: int = 10) -> None:
@@ -289,7 +323,7 @@ def test_gc_keeps_the_newest_versions_and_what_they_reference(repo: tuple[Path, 
     root, c = repo
     _versions(c, "s", "a.txt", 6)
     _versions(c, "s", "b.txt", 2)
-    assert len(_objects(root)) == 6  # pre-images: a's versions 1..5 and b's version 1
+    assert len(_objects(root)) == 8  # every version's result: a0..a5, b0, b1
 
     report = cli_json(capsys, root, "gc", "--keep-versions", "3")
     # Versions 1-3 go; of their pre-images (none, a0, a1), a2 stays: it is version 4's pre-image.
@@ -316,12 +350,14 @@ def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(repo: tuple[Path
     _versions(c, "s", "old.txt", 3, size=1000)
     time.sleep(0.01)
     _versions(c, "s", "new.txt", 3, size=1000)
-    # Stored: the pre-images old0, old1, new0, new1 (1001 bytes each). A cap of 3100 frees one of them.
-    dry = cli_json(capsys, root, "gc", "--max-bytes", "3100", "--dry-run")
-    assert dry["dry_run"] and dry["objects_removed"] == 1 and len(_objects(root)) == 4
+    # Stored: old0..old2, new0..new2 (1001 bytes each). A cap of 5100 frees one: old0, once old's versions
+    # 1 (which made it) and 2 (whose pre-image it is) are dropped, oldest first.
+    dry = cli_json(capsys, root, "gc", "--max-bytes", "5100", "--dry-run")
+    assert dry["dry_run"] and dry["objects_removed"] == 1 and len(_objects(root)) == 6
 
-    report = cli_json(capsys, root, "gc", "--max-bytes", "3100")
-    assert report["bytes_after"] == 3003 and not report["over_budget"] and report["objects_removed"] == 1
+    report = cli_json(capsys, root, "gc", "--max-bytes", "5100")
+    assert report["bytes_after"] == 5005 and not report["over_budget"] and report["objects_removed"] == 1
+    assert len(_objects(root)) == 5
     store = History(root / ".edit-coordinator")
     assert [e.version for e in store.entries("old.txt")] == [3]  # the oldest entries went first
     assert [e.version for e in store.entries("new.txt")] == [3, 2, 1]
@@ -330,20 +366,20 @@ def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(repo: tuple[Path
     assert report["over_budget"] and report["notes"]
     assert [e.version for e in store.entries("old.txt")] == [3]  # the newest of each file stays
     assert [e.version for e in store.entries("new.txt")] == [3]
-    assert len(_objects(root)) == 2
+    assert len(_objects(root)) == 4  # each newest version's pre-image and result
 
 
 def test_gc_puts_back_an_object_a_racing_writer_referenced(
     repo: tuple[Path, Coordinator], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A writer that found an object just before gc moved it away appends its entry under its lock; gc
-    waits for the locks, sees the new reference and keeps the object."""
-    root, c = repo
+    """Loose objects (the earlier format): a writer that found one just before gc moved it away appends its
+    entry under its lock; gc waits for the locks, sees the new reference and keeps the object."""
+    root, _ = repo
     state = root / ".edit-coordinator"
-    _versions(c, "s", "a.txt", 3)
+    digests = _legacy_versions(root, "a.txt", 3)
     store = History(state)
     doomed = store.entries("a.txt")[-2].before  # v2's pre-image, dropped with --keep-versions 1
-    assert doomed and store.has(doomed)
+    assert doomed == digests[0] and store.has(doomed)
     real_barrier = retention._lock_barrier
 
     def barrier_with_a_racing_writer(lock_dir: Path, timeout: float) -> None:
@@ -379,29 +415,33 @@ def test_gc_index_rewrite_waits_for_the_path_lock(repo: tuple[Path, Coordinator]
 
 
 def test_gc_sweep_deletes_nothing_while_a_lock_stays_held(repo: tuple[Path, Coordinator]) -> None:
-    """The barrier cannot pass a held lock, so gc puts everything back rather than guess."""
+    """Loose objects (the earlier format): the barrier cannot pass a held lock, so gc puts everything back
+    rather than guess."""
     root, c = repo
     state = root / ".edit-coordinator"
-    _versions(c, "s", "a.txt", 3)
-    before = _objects(root)
+    digests = _legacy_versions(root, "a.txt", 3)
+    before = _loose(root)
+    assert before == set(digests[:2])
     held = c.locks.acquire("busy.txt")  # some other path's writer is in the middle of a write
     try:
         with pytest.raises(retention.CoordinatorError) as info:
             collect(state, RetentionPolicy(max_versions_per_file=1), lock_timeout=0.2)
         assert info.value.code == "lock_timeout"
-        assert _objects(root) == before
+        assert _loose(root) == before
         assert not any((state / "history" / "trash").rglob("*[0-9a-f]"))
     finally:
         held.release()
-    assert [e.version for e in History(state).entries("a.txt")] == [3]  # the index was rewritten
+    store = History(state)
+    assert [e.version for e in store.entries("a.txt")] == [3]  # the index was rewritten
     report = collect(state, RetentionPolicy(max_versions_per_file=1))  # lock free now: the sweep runs
-    assert report.objects_removed == 1 and len(_objects(root)) == 1
+    assert report.objects_removed == 2 and not _loose(root)  # v3's pre-image moved into the pack first
+    assert store.load(digests[1], "a.txt") == b"a.txt 1\n"
 
 
 def test_gc_recovers_the_trash_of_an_interrupted_run(repo: tuple[Path, Coordinator]) -> None:
-    root, c = repo
+    root, _ = repo
     state = root / ".edit-coordinator"
-    _versions(c, "s", "a.txt", 3)
+    _legacy_versions(root, "a.txt", 3)
     store = History(state)
     digest = store.entries("a.txt")[0].before
     assert digest
@@ -409,8 +449,10 @@ def test_gc_recovers_the_trash_of_an_interrupted_run(repo: tuple[Path, Coordinat
     trash.mkdir(parents=True)
     os.replace(store.object_path(digest), trash / digest)  # as if a gc died mid-sweep
     report = collect(state, RetentionPolicy())
-    assert report.recovered_from_earlier_run == 1 and report.objects_removed == 0
-    assert store.load(digest)
+    assert report.recovered_from_earlier_run == 1
+    # Both loose pre-images moved into the pack (their loose copies removed), the recovered one included.
+    assert report.objects_removed == 2 and not _loose(root)
+    assert store.load(digest) and store.load(digest, "a.txt")
 
 
 def test_retention_policy_file_and_sizes(tmp_path: Path) -> None:

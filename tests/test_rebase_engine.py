@@ -150,8 +150,8 @@ def test_lost_base_content_falls_back_to_stale(root: Path) -> None:
         # From the other process, B's view is found in the history (A's write kept it as its pre-image).
         assert other.session("B").edit("f.py", "line 15\n", "x\n").rebased
         one.session("A").edit("f.py", "line 3\n", "three\n")
-        shutil.rmtree(other.history_store.objects)  # e.g. removed by retention
-        other.history_store.objects.mkdir()
+        shutil.rmtree(other.history_store.packs)  # e.g. removed by retention
+        other.history_store.packs.mkdir()
         # B's view is now its rebased view, which only `other` has in memory...
         assert other.session("B").edit("f.py", "line 17\n", "y\n").rebased
         one.session("A").edit("f.py", "line 5\n", "five\n")

@@ -1,0 +1,184 @@
+"""The history format: entries, contents, reconciliation and the gc rewrite, through History alone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import History, content_hash, path_hash
+from coordinator.locks import LockManager
+
+FIELDS = {"session": "s", "operation": "write", "size_before": 0, "size_after": 0, "first_line": 1, "last_line": 1}
+
+
+def _write(h: History, locks: LockManager, key: str, before: bytes | None, after: bytes | None, commit: bool = True):
+    with locks.acquire(key) as held:
+        pending = h.begin(
+            held,
+            key,
+            before=before,
+            before_digest=None if before is None else content_hash(before),
+            after=after,
+            after_digest=None if after is None else content_hash(after),
+            **FIELDS,
+        )
+        if commit:
+            h.commit(held, pending)
+        return pending
+
+
+def _pack_size(h: History, key: str) -> int:
+    return sum(p.stat().st_size for p in h.packs.glob(path_hash(key) + ".*.pack"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[History, LockManager]:
+    return History(tmp_path, fsync=False), LockManager(tmp_path / "locks")
+
+
+def test_versions_and_contents_round_trip(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    _write(h, locks, "a.txt", b"one\n", b"two\n")
+    _write(h, locks, "a.txt", b"two\n", b"three\n")
+    entries = h.entries("a.txt")
+    assert [e.version for e in entries] == [3, 2, 1]
+    assert entries[-1].before is None and entries[0].after == content_hash(b"three\n")
+    for data in (b"one\n", b"two\n", b"three\n"):
+        assert h.load(content_hash(data), "a.txt") == data
+        assert History(h.base.parent).load(content_hash(data), "a.txt") == data  # another process
+    assert h.last_version("a.txt") == 3
+    assert [e.version for e in h.tail("a.txt", 10_000).entries] == [3, 2, 1]
+
+
+def test_previous_result_is_not_stored_again(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"x" * 1000)
+    size = _pack_size(h, "a.txt")
+    _write(h, locks, "a.txt", b"x" * 1000, b"y" * 1000)
+    assert _pack_size(h, "a.txt") - size < 1100  # only the new content: the pre-image was stored already
+    size = _pack_size(h, "a.txt")
+    _write(h, locks, "a.txt", b"z" * 1000, b"w" * 1000)  # an outside change: its content is stored too
+    assert _pack_size(h, "a.txt") - size > 2000
+    assert h.load(content_hash(b"z" * 1000), "a.txt") == b"z" * 1000
+
+
+def test_abort_takes_back_the_entry_and_its_contents(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    index_before = Path(h.index_path("a.txt")).read_bytes()
+    pack_before = _pack_size(h, "a.txt")
+    with locks.acquire("a.txt") as held:
+        p = h.begin(held, "a.txt", before=b"one\n", before_digest=content_hash(b"one\n"), after=b"2\n",
+                    after_digest=content_hash(b"2\n"), **FIELDS)  # fmt: skip
+        h.abort(held, p)
+    assert Path(h.index_path("a.txt")).read_bytes() == index_before
+    assert _pack_size(h, "a.txt") == pack_before
+    assert _write(h, locks, "a.txt", b"one\n", b"3\n").entry.version == 2  # the number is given again
+
+
+def test_an_entry_whose_replace_never_happened_is_taken_back(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    _write(h, locks, "a.txt", b"one\n", b"two\n", commit=False)  # as if killed before the rename
+    assert [e.version for e in h.entries("a.txt")] == [2, 1]
+    # The next write finds the file still holding version 1's result: version 2 never happened.
+    p = _write(h, locks, "a.txt", b"one\n", b"three\n")
+    assert [e.version for e in h.entries("a.txt")] == [3, 1]
+    assert p.entry.before == content_hash(b"one\n")
+
+
+def test_an_entry_whose_replace_happened_is_kept(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    _write(h, locks, "a.txt", b"one\n", b"two\n", commit=False)  # killed after the rename, before the mark
+    with locks.acquire("a.txt") as held:
+        assert h.reconcile(held, "a.txt", content_hash(b"two\n")) is False
+    assert [e.version for e in h.entries("a.txt")] == [2, 1]
+    size = _pack_size(h, "a.txt")
+    _write(h, locks, "a.txt", b"two\n", b"three\n")
+    assert _pack_size(h, "a.txt") - size < 100  # the confirmed result counts as stored
+
+
+def test_a_torn_last_line_neither_reads_as_an_entry_nor_swallows_the_next(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    with open(h.index_path("a.txt"), "ab") as f:
+        f.write(b'{"version":2,"ti')
+    assert [e.version for e in h.entries("a.txt")] == [1]
+    _write(h, locks, "a.txt", b"one\n", b"two\n")
+    assert [e.version for e in h.entries("a.txt")] == [2, 1]
+
+
+def test_damaged_and_missing_contents_are_clear_errors(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    pack = next(h.packs.glob("*.pack"))
+    data = bytearray(pack.read_bytes())
+    data[-2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    with pytest.raises(CoordinatorError) as info:
+        History(h.base.parent).load(content_hash(b"one\n"), "a.txt")
+    assert info.value.code is ErrorCode.IO_ERROR
+    with pytest.raises(CoordinatorError) as info:
+        h.load(content_hash(b"never stored"), "a.txt")
+    assert info.value.code is ErrorCode.FILE_NOT_FOUND
+
+
+def test_scan_key_of_and_recent(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"1\n")
+    _write(h, locks, "dir/b.txt", None, b"2\n")
+    assert {ix.key for ix in h.scan()} == {"a.txt", "dir/b.txt"}
+    assert h.key_of(path_hash("dir/b.txt")) == "dir/b.txt" and h.key_of("0" * 32) is None
+    assert {e.path for e in h.recent(5)} == {"a.txt", "dir/b.txt"}
+    assert h.usage()["index_files"] == 2 and h.usage()["objects"] == 2
+
+
+def test_rewrite_drops_versions_compacts_and_other_writers_follow(store: tuple[History, LockManager]) -> None:
+    h, locks = store
+    other = History(h.base.parent, fsync=False)  # a writer in another process, descriptors open
+    _write(h, locks, "a.txt", None, b"v1\n" * 100)
+    for i in range(2, 6):
+        _write(other, locks, "a.txt", f"v{i - 1}\n".encode() * 100, f"v{i}\n".encode() * 100)
+    before = _pack_size(h, "a.txt")
+    with locks.acquire("a.txt") as held:
+        changed, taken_back = h.rewrite(held, "a.txt", {1, 2, 3, 5}, lambda: content_hash(b"v5\n" * 100))
+    assert changed and taken_back == 0
+    assert [e.version for e in h.entries("a.txt")] == [5, 4]  # the newest is kept whatever the plan
+    assert _pack_size(h, "a.txt") < before
+    assert len(list(h.packs.glob("*.pack"))) == 1 and not h.orphan_packs()
+    # The other writer's descriptors point at the replaced files: it must follow, not append to them.
+    _write(other, locks, "a.txt", b"v5\n" * 100, b"v6\n" * 100)
+    assert [e.version for e in h.entries("a.txt")] == [6, 5, 4]
+    for i in (4, 5, 6):
+        assert h.load(content_hash(f"v{i}\n".encode() * 100), "a.txt") == f"v{i}\n".encode() * 100
+    assert h.load(content_hash(b"v3\n" * 100), "a.txt")  # v4's pre-image is still referenced
+
+
+def test_earlier_format_is_read_and_moved_into_a_pack(store: tuple[History, LockManager]) -> None:
+    """Index lines without locations and contents as files of their own (the earlier format)."""
+    h, locks = store
+    old, new = b"old\n", b"new\n"
+    for data in (old,):
+        obj = h.object_path(content_hash(data))
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        obj.write_bytes(data)
+    line = {"version": 1, "time": 1.0, "path": "a.txt", "before": content_hash(old), "after": content_hash(new)}
+    line.update(FIELDS)
+    Path(h.index_path("a.txt")).write_text(json.dumps(line) + "\n")
+    with open(locks.path_for("a.txt"), "wb") as f:
+        f.write((1).to_bytes(8, "little"))  # the earlier lock file: a bare counter
+    assert h.load(content_hash(old), "a.txt") == old
+    ix = next(h.scan())
+    assert ix.loose_references() == {content_hash(old), content_hash(new)}
+    with locks.acquire("a.txt") as held:
+        assert h.rewrite(held, "a.txt", set(), lambda: content_hash(new))[0]
+    os.unlink(h.object_path(content_hash(old)))
+    assert h.load(content_hash(old), "a.txt") == old  # now from the pack
+    assert next(h.scan()).loose_references() == {content_hash(new)}  # never stored: nothing to move
+    assert _write(h, locks, "a.txt", new, b"newer\n").entry.version == 2
