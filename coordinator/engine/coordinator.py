@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from .. import events as events_mod
-from .. import fsio, layout, semantics
+from .. import fsio, layout, retention, semantics
 from ..arguments import check_policy as _check_policy
 from ..arguments import check_session_id as _check_session_id
 from ..arguments import opt_int as _opt_int
@@ -142,6 +142,7 @@ class Coordinator(_WriteSteps):
         except OSError:
             pass
         self.locks.close()
+        self.history_store.close()
         try:
             self.redis.close()
         except Exception:
@@ -195,9 +196,12 @@ class Coordinator(_WriteSteps):
         return events_mod.recent(self.redis, self.namespace, count)
 
     def history(self, path: str) -> list[HistoryEntry]:
-        """Versions of `path`, newest first."""
+        """Versions of `path` that reached the file, newest first."""
         rp = fsio.resolve(self.root, path)
-        return self.history_store.entries(rp.key)
+        entries = self.history_store.entries(rp.key)
+        if entries and retention.settle(self.state_dir, rp.key, self.root, self.locks):
+            entries = self.history_store.entries(rp.key)
+        return entries
 
     def resolve(self, path: str) -> fsio.ResolvedPath:
         return fsio.resolve(self.root, path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +74,9 @@ class _InterveningSteps:
         known = self._seen_writes.get(cache_key)
         if known is not None and known.view_time != recorded.time:
             known = None
-        path = self.history_store.index_path(key)
         size = _INTERVENING_FIRST_BYTES
         while True:
-            walk = self._walk_index_tail(path, size, recorded, session, before_version, known)
+            walk = self._walk_index_tail(key, size, recorded, session, before_version, known)
             if walk.stopped or walk.whole or size >= _INTERVENING_TAIL_BYTES:
                 break
             size *= 4
@@ -91,56 +88,40 @@ class _InterveningSteps:
 
     def _walk_index_tail(
         self,
-        path: str,
+        key: str,
         size: int,
         recorded: ReadState,
         session: str,
         before_version: int | None,
         known: _Intervening | None,
     ) -> _Walk:
-        try:
-            with open(path, "rb") as f:
-                end = f.seek(0, os.SEEK_END)
-                start = max(0, end - size)
-                f.seek(start)
-                tail = f.read()
-        except OSError:
-            return _Walk([], 0, True, True, True)
-        lines = tail.split(b"\n")
-        if start > 0:
-            lines = lines[1:]  # the first one is cut
+        tail = self.history_store.tail(key, size)
         found: list[dict[str, Any]] = []
         newest = 0
-        for raw in reversed(lines):
-            try:
-                e = json.loads(raw)
-                version = int(e["version"])
-                when = float(e.get("time") or 0.0)
-            except (ValueError, KeyError, TypeError):
+        for e in tail.entries:  # newest first
+            if before_version is not None and e.version >= before_version:
                 continue
-            if before_version is not None and version >= before_version:
-                continue
-            newest = max(newest, version)
-            if known is not None and version <= known.last_version:
-                return _Walk(found, newest, True, start == 0, False)
-            if e.get("after") == recorded.hash:
-                return _Walk(found, newest, True, start == 0, True)
-            if when < recorded.time - _INTERVENING_SLACK_S:
-                return _Walk(found, newest, True, start == 0, False)  # older than S's view: the rest too
-            if e.get("session") != session:
+            newest = max(newest, e.version)
+            if known is not None and e.version <= known.last_version:
+                return _Walk(found, newest, True, tail.whole, False)
+            if e.after == recorded.hash:
+                return _Walk(found, newest, True, tail.whole, True)
+            if e.time < recorded.time - _INTERVENING_SLACK_S:
+                return _Walk(found, newest, True, tail.whole, False)  # older than S's view: the rest too
+            if e.session != session:
                 found.append(
                     {
-                        "version": version,
-                        "session": e.get("session"),
-                        "operation": e.get("operation"),
-                        "time": when,
-                        "first_line": e.get("first_line"),
-                        "last_line": e.get("last_line"),
+                        "version": e.version,
+                        "session": e.session,
+                        "operation": e.operation,
+                        "time": e.time,
+                        "first_line": e.first_line,
+                        "last_line": e.last_line,
                     }
                 )
-            if e.get("before") == recorded.hash:
-                return _Walk(found, newest, True, start == 0, True)
-        return _Walk(found, newest, False, start == 0, False)
+            if e.before == recorded.hash:
+                return _Walk(found, newest, True, tail.whole, True)
+        return _Walk(found, newest, False, tail.whole, False)
 
     def _intervening_detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
         seen = self._intervening(key, recorded, session)

@@ -173,7 +173,7 @@ class Session:
                     ErrorCode.INVALID_ARGUMENT,
                     f"{rp.shown} has no version {version} (newest versions: {known}).",
                 )
-        restore = None if target.before is None else self.coord.history_store.load(target.before)
+        restore = None if target.before is None else self.coord.history_store.load(target.before, rp.key)
 
         def transform(cur: _Current) -> _Plan:
             if restore is None:

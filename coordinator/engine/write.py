@@ -103,6 +103,9 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
                     data, st = found
                     fsio.check_writable(dfd, rp, st)  # the OS's own rule, before any other refusal
                     cur = _Current(exists=True, data=data, st=st, digest=content_hash(data))
+                # A newest entry whose replace never happened is taken back before anything reads it.
+                self.history_store.reconcile(held, rp.key, cur.digest)
+                if found is not None:
                     if recorded is not None and recorded.hash != cur.digest:
                         if len(self._contended) > 100_000:
                             self._contended.clear()
@@ -140,7 +143,6 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
                 try:
                     if cur.exists:
                         assert cur.digest is not None and cur.st is not None
-                        self.history_store.store_preimage(dfd, rp.name, cur.digest, cur.data)
                         mode = cur.st.st_mode & 0o7777
                         owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
                     else:
@@ -148,20 +150,18 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
                         owner = None
                     new_digest = None if plan.new_data is None else content_hash(plan.new_data)
                     first_line, last_line = _changed_lines(plan)
-                    # The index entry goes in before the file is replaced, so that even a crash right after the
-                    # rename leaves the write undoable; if the replace fails, the entry is taken back.
-                    # The version counter lives in the lock file; the index tail is the fallback for a lock file
-                    # that has none yet (new state folder). Counter first: a crash in between skips a number,
-                    # never reuses one.
-                    version = (held.read_counter() or self.history_store.last_version(rp.key)) + 1
-                    held.write_counter(version)
-                    entry = self.history_store.append(
+                    # The pre-image (the bytes read under this lock), the new content and the index entry go
+                    # in before the file is replaced, so that even a crash right after the rename leaves the
+                    # write undoable; if the replace fails, the entry is taken back (history.py, invariant 3).
+                    pending = self.history_store.begin(
+                        held,
                         rp.key,
-                        version,
+                        before=cur.data if cur.exists else None,
+                        before_digest=cur.digest,
+                        after=plan.new_data,
+                        after_digest=new_digest,
                         session=session,
                         operation=operation,
-                        before=cur.digest,
-                        after=new_digest,
                         size_before=len(cur.data),
                         size_after=len(plan.new_data or b""),
                         first_line=first_line,
@@ -178,9 +178,10 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
                             dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
                         )
                 except BaseException:
-                    self.history_store.retract_last(rp.key)
-                    held.write_counter(version - 1)
+                    self.history_store.abort(held, pending)
                     raise
+                self.history_store.commit(held, pending)
+                entry = pending.entry
             finally:
                 hold = held.release()
         except _Missing:
@@ -318,7 +319,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps):
         try:
             base_text = self._texts.get(recorded.hash)
             if base_text is None:
-                base_text = decode_bytes(self.history_store.load(recorded.hash)).text
+                base_text = decode_bytes(self.history_store.load(recorded.hash, rp.key)).text
             current = cur.decoded()
         except CoordinatorError:
             try:

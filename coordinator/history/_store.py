@@ -1,210 +1,43 @@
-"""History: every version of every path, kept by content, with a per-path index. The one owner of its format.
-
-Nothing else reads or writes these files: the engine, `gc` (retention.py) and the commands ask this module
-(typed `HistoryEntry` values, newest-first tail reads, whole-index scans, object loads, the rewrite for gc).
-
-Layout under the state folder (per path, files named by the XXH3-128 hash of the path key):
-    history/index/<path hash>.jsonl       one JSON line per write: version, time, session, operation, the
-                                          content hashes before and after, and where each content is stored
-                                          (`before_at` / `after_at`: [offset, length] in the path's pack).
-                                          A first line {"format": 2, "pack": G} names the pack generation G
-                                          (absent: 0); gc writes it when it compacts.
-    history/packs/<path hash>.<G>.pack    the path's contents, appended: a 28-byte header (b"ECO1", the
-                                          16-byte digest, the length) and the bytes.
-    history/objects/<h[:2]>/<h>           contents stored by earlier versions (one file per content); still
-                                          read, and moved into packs by `gc`.
-    locks/<path hash>.lock                the path's lock file (locks.py) carries this module's 56-byte head
-                                          record: the last version number given, the last version known to
-                                          have reached the file, that version's content hash and location,
-                                          and the pack generation.
-
-Invariants, each enforced here:
-1. Every write is undoable, and its pre-image is an object no other program holds: the engine hands over the
-   bytes it read under the lock, and they are appended to the path's pack (a file only this module opens),
-   never linked from the data file's inode. Loads verify the content hash.
-2. A write costs appends to open files: the new content and the index line, each one `write` to a
-   descriptor kept open per path. The pre-image usually costs nothing: it is the previous write's result,
-   whose location the head record holds. A content is stored again only after an outside change.
-3. Entry first: the index line (and the contents) are written before the data file is replaced, so a
-   crash right after the replace leaves the write undoable. `commit` then marks the version as applied in
-   the head record (a pwrite to the lock file, no fsync). The next write of the path (`begin`) and `gc`
-   reconcile an unmarked newest entry against the bytes actually on disk: if the file does not hold that
-   entry's result, the replace never happened (a crash in between) and the entry is taken back, so the
-   history lists only versions that reached the file. Version numbers skip it (never reused).
-4. All writes of a path's index, pack and head happen under the path's lock; a torn tail (crash mid-append)
-   is never read as an entry and never swallows the next one.
-5. gc replaces a pack and its index only under the path's lock: the new pack under a new generation, then
-   the index naming it (an atomic replace), then the old pack is removed. The head's generation is bumped
-   first, so a writer in another process reopens its cached descriptors before its next append.
-"""
+"""The history store: writes under the path's lock, reads, and content loads (see __init__)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import re
-import secrets
-import struct
+import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import xxhash
-
-from .errors import CoordinatorError, ErrorCode
-from .layout import history_dir
-
-FORMAT = 2
-_PACK_MAGIC = b"ECO1"
-_PACK_HEADER = struct.Struct("<4s16sQ")  # magic, digest, length
-_HEAD = struct.Struct("<QQ16sQQQ")  # counter, applied, digest, offset, length, generation
-_NO_DIGEST = bytes(16)
-_HEX32 = re.compile(rb"[0-9a-f]{32}")
-_MAX_OPEN = 128  # paths whose append descriptors stay open in one process
-_TAIL_BLOCK = 16 * 1024
-
-Loc = tuple[int, int]  # (offset of the bytes in the pack, length)
-
-
-def content_hash(data: bytes) -> str:
-    return xxhash.xxh3_128_hexdigest(data)
-
-
-def path_hash(key: str) -> str:
-    """The file name stem for a path key (index, pack, and lock file alike)."""
-    return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape"))
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One write of one path. `before` is None when the write created the file; `after` None when it
-    removed it (an undo of a creation)."""
-
-    version: int
-    time: float
-    session: str
-    operation: str
-    path: str
-    before: str | None
-    after: str | None
-    size_before: int
-    size_after: int
-    first_line: int
-    last_line: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))  # flat fields only: cheaper than dataclasses.asdict on the write path
-
-
-_ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
-
-
-@dataclass(frozen=True)
-class _Line:
-    """One parsed index line: the entry, where its contents are stored, and where the line starts."""
-
-    entry: HistoryEntry
-    before_at: Loc | None
-    after_at: Loc | None
-    start: int
-    end: int
-
-
-@dataclass
-class IndexFile:
-    """One path's index as read: entries oldest first, lines that could not be parsed, the pack generation."""
-
-    name: str  # the path hash
-    key: str | None
-    lines: list[_Line]
-    unparsed: list[bytes] = field(default_factory=list)
-    generation: int = 0
-
-    @property
-    def entries(self) -> list[HistoryEntry]:
-        return [ln.entry for ln in self.lines]
-
-    def references(self) -> set[str]:
-        """Content hashes this index refers to (hashes seen in unparsed lines count too)."""
-        refs = {d for ln in self.lines for d in (ln.entry.before, ln.entry.after) if d}
-        for line in self.unparsed:
-            refs.update(m.decode() for m in _HEX32.findall(line))
-        return refs
-
-    def loose_references(self) -> set[str]:
-        """Hashes that may be stored as loose (earlier-format) objects: not packed, or in unparsed lines."""
-        refs: set[str] = set()
-        for ln in self.lines:
-            if ln.entry.before and ln.before_at is None:
-                refs.add(ln.entry.before)
-            if ln.entry.after and ln.after_at is None:
-                refs.add(ln.entry.after)
-        for line in self.unparsed:
-            refs.update(m.decode() for m in _HEX32.findall(line))
-        return refs
-
-    def packed_sizes(self) -> dict[str, int]:
-        """Content hash -> stored length, for the contents in this path's pack."""
-        out: dict[str, int] = {}
-        for ln in self.lines:
-            for d, at in ((ln.entry.before, ln.before_at), (ln.entry.after, ln.after_at)):
-                if d and at is not None:
-                    out[d] = at[1]
-        return out
-
-
-@dataclass(frozen=True)
-class TailRead:
-    """The newest entries of one path, newest first; `whole` when the index was read to its start."""
-
-    entries: list[HistoryEntry]
-    whole: bool
-
-
-class LockFile(Protocol):
-    """What the history needs of a held path lock (locks.HeldLock): its lock file, to keep the head in."""
-
-    fd: int
-
-
-@dataclass
-class _Head:
-    counter: int = 0  # the last version number given out
-    applied: int = 0  # the last version known to have reached the file
-    digest: str | None = None  # the content that version left (None: unknown, or no file)
-    at: Loc | None = None  # where that content is stored, in pack generation `generation`
-    generation: int = 0
-
-    @classmethod
-    def read(cls, held: LockFile) -> _Head:
-        raw = os.pread(held.fd, _HEAD.size, 0)
-        if len(raw) < _HEAD.size:  # an earlier lock file: the bare counter, nothing pending
-            counter = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
-            return cls(counter, counter)
-        counter, applied, digest, off, length, gen = _HEAD.unpack(raw)
-        has = digest != _NO_DIGEST
-        return cls(counter, applied, digest.hex() if has else None, (off, length) if has else None, gen)
-
-    def write(self, held: LockFile) -> None:
-        digest = bytes.fromhex(self.digest) if self.digest and self.at else _NO_DIGEST
-        off, length = self.at if self.digest and self.at else (0, 0)
-        os.pwrite(held.fd, _HEAD.pack(self.counter, self.applied, digest, off, length, self.generation), 0)
-
-
-@dataclass
-class PendingWrite:
-    """A write recorded by `begin` whose replace has not been confirmed yet (see `commit` / `abort`)."""
-
-    entry: HistoryEntry
-    head: _Head
-    after_at: Loc | None
-    index_size: int
-    pack_size: int
+from ..errors import CoordinatorError, ErrorCode
+from ..layout import history_dir
+from ._format import (
+    _FAULT,
+    _MAX_OPEN,
+    _PACK_HEADER,
+    _PACK_MAGIC,
+    _TAIL_BLOCK,
+    HistoryEntry,
+    IndexFile,
+    Loc,
+    LockFile,
+    PendingWrite,
+    TailRead,
+    _Head,
+    _header_generation,
+    _Line,
+    _parse_into,
+    _parse_lines,
+    _pread_file,
+    _write_all,
+    content_hash,
+    path_hash,
+)
+from ._gc import _Rewrite
 
 
 class _Handles:
@@ -224,7 +57,7 @@ class _Handles:
                 os.close(fd)
 
 
-class History:
+class History(_Rewrite):
     def __init__(self, state_dir: Path, fsync: bool = True) -> None:
         self.base = history_dir(state_dir)
         self.objects = self.base / "objects"
@@ -295,6 +128,8 @@ class History:
             except BaseException:
                 self._truncate(h, index_size, pack_size)
                 raise
+            if _FAULT:
+                _fault("after-entry")
             return PendingWrite(entry, head, after_at, index_size, pack_size)
         finally:
             self._release_handles(h)
@@ -302,6 +137,8 @@ class History:
     def commit(self, held: LockFile, pending: PendingWrite) -> None:
         """The file now holds `pending`'s result: mark its version as applied (one pwrite, no fsync: if
         lost to a power cut, the next `begin` confirms the entry against the file's bytes)."""
+        if _FAULT:
+            _fault("before-commit")
         head = pending.head
         head.applied = pending.entry.version
         head.digest = pending.entry.after
@@ -648,210 +485,8 @@ class History:
                 yield item.name, Path(item.path), size
 
     # -- gc -----------------------------------------------------------------------------------------------
-    def rewrite(
-        self, held: LockFile, key: str, drop: set[int], current: Callable[[], str | bool | None]
-    ) -> tuple[bool, int]:
-        """Under `key`'s lock: reconcile, drop the `drop` versions (never the newest), and compact the pack
-        to the contents the kept entries refer to (moving earlier loose objects in). `current()` gives the
-        hash of the file's bytes (None: no file; False: unreadable, then nothing is taken back). Returns
-        (whether the index changed, versions taken back as never applied). Invariant 5."""
-        head = _Head.read(held)
-        taken_back = 0
-        if head.counter > head.applied:
-            digest = current()
-            if digest is not False:
-                taken_back = int(self._reconcile(held, key, head, digest if isinstance(digest, str) else None))
-        name = path_hash(key)
-        ix = self.read_index(name)
-        if not ix.lines:
-            return False, taken_back
-        newest = ix.lines[-1].entry.version
-        kept = [ln for ln in ix.lines if ln.entry.version == newest or ln.entry.version not in drop]
-        if len(kept) == len(ix.lines) and not any(self._loose_only(ln) for ln in kept):
-            return False, taken_back
-        head = _Head.read(held)
-        gen = max(head.generation, ix.generation) + 1
-        body, relocated, placed = self._compact(key, ix, kept)
-        pack_tmp = self._pack_file(name, gen) + f".{secrets.token_hex(4)}.tmp"
-        _write_file(pack_tmp, b"".join(body))
-        os.replace(pack_tmp, self._pack_file(name, gen))
-        head.generation = gen  # before the index names it: writers elsewhere reopen (invariant 5)
-        head.at = placed.get(head.digest or "")
-        head.write(held)
-        lines = [json.dumps({"format": FORMAT, "pack": gen}, separators=(",", ":")).encode()]
-        lines += [_line_bytes(ln.entry, *relocated[ln.entry.version]) for ln in kept]
-        lines += ix.unparsed
-        index_tmp = self._index_file(name) + f".{secrets.token_hex(4)}.tmp"
-        _write_file(index_tmp, b"\n".join(lines) + b"\n")
-        os.replace(index_tmp, self._index_file(name))
-        if ix.generation != gen:
-            with contextlib.suppress(OSError):
-                os.unlink(self._pack_file(name, ix.generation))
-        self._locs = {k: v for k, v in self._locs.items() if k[0] != key}
-        return True, taken_back
-
-    def _loose_only(self, ln: _Line) -> bool:
-        """An entry whose content is stored only as an earlier version's loose object (to move in)."""
-        pairs = ((ln.entry.before, ln.before_at), (ln.entry.after, ln.after_at))
-        return any(d is not None and at is None and self.object_path(d).is_file() for d, at in pairs)
-
-    def _compact(
-        self, key: str, ix: IndexFile, kept: list[_Line]
-    ) -> tuple[list[bytes], dict[int, tuple[Loc | None, Loc | None]], dict[str, Loc]]:
-        body: list[bytes] = []
-        placed: dict[str, Loc] = {}
-        pos = 0
-        relocated: dict[int, tuple[Loc | None, Loc | None]] = {}
-        for ln in kept:
-            locs: list[Loc | None] = []
-            for d, at in ((ln.entry.before, ln.before_at), (ln.entry.after, ln.after_at)):
-                if d is None:
-                    locs.append(None)
-                    continue
-                if d not in placed:
-                    data = self._read_for_compaction(key, ix.generation, d, at)
-                    if data is None:
-                        locs.append(None)  # gone already: the entry stays, its content cannot be loaded
-                        continue
-                    body.append(_PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(d), len(data)))
-                    body.append(data)
-                    placed[d] = (pos + _PACK_HEADER.size, len(data))
-                    pos += _PACK_HEADER.size + len(data)
-                locs.append(placed[d])
-            relocated[ln.entry.version] = (locs[0], locs[1])
-        return body, relocated, placed
-
-    def _read_for_compaction(self, key: str, gen: int, digest: str, at: Loc | None) -> bytes | None:
-        if at is not None:
-            data = _pread_file(self._pack_file(path_hash(key), gen), at)
-            if data is not None and content_hash(data) == digest:
-                return data
-        try:
-            data = self.object_path(digest).read_bytes()
-        except OSError:
-            return None
-        return data if content_hash(data) == digest else None
-
-    def orphan_packs(self) -> list[Path]:
-        """Packs of an earlier generation than their index names (left by a gc that died between its
-        steps, or kept open by a reader). A pack whose index does not exist is left alone (a writer may be
-        creating both right now)."""
-        gens = {ix.name: ix.generation for ix in self.scan()}
-        out: list[Path] = []
-        try:
-            names = os.listdir(self.packs)
-        except FileNotFoundError:
-            return []
-        for n in names:
-            stem, _, rest = n.partition(".")
-            gen = rest[: -len(".pack")] if rest.endswith(".pack") else ""
-            if stem in gens and gen.isdigit() and int(gen) != gens[stem]:
-                out.append(self.packs / n)
-        return out
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        if n <= 0:
-            raise OSError(28, "No space left on device")
-        view = view[n:]
-
-
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _pread_file(path: str, at: Loc) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.pread(fd, at[1], at[0])
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) == at[1] else None
-
-
-def _header_generation(fd: int) -> int:
-    first = os.pread(fd, 256, 0).split(b"\n", 1)[0]
-    if not first.startswith(b'{"format"'):
-        return 0
-    try:
-        return int(json.loads(first).get("pack", 0))
-    except (ValueError, TypeError, AttributeError):
-        return 0
-
-
-def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> bytes:
-    record = entry.to_dict()
-    if b_at is not None:
-        record["before_at"] = list(b_at)
-    if a_at is not None:
-        record["after_at"] = list(a_at)
-    return json.dumps(record, separators=(",", ":")).encode()
-
-
-def _loc(value: Any) -> Loc | None:
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) and x >= 0 for x in value):
-        return (value[0], value[1])
-    return None
-
-
-def _parse(raw: bytes) -> tuple[HistoryEntry, Loc | None, Loc | None] | None:
-    try:
-        d = json.loads(raw)
-        entry = HistoryEntry(**{k: v for k, v in d.items() if k in _ENTRY_FIELDS})
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if not isinstance(entry.version, int):
-        return None
-    return entry, _loc(d.get("before_at")), _loc(d.get("after_at"))
-
-
-def _split(data: bytes, base: int, skip_first: bool) -> Iterable[tuple[bytes, int, int]]:
-    pos = 0
-    if skip_first:
-        cut = data.find(b"\n")
-        if cut < 0:
-            return
-        pos = cut + 1
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        end = len(data) if nl < 0 else nl + 1
-        yield data[pos:end].rstrip(b"\n"), base + pos, base + end
-        pos = end
-
-
-def _parse_lines(data: bytes, base: int, skip_first: bool) -> Iterator[_Line]:
-    for raw, start, end in _split(data, base, skip_first):
-        parsed = _parse(raw) if raw.strip() and not raw.startswith(b'{"format"') else None
-        if parsed is not None:
-            yield _Line(parsed[0], parsed[1], parsed[2], start, end)
-
-
-def _parse_into(data: bytes, lines: list[_Line], unparsed: list[bytes]) -> int:
-    """Every line of a whole index; returns the pack generation its header names (0 without one)."""
-    gen = 0
-    for raw, start, end in _split(data, 0, skip_first=False):
-        if not raw.strip():
-            continue
-        if raw.startswith(b'{"format"'):
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                gen = int(json.loads(raw).get("pack", 0))
-            continue
-        parsed = _parse(raw)
-        if parsed is None:
-            unparsed.append(raw)
-        else:
-            lines.append(_Line(parsed[0], parsed[1], parsed[2], start, end))
-    return gen
+def _fault(point: str) -> None:
+    if point == _FAULT:
+        os.kill(os.getpid(), signal.SIGKILL)

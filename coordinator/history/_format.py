@@ -1,0 +1,272 @@
+"""The history's on-disk format: entries, index lines, the head record, pack records (see __init__)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+import xxhash
+
+FORMAT = 2
+_PACK_MAGIC = b"ECO1"
+_PACK_HEADER = struct.Struct("<4s16sQ")  # magic, digest, length
+_HEAD = struct.Struct("<QQ16sQQQ")  # counter, applied, digest, offset, length, generation
+_NO_DIGEST = bytes(16)
+_HEX32 = re.compile(rb"[0-9a-f]{32}")
+_MAX_OPEN = 128  # paths whose append descriptors stay open in one process
+_TAIL_BLOCK = 16 * 1024
+# Crash tests only: the process kills itself (SIGKILL) at the named point of a write, to show what the next
+# process finds ("after-entry": the index line is written, the file not replaced yet; "before-commit": the
+# file is replaced, the version not yet marked as applied). Read once, at import.
+_FAULT = os.environ.get("EDIT_COORDINATOR_FAULT", "")
+
+Loc = tuple[int, int]  # (offset of the bytes in the pack, length)
+
+
+def content_hash(data: bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def path_hash(key: str) -> str:
+    """The file name stem for a path key (index, pack, and lock file alike)."""
+    return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape"))
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One write of one path. `before` is None when the write created the file; `after` None when it
+    removed it (an undo of a creation)."""
+
+    version: int
+    time: float
+    session: str
+    operation: str
+    path: str
+    before: str | None
+    after: str | None
+    size_before: int
+    size_after: int
+    first_line: int
+    last_line: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))  # flat fields only: cheaper than dataclasses.asdict on the write path
+
+
+_ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One parsed index line: the entry, where its contents are stored, and where the line starts."""
+
+    entry: HistoryEntry
+    before_at: Loc | None
+    after_at: Loc | None
+    start: int
+    end: int
+
+
+@dataclass
+class IndexFile:
+    """One path's index as read: entries oldest first, lines that could not be parsed, the pack generation."""
+
+    name: str  # the path hash
+    key: str | None
+    lines: list[_Line]
+    unparsed: list[bytes] = field(default_factory=list)
+    generation: int = 0
+
+    @property
+    def entries(self) -> list[HistoryEntry]:
+        return [ln.entry for ln in self.lines]
+
+    def references(self) -> set[str]:
+        """Content hashes this index refers to (hashes seen in unparsed lines count too)."""
+        refs = {d for ln in self.lines for d in (ln.entry.before, ln.entry.after) if d}
+        for line in self.unparsed:
+            refs.update(m.decode() for m in _HEX32.findall(line))
+        return refs
+
+    def loose_references(self) -> set[str]:
+        """Hashes that may be stored as loose (earlier-format) objects: not packed, or in unparsed lines."""
+        refs: set[str] = set()
+        for ln in self.lines:
+            if ln.entry.before and ln.before_at is None:
+                refs.add(ln.entry.before)
+            if ln.entry.after and ln.after_at is None:
+                refs.add(ln.entry.after)
+        for line in self.unparsed:
+            refs.update(m.decode() for m in _HEX32.findall(line))
+        return refs
+
+    def packed_sizes(self) -> dict[str, int]:
+        """Content hash -> stored length, for the contents in this path's pack."""
+        out: dict[str, int] = {}
+        for ln in self.lines:
+            for d, at in ((ln.entry.before, ln.before_at), (ln.entry.after, ln.after_at)):
+                if d and at is not None:
+                    out[d] = at[1]
+        return out
+
+
+@dataclass(frozen=True)
+class TailRead:
+    """The newest entries of one path, newest first; `whole` when the index was read to its start."""
+
+    entries: list[HistoryEntry]
+    whole: bool
+
+
+class LockFile(Protocol):
+    """What the history needs of a held path lock (locks.HeldLock): its lock file, to keep the head in."""
+
+    fd: int
+
+
+@dataclass
+class _Head:
+    counter: int = 0  # the last version number given out
+    applied: int = 0  # the last version known to have reached the file
+    digest: str | None = None  # the content that version left (None: unknown, or no file)
+    at: Loc | None = None  # where that content is stored, in pack generation `generation`
+    generation: int = 0
+
+    @classmethod
+    def read(cls, held: LockFile) -> _Head:
+        raw = os.pread(held.fd, _HEAD.size, 0)
+        if len(raw) < _HEAD.size:  # an earlier lock file: the bare counter, nothing pending
+            counter = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
+            return cls(counter, counter)
+        counter, applied, digest, off, length, gen = _HEAD.unpack(raw)
+        has = digest != _NO_DIGEST
+        return cls(counter, applied, digest.hex() if has else None, (off, length) if has else None, gen)
+
+    def write(self, held: LockFile) -> None:
+        digest = bytes.fromhex(self.digest) if self.digest and self.at else _NO_DIGEST
+        off, length = self.at if self.digest and self.at else (0, 0)
+        os.pwrite(held.fd, _HEAD.pack(self.counter, self.applied, digest, off, length, self.generation), 0)
+
+
+@dataclass
+class PendingWrite:
+    """A write recorded by `begin` whose replace has not been confirmed yet (see `commit` / `abort`)."""
+
+    entry: HistoryEntry
+    head: _Head
+    after_at: Loc | None
+    index_size: int
+    pack_size: int
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device")
+        view = view[n:]
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pread_file(path: str, at: Loc) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, at[1], at[0])
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == at[1] else None
+
+
+def _header_generation(fd: int) -> int:
+    first = os.pread(fd, 256, 0).split(b"\n", 1)[0]
+    if not first.startswith(b'{"format"'):
+        return 0
+    try:
+        return int(json.loads(first).get("pack", 0))
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
+
+def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> bytes:
+    record = entry.to_dict()
+    if b_at is not None:
+        record["before_at"] = list(b_at)
+    if a_at is not None:
+        record["after_at"] = list(a_at)
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _loc(value: Any) -> Loc | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) and x >= 0 for x in value):
+        return (value[0], value[1])
+    return None
+
+
+def _parse(raw: bytes) -> tuple[HistoryEntry, Loc | None, Loc | None] | None:
+    try:
+        d = json.loads(raw)
+        entry = HistoryEntry(**{k: v for k, v in d.items() if k in _ENTRY_FIELDS})
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if not isinstance(entry.version, int):
+        return None
+    return entry, _loc(d.get("before_at")), _loc(d.get("after_at"))
+
+
+def _split(data: bytes, base: int, skip_first: bool) -> Iterable[tuple[bytes, int, int]]:
+    pos = 0
+    if skip_first:
+        cut = data.find(b"\n")
+        if cut < 0:
+            return
+        pos = cut + 1
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        end = len(data) if nl < 0 else nl + 1
+        yield data[pos:end].rstrip(b"\n"), base + pos, base + end
+        pos = end
+
+
+def _parse_lines(data: bytes, base: int, skip_first: bool) -> Iterator[_Line]:
+    for raw, start, end in _split(data, base, skip_first):
+        parsed = _parse(raw) if raw.strip() and not raw.startswith(b'{"format"') else None
+        if parsed is not None:
+            yield _Line(parsed[0], parsed[1], parsed[2], start, end)
+
+
+def _parse_into(data: bytes, lines: list[_Line], unparsed: list[bytes]) -> int:
+    """Every line of a whole index; returns the pack generation its header names (0 without one)."""
+    gen = 0
+    for raw, start, end in _split(data, 0, skip_first=False):
+        if not raw.strip():
+            continue
+        if raw.startswith(b'{"format"'):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                gen = int(json.loads(raw).get("pack", 0))
+            continue
+        parsed = _parse(raw)
+        if parsed is None:
+            unparsed.append(raw)
+        else:
+            lines.append(_Line(parsed[0], parsed[1], parsed[2], start, end))
+    return gen
