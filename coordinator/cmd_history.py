@@ -644,9 +644,7 @@ def _undo_one_of_session(repo: Repo, op: Any, session: str, p: FileUndoPlan) -> 
     current = _operator_read(op, p.path)
     entries = repo.history().entries(p.path)  # newest first
     newest = entries[0]
-    if newest.version != p.newest_version or any(
-        e.version > p.first_version and e.session != session for e in entries
-    ):
+    if newest.version != p.newest_version or any(e.version > p.first_version and e.session != session for e in entries):
         raise CoordinatorError(
             ErrorCode.STALE,
             f"{p.path} was written again (now version {newest.version}) while the undo was being prepared.",
