@@ -38,26 +38,32 @@ from ..arguments import check_session_id as _check_session_id
 from ..arguments import check_text as _check_text
 from ..arguments import opt_int as _opt_int
 from .caches import _RefusalCounts, _TextCache, _ViewCache
+from .calls import CallOptions, LockBusy, PostWriteHook
 from .coordinator import Coordinator
 from .intervening import _Intervening, _Walk
 from .leasing import LEASE_SNAPSHOT_S
 from .options import Durability, KiB, MiB, Policy, StateCheck
-from .plan import _CachedViewRefused, _changed_lines, _check_view, _Current, _Missing, _Plan
+from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _check_view, _Current, _Missing, _Plan
 from .results import EditResult, ReadResult, WriteResult
 from .session import Session
 
 __all__ = [
     "LEASE_SNAPSHOT_S",
     "POLICIES",
+    "CallOptions",
     "Coordinator",
+    "CurrentFile",
     "Durability",
     "EditResult",
     "KiB",
+    "LockBusy",
     "MiB",
     "Policy",
+    "PostWriteHook",
     "ReadResult",
     "Session",
     "StateCheck",
+    "WritePlan",
     "WriteResult",
     "_CachedViewRefused",
     "_Current",

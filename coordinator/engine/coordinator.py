@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
+from .. import arguments, fsio, layout, retention, semantics
 from .. import events as events_mod
-from .. import fsio, layout, retention, semantics
 from ..arguments import check_policy as _check_policy
 from ..arguments import check_session_id as _check_session_id
-from ..arguments import opt_int as _opt_int
 from ..errors import CoordinatorError, ErrorCode
-from ..history import History, HistoryEntry, content_hash
+from ..history import History, HistoryEntry
 from ..leases import Lease, LeaseStore, normalize_pattern
 from ..locks import LockManager
-from ..state import KIND_READ, ReadState, StateStore, connect
-from ..textio import decode_bytes
+from ..state import StateStore, connect
 from .caches import _RefusalCounts, _TextCache, _ViewCache
+from .calls import CallOptions, PostWriteHook
 from .options import Durability, KiB, MiB, Policy, StateCheck
-from .results import ReadResult
+from .reading import _ReadSteps
 from .session import Session
 from .write import _WriteSteps
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-class Coordinator(_WriteSteps):
+class Coordinator(_WriteSteps, _ReadSteps):
     """Coordinates reads and writes of many sessions on one repository root.
 
     redis_url: None starts (or finds) the embedded Redis in `<root>/.edit-coordinator/`; otherwise a
@@ -77,12 +77,9 @@ class Coordinator(_WriteSteps):
         notices: bool = True,
         state_check: StateCheck = "always",
     ) -> None:
-        if durability not in ("fsync", "none"):
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "durability must be 'fsync' or 'none'.")
-        _check_policy(policy)
-        if state_check not in ("always", "cached"):
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "state_check must be 'always' or 'cached'.")
-        self.state_check: StateCheck = state_check
+        arguments.check_durability(durability)
+        arguments.check_policy(policy)
+        self.state_check: StateCheck = arguments.check_state_check(state_check)  # type: ignore[assignment]
         root_real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(root_real):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root_real!r} is not a folder.")
@@ -97,17 +94,9 @@ class Coordinator(_WriteSteps):
         self.locks = LockManager(layout.locks_dir(self.state_dir), timeout=lock_timeout)
         self.history_store = History(self.state_dir, fsync=self.fsync)
         self.tmp_dir = layout.tmp_dir(self.state_dir)
-        self.tmp_dir.mkdir(exist_ok=True)
-        fsio.clean_stale_temps(self.tmp_dir)
-        self._tmp_dfd = os.open(self.tmp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        if redis_client is None:
-            if redis_url is None:
-                from ..embedded import ensure_embedded_redis
-
-                redis_url = ensure_embedded_redis(self.state_dir)
-            redis_client = connect(redis_url, timeout=redis_timeout)
-        self.redis_url = redis_url
-        self.redis = redis_client
+        self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
+        self.redis_url, self.redis = _redis_of(self.state_dir, redis_url, redis_client, redis_timeout)
+        redis_client = self.redis
         self.namespace = namespace or layout.namespace_for(root_real)
         self.state = StateStore(redis_client, self.namespace, ttl_s=read_state_ttl)
         self.read_state_ttl = read_state_ttl
@@ -123,6 +112,7 @@ class Coordinator(_WriteSteps):
         self._seen_writes: dict[tuple[str, str], _Intervening] = {}
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
         self.tracker = events_mod.ReadTracker() if notices else None
+        self._call_local = threading.local()  # CallOptions of this thread (see call_options)
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -155,6 +145,29 @@ class Coordinator(_WriteSteps):
         self.close()
 
     # -- public -------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def call_options(self, *, wait_for_lock: bool = True, post_write: PostWriteHook | None = None) -> Iterator[None]:
+        """Options for the engine calls this thread makes inside the block (see calls.py).
+
+        wait_for_lock=False: a write whose file lock is taken raises `LockBusy` instead of waiting; its
+            `resume()` continues that same call (from any thread, waiting as usual) without repeating the
+            step before the lock (the Redis round trip). For an event loop: try inline, else resume in a
+            worker thread.
+        post_write: a `PostWriteHook` whose commands ride the post-write round trip of each write that
+            lands (e.g. the HTTP service's idempotency record).
+
+        Blocks nest (the innermost wins); options are per thread, so other threads are not affected.
+        """
+        previous = getattr(self._call_local, "options", None)
+        self._call_local.options = CallOptions(wait_for_lock=wait_for_lock, post_write=post_write)
+        try:
+            yield
+        finally:
+            if previous is None:
+                del self._call_local.options
+            else:
+                self._call_local.options = previous
+
     def session(self, session_id: str, policy: Policy | None = None) -> Session:
         """The session with this id. The same id from any process is the same session (shared read state).
 
@@ -206,159 +219,6 @@ class Coordinator(_WriteSteps):
     def resolve(self, path: str) -> fsio.ResolvedPath:
         return fsio.resolve(self.root, path)
 
-    # -- reading ------------------------------------------------------------------------------------------
-    def _read(
-        self, session: str, path: str, offset: int | None, limit: int | None, policy: Policy = "strict"
-    ) -> ReadResult:
-        off = _opt_int(offset, "offset", minimum=0)
-        lim = _opt_int(limit, "limit", minimum=1)
-        rp = fsio.resolve(self.root, path)
-        dfd = self._open_parent_or_missing(rp)
-        try:
-            found = fsio.read_at(dfd, rp, self.max_file_bytes)
-        finally:
-            os.close(dfd)
-        if found is None:
-            raise self._missing(rp)
-        data, st = found
-        if lim is None and len(data) > self.max_read_bytes:
-            raise CoordinatorError(
-                ErrorCode.TOO_LARGE,
-                f"{rp.shown!r} is {len(data)} bytes, more than {self.max_read_bytes} bytes can be read at "
-                "once. Read it in parts with offset and limit (for example offset=1, limit=500), or search "
-                "it for the part you need.",
-                path=rp.key,
-                size=len(data),
-                limit=self.max_read_bytes,
-            )
-        decoded = decode_bytes(data)
-        digest = content_hash(data)
-        lines = semantics.split_lines(decoded.text)
-        total = len(lines)
-        start = max(off or 1, 1)
-        count = lim if lim is not None else self.default_read_lines
-        chosen = lines[start - 1 : start - 1 + count]
-        ends_with_newline = decoded.text.endswith("\n")
-        content = "\n".join(chosen)
-        if chosen and (start - 1 + len(chosen) < total or ends_with_newline):
-            content += "\n"
-        if policy == "rebase":
-            # What this session saw, for a later rebase: here in memory; on disk, the next coordinator write
-            # keeps these very bytes as its pre-image (shared by every session that read this version).
-            self._texts.put(digest, decoded.text)
-        now = time.time()
-        rs = ReadState(digest, st.st_mtime_ns, st.st_size, off or 0, lim or 0, now, KIND_READ)
-        extra, finish = self._notice_extra(session, rp.key)
-        prev, replies = self._state_call(lambda: self.state.record_read_with(session, rp.key, rs, extra))
-        self._views.put(session, rp.key, rs)
-        if self.tracker is not None:
-            self.tracker.saw(session, rp.key, digest)
-        notice = finish(replies)
-        unchanged = (
-            prev is not None
-            and prev.kind == KIND_READ
-            and prev.hash == digest
-            and prev.offset == (off or 0)
-            and prev.limit == (lim or 0)
-        )
-        eol = semantics.detect_eol(decoded.text)
-        if unchanged:
-            text = (
-                f"File unchanged since your last read of {rp.shown} (same lines, same content). "
-                "What you read before is still current; refer to it instead of reading again."
-            )
-            message = "unchanged"
-        elif total == 0:
-            text = f"The file {rp.shown} exists but is empty (0 lines)."
-            message = "empty"
-        elif start > total:
-            text = (
-                f"The file {rp.shown} has {total} lines; offset {start} is past the end. "
-                f"Use an offset between 1 and {total}."
-            )
-            message = "offset_past_end"
-        else:
-            text = semantics.number_lines(chosen, start)
-            message = ""
-            if start - 1 + len(chosen) < total:
-                message = (
-                    f"Showing lines {start}-{start + len(chosen) - 1} of {total}; read on with "
-                    f"offset={start + len(chosen)}."
-                )
-        return ReadResult(
-            path=rp.key,
-            content=content,
-            text=text,
-            start_line=start,
-            num_lines=len(chosen),
-            total_lines=total,
-            unchanged=unchanged,
-            hash=digest,
-            encoding=decoded.encoding.value,
-            line_ending="crlf" if eol == "\r\n" else "lf",
-            message=message,
-            notice=notice,
-        )
-
-    # -- events, notices, intervening writes ---------------------------------------------------------------
-    def _notice_extra(self, session: str, key: str) -> tuple[Callable[[Any], None] | None, Callable[[list[Any]], str]]:
-        """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
-        tracker = self.tracker
-        keys = tracker.due(session, exclude=key) if tracker is not None else []
-        if not keys or tracker is None:
-            return None, _no_notice
-        meta_keys = [self.state.meta_key(k) for k in keys]
-
-        def extra(pipe: Any) -> None:
-            for mk in meta_keys:
-                pipe.hmget(mk, "hash", "writer")
-
-        def finish(replies: list[Any]) -> str:
-            found = tracker.notice(session, keys, replies[-len(keys) :])
-            return found.text if found is not None else ""
-
-        return extra, finish
-
-    def _post_write_extra(
-        self,
-        session: str,
-        key: str,
-        version: int,
-        operation: str,
-        ranges: list[tuple[int, int]],
-        when: float,
-        digest: str | None,
-        rebased: bool,
-    ) -> tuple[Callable[[Any], None] | None, Callable[[list[Any]], str]]:
-        notice_extra, finish = self._notice_extra(session, key)
-        if not self.publish_events:
-
-            def counts_and_notices(pipe: Any) -> None:
-                self._refusals.queue_flush(pipe, self.state.refusals_key)
-                if notice_extra is not None:
-                    notice_extra(pipe)
-
-            return counts_and_notices, finish
-
-        def extra(pipe: Any) -> None:
-            self._refusals.queue_flush(pipe, self.state.refusals_key)
-            events_mod.queue_event(
-                pipe,
-                self.namespace,
-                path=key,
-                session=session,
-                version=version,
-                operation=operation,
-                ranges=ranges,
-                when=when,
-                digest=digest,
-                rebased=rebased,
-            )
-            if notice_extra is not None:
-                notice_extra(pipe)
-
-        return extra, finish
-
     # -- helpers ------------------------------------------------------------------------------------------
     def _state_call(self, fn: Callable[[], _T]) -> _T:
         """Every Redis call goes through here: on losing Redis, forget every cached view (the read state
@@ -394,5 +254,22 @@ class Coordinator(_WriteSteps):
         return CoordinatorError(ErrorCode.FILE_NOT_FOUND, msg, path=rp.key, suggestion=hint)
 
 
-def _no_notice(replies: list[Any]) -> str:
-    return ""
+def _open_tmp_dir(tmp_dir: Path) -> int:
+    """The temp files' folder, cleared of temps left by dead processes; its descriptor."""
+    tmp_dir.mkdir(exist_ok=True)
+    fsio.clean_stale_temps(tmp_dir)
+    return os.open(tmp_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _redis_of(
+    state_dir: Path, redis_url: str | None, client: redis.Redis | None, timeout: float
+) -> tuple[str | None, redis.Redis]:
+    """The Redis client: the one given, else one to `redis_url`, else to the embedded server (started if
+    none is running for this state folder)."""
+    if client is not None:
+        return redis_url, client
+    if redis_url is None:
+        from ..embedded import ensure_embedded_redis
+
+        redis_url = ensure_embedded_redis(state_dir)
+    return redis_url, connect(redis_url, timeout=timeout)

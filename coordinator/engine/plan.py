@@ -1,4 +1,9 @@
-"""The types of the check-then-write: the file as found under the lock, what a transform decided."""
+"""The types of the check-then-write, public: the file as found under the lock (`CurrentFile`) and what a
+transform decided (`WritePlan`). A caller of `Coordinator.check_then_write` writes a transform
+`CurrentFile -> WritePlan`; the engine's own operations (write, edit, multi_edit, undo) are such transforms.
+
+The old private names `_Current` and `_Plan` are kept as aliases.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,56 @@ from .. import fsio, rebase, semantics
 from ..errors import CoordinatorError, ErrorCode
 from ..state import ReadState
 from ..textio import Decoded, decode_bytes
+
+__all__ = ["CurrentFile", "WritePlan"]
+
+
+@dataclass
+class CurrentFile:
+    """The file as found under its lock, just before the transform runs.
+
+    exists: False for a missing file (then `data` is empty and `st`, `digest` are None).
+    data: its bytes; st: their stat; digest: their content hash (XXH3-128, hex), the one views are
+    compared with. `decoded()` gives the text and encoding (CoordinatorError for binary or unsupported
+    content, which the engine reports as the refusal).
+    """
+
+    exists: bool
+    data: bytes = b""
+    st: os.stat_result | None = None
+    digest: str | None = None
+    _decoded: Decoded | None = None
+
+    def decoded(self) -> Decoded:
+        if self._decoded is None:
+            self._decoded = decode_bytes(self.data)
+        return self._decoded
+
+
+@dataclass
+class WritePlan:
+    """What a transform decided, computed under the lock from the bytes on disk.
+
+    new_data: the file's new bytes; None removes the file (an undo of a creation).
+    new_text: the new content as text, when it is text (for the snippet and the changed lines).
+    replacements: how many replacements an edit made (reported).
+    first_offset, inserted_len: where in `new_text` the change starts and how long the new part is
+        (character offsets), for the snippet and the history's line range.
+    rebased, view_data: set by the engine when policy "rebase" carried an edit over (the session's new
+        view then is `view_data`, not the file); a transform leaves them unset.
+    """
+
+    new_data: bytes | None
+    new_text: str | None = None
+    replacements: int = 0
+    first_offset: int = 0
+    inserted_len: int = 0
+    rebased: rebase.RebaseOutcome | None = None
+    view_data: bytes | None = None
+
+
+_Current = CurrentFile
+_Plan = WritePlan
 
 
 class _CachedViewRefused(Exception):
@@ -30,36 +85,7 @@ class _Missing(Exception):
     "Did you mean" hint) after the lock is released."""
 
 
-@dataclass
-class _Current:
-    """The file as found under the lock."""
-
-    exists: bool
-    data: bytes = b""
-    st: os.stat_result | None = None
-    digest: str | None = None
-    _decoded: Decoded | None = None
-
-    def decoded(self) -> Decoded:
-        if self._decoded is None:
-            self._decoded = decode_bytes(self.data)
-        return self._decoded
-
-
-@dataclass
-class _Plan:
-    """What a transform decided, computed under the lock from the bytes on disk."""
-
-    new_data: bytes | None  # None: remove the file
-    new_text: str | None = None
-    replacements: int = 0
-    first_offset: int = 0
-    inserted_len: int = 0
-    rebased: rebase.RebaseOutcome | None = None  # set when the edit was carried over (policy rebase)
-    view_data: bytes | None = None  # then: the session's new view (what it saw plus its own edit)
-
-
-def _check_view(recorded: ReadState | None, cur: _Current, rp: fsio.ResolvedPath) -> None:
+def _check_view(recorded: ReadState | None, cur: CurrentFile, rp: fsio.ResolvedPath) -> None:
     """The staleness rule: content decides. Enforced under the lock, against the bytes on disk.
 
     Precedence: a file that this session has not read, and that Read could never return (binary, or in an
@@ -83,7 +109,7 @@ def _check_view(recorded: ReadState | None, cur: _Current, rp: fsio.ResolvedPath
         )
 
 
-def _changed_lines(plan: _Plan) -> tuple[int, int]:
+def _changed_lines(plan: WritePlan) -> tuple[int, int]:
     if plan.new_text is None:
         return 1, 1
     first = semantics.line_number_at(plan.new_text, plan.first_offset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import semantics
+from .. import arguments, semantics
 from ..arguments import check_text as _check_text
 from ..arguments import opt_int as _opt_int
 from ..errors import CoordinatorError, ErrorCode
@@ -70,50 +70,18 @@ class Session:
             new = encode_text(content, encoding)
             return _Plan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
 
-        res = self.coord.check_then_write(self.id, path, "write", transform, may_create=True, policy=self.policy)
-        verb = "created" if res.created else "updated"
-        return _with_message(res, f"File {verb} successfully at: {res.path}")
+        return self.coord.check_then_write(
+            self.id, path, "write", transform, may_create=True, policy=self.policy, finish=_write_message
+        )
 
     def edit(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
         """Replace `old_string` with `new_string` (exactly once, or every time with replace_all)."""
-        limit = self.coord.max_file_bytes
-        old = _check_text(old_string, "old_string", limit)
-        new = _check_text(new_string, "new_string", limit)
-        if not isinstance(replace_all, bool):
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "replace_all must be true or false.")
-        if old == new:
-            raise CoordinatorError(
-                ErrorCode.NO_CHANGE,
-                "old_string and new_string are the same, so there is nothing to change. Give the new text "
-                "in new_string.",
-            )
-        return self._edits(path, [semantics.EditSpec(old, new, replace_all)], "edit")
+        spec = arguments.check_edit_pair(old_string, new_string, replace_all, self.coord.max_file_bytes)
+        return self._edits(path, [spec], "edit")
 
     def multi_edit(self, path: str, edits: Sequence[dict[str, Any] | semantics.EditSpec]) -> WriteResult:
         """Several edits of one file, applied in order, all or nothing, in one critical section."""
-        if not isinstance(edits, Sequence) or isinstance(edits, str | bytes) or not edits:
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "edits must be a non-empty list of edits.")
-        limit = self.coord.max_file_bytes
-        specs: list[semantics.EditSpec] = []
-        for i, e in enumerate(edits):
-            if isinstance(e, semantics.EditSpec):
-                specs.append(e)
-                continue
-            if not isinstance(e, dict) or "old_string" not in e or "new_string" not in e:
-                raise CoordinatorError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"edits[{i}] must be an object with old_string, new_string and optional replace_all.",
-                )
-            ra = e.get("replace_all", False)
-            if not isinstance(ra, bool):
-                raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"edits[{i}].replace_all must be a bool.")
-            specs.append(
-                semantics.EditSpec(
-                    _check_text(e["old_string"], f"edits[{i}].old_string", limit),
-                    _check_text(e["new_string"], f"edits[{i}].new_string", limit),
-                    ra,
-                )
-            )
+        specs = arguments.check_edits(edits, self.coord.max_file_bytes)
         return self._edits(path, specs, "multi_edit")
 
     def _edits(self, path: str, specs: list[semantics.EditSpec], operation: str) -> WriteResult:
@@ -136,16 +104,16 @@ class Session:
                 inserted_len=out.inserted_len,
             )
 
-        res = self.coord.check_then_write(
-            self.id, path, operation, transform, may_create=creating, policy=self.policy, specs=specs
+        return self.coord.check_then_write(
+            self.id,
+            path,
+            operation,
+            transform,
+            may_create=creating,
+            policy=self.policy,
+            specs=specs,
+            finish=_edit_message,
         )
-        if res.created:
-            return _with_message(res, f"Created {res.path}.")
-        n = res.replacements
-        msg = f"The file {res.path} has been updated ({n} replacement{'s' if n != 1 else ''})."
-        if res.rebased:
-            msg += " " + _rebase_sentence(res)
-        return _with_message(res, msg, f"Snippet (around line {res.start_line} after the edit):")
 
     def undo(self, path: str, version: int | None = None) -> WriteResult:
         """Restore `path` to its content just before a recorded write.
@@ -191,12 +159,31 @@ class Session:
                 text = None
             return _Plan(new_data=restore, new_text=text, inserted_len=len(text or ""))
 
-        res = self.coord.check_then_write(self.id, path, "undo", transform, may_create=True, policy=self.policy)
-        what = "removed (it did not exist before)" if res.hash is None else "restored"
-        return _with_message(
-            res,
-            f"{res.path} {what}: back to its content before version {target.version} (now version {res.version}).",
+        def finish(res: WriteResult) -> WriteResult:
+            what = "removed (it did not exist before)" if res.hash is None else "restored"
+            return _with_message(
+                res,
+                f"{res.path} {what}: back to its content before version {target.version} (now version {res.version}).",
+            )
+
+        return self.coord.check_then_write(
+            self.id, path, "undo", transform, may_create=True, policy=self.policy, finish=finish
         )
+
+
+def _write_message(res: WriteResult) -> WriteResult:
+    verb = "created" if res.created else "updated"
+    return _with_message(res, f"File {verb} successfully at: {res.path}")
+
+
+def _edit_message(res: WriteResult) -> WriteResult:
+    if res.created:
+        return _with_message(res, f"Created {res.path}.")
+    n = res.replacements
+    msg = f"The file {res.path} has been updated ({n} replacement{'s' if n != 1 else ''})."
+    if res.rebased:
+        msg += " " + _rebase_sentence(res)
+    return _with_message(res, msg, f"Snippet (around line {res.start_line} after the edit):")
 
 
 def _one(text: str, spec: semantics.EditSpec) -> semantics.EditOutcome:

@@ -1,351 +1,346 @@
-"""The check-then-write (see the package docstring)."""
+"""The check-then-write, in named steps (see the package docstring for the why).
+
+check_then_write                       public entry: the request, refusal counting, the cached-view retry
+  _attempt
+    _pre_lock        (leasing.py)      1. before the lock: the session's view and the leases
+    _locked_write                      2. the lock (or LockBusy for a caller that must not wait)
+      _under_lock                      3. local disk only: read, hash, judge the view, transform,
+        _read_and_plan                    history pre-image and index entry, temp file, rename
+        _history_first
+        _replace
+    _after_lock      (record.py)       4. after the lock: one round trip records the write
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from .. import fsio, rebase, semantics
+from .. import fsio, semantics
 from ..errors import CoordinatorError, ErrorCode
-from ..history import content_hash
-from ..state import KIND_WRITE, ReadState
-from ..textio import decode_bytes, encode_text
-from .intervening import _Intervening, _InterveningSteps
+from ..history import HistoryEntry, PendingWrite, content_hash
+from ..leases import LeaseCheck
+from ..locks import HeldLock
+from ..state import ReadState
+from .calls import DEFAULT_OPTIONS, CallOptions, LockBusy
+from .intervening import _InterveningSteps
 from .leasing import _LeaseSteps
 from .options import Policy
-from .plan import _CachedViewRefused, _changed_lines, _check_view, _Current, _Missing, _Plan
+from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _check_view, _Missing
+from .rebasing import _RebaseSteps
+from .record import _RecordSteps
 from .results import WriteResult
-
-# A path whose view was found out of date this recently is "contended": a rebase there is tried before
-# taking the lock (see Coordinator._early_rebase).
-_CONTENDED_S = 2.0
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
+Transform = Callable[[CurrentFile], WritePlan]
 
-class _WriteSteps(_LeaseSteps, _InterveningSteps):
-    """Coordinator methods: the check-then-write and its rebase."""
 
-    # -- the check-then-write -----------------------------------------------------------------------------
+log = logging.getLogger("coordinator.engine")
+
+
+def _release(held: HeldLock) -> float:
+    """Release the lock; closing its descriptor cannot fail in a way that un-does a write."""
+    try:
+        return held.release()
+    except OSError:
+        return 0.0
+
+
+def _same(result: WriteResult) -> WriteResult:
+    return result
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One write as asked: fixed for the whole call, including a resumed one (see LockBusy)."""
+
+    session: str
+    path: str
+    operation: str
+    transform: Transform
+    may_create: bool
+    rebase_specs: Sequence[semantics.EditSpec] | None
+    finish: Callable[[WriteResult], WriteResult]
+    options: CallOptions
+
+
+@dataclass(frozen=True)
+class _PreLock:
+    """What step 1 found out: where the file is, the session's view of it, what the leases say."""
+
+    rp: fsio.ResolvedPath
+    recorded: ReadState | None
+    use_cache: bool  # `recorded` came from this process's cache (a refusal is checked again in Redis)
+    leased: LeaseCheck
+
+
+@dataclass
+class _Written:
+    """What step 3 did: the file as found, the plan, its history entry and the new file's stat."""
+
+    cur: CurrentFile
+    plan: WritePlan
+    entry: HistoryEntry
+    new_digest: str | None
+    new_st: os.stat_result | None
+    lines: tuple[int, int]
+    pending: PendingWrite | None = None
+    wait_s: float = 0.0
+    hold_s: float = 0.0
+
+
+class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
+    """Coordinator methods: the check-then-write."""
+
     def check_then_write(
         self,
         session: str,
         path: str,
         operation: str,
-        transform: Callable[[_Current], _Plan],
+        transform: Transform,
         *,
         may_create: bool,
         policy: Policy = "strict",
         specs: Sequence[semantics.EditSpec] | None = None,
+        finish: Callable[[WriteResult], WriteResult] | None = None,
     ) -> WriteResult:
-        """See `_check_then_write`. A refusal made against this process's cached view of the session is
-        checked once more against Redis (another process of the same session may have read or written).
+        """Run `transform` on the file as it is on disk, under its lock, and write its plan atomically.
 
+        transform: `CurrentFile -> WritePlan` (plan.py), pure with respect to the outside world: it sees the
+            current bytes and returns the new ones, or raises CoordinatorError (then nothing is written).
+            The view check (not_read / stale) is made before it runs, against the bytes read under the lock.
+        may_create: whether a missing file may be created (else file_not_found, with a "Did you mean").
+        operation: recorded in history and events ("write", "edit", "multi_edit", "undo", ...).
         policy "rebase" with `specs` (the edits of an edit / multi_edit): a file that changed since the
-        session's view is not refused outright; the edits are carried over if they can be (rebase.py).
+            session's view is not refused outright; the edits are carried over if they can be (rebase.py).
+        finish: turns the engine's result into the one returned (a Session sets its message here); applied
+            also to the result a post-write hook sees (see calls.py).
+
+        Options set with `Coordinator.call_options` on this thread apply (a busy lock raising LockBusy, a
+        post-write hook). A refusal made against this process's cached view of the session is checked once
+        more against Redis (another process of the same session may have read or written since).
         """
-        rebase_specs = specs if policy == "rebase" and specs else None
+        req = _Request(
+            session,
+            path,
+            operation,
+            transform,
+            may_create,
+            specs if policy == "rebase" and specs else None,
+            finish or _same,
+            self._current_options(),
+        )
+        return self._counted(lambda: self._with_cache_retry(req))
+
+    def _current_options(self) -> CallOptions:
+        return getattr(self._call_local, "options", DEFAULT_OPTIONS)
+
+    def _counted(self, call: Callable[[], WriteResult]) -> WriteResult:
+        """Refusals are counted by code (flushed to Redis on the next post-write round trip)."""
         try:
-            try:
-                return self._check_then_write(session, path, operation, transform, may_create, True, rebase_specs)
-            except _CachedViewRefused as cv:
-                if cv.refusal is not None:
-                    key = cv.key
-                    fresh = self._state_call(lambda: self.state.get(session, key))
-                    if fresh is not None and fresh.hash == cv.cached.hash:
-                        raise self._decorate_refusal(cv.refusal, key, fresh, session) from None
-            return self._check_then_write(session, path, operation, transform, may_create, False, rebase_specs)
+            return call()
         except CoordinatorError as exc:
             self._refusals.add(exc.code.value)
             raise
+        except LockBusy as busy:
+            raise busy.wrap(self._counted) from None
 
-    def _check_then_write(
-        self,
-        session: str,
-        path: str,
-        operation: str,
-        transform: Callable[[_Current], _Plan],
-        may_create: bool,
-        use_cache: bool,
-        rebase_specs: Sequence[semantics.EditSpec] | None = None,
-    ) -> WriteResult:
-        """Run `transform` on the file as it is on disk, under its lock, and write the result atomically.
-
-        `transform` is pure with respect to the outside world: it sees the current bytes and returns the new
-        ones, or raises CoordinatorError (then nothing is written). The view check (not_read / stale) is
-        made here, against the bytes read under the lock, before `transform` runs; with `rebase_specs`, a
-        failed view check becomes an attempt to rebase them instead (still under the lock, local data only).
-        """
-        rp = fsio.resolve(self.root, path)
-        # 1. Outside the lock: S's read state and the leases, in at most one round trip (see `_pre_lock`).
-        recorded, use_cache, leased = self._pre_lock(session, rp, use_cache)
+    def _with_cache_retry(self, req: _Request, first: Callable[[], WriteResult] | None = None) -> WriteResult:
+        """Try with this process's cached view; a refusal it led to is confirmed in Redis or tried again."""
         try:
-            dfd = fsio.open_parent(rp, self.root, create=may_create)
+            try:
+                return first() if first is not None else self._attempt(req, True)
+            except LockBusy as busy:
+                raise busy.wrap(lambda resume: self._with_cache_retry(req, resume)) from None
+        except _CachedViewRefused as cv:
+            self._confirm_cached_refusal(req.session, cv)
+        return self._attempt(req, False)
+
+    def _confirm_cached_refusal(self, session: str, cv: _CachedViewRefused) -> None:
+        """If Redis holds the very view the refusal was made on, the refusal stands (raised here)."""
+        if cv.refusal is None:
+            return
+        fresh = self._state_call(lambda: self.state.get(session, cv.key))
+        if fresh is not None and fresh.hash == cv.cached.hash:
+            raise self._decorate_refusal(cv.refusal, cv.key, fresh, session) from None
+
+    def _attempt(self, req: _Request, use_cache: bool) -> WriteResult:
+        rp = fsio.resolve(self.root, req.path)
+        # 1. Before the lock: S's view and the leases, in at most one round trip (see `_pre_lock`).
+        recorded, use_cache, leased = self._pre_lock(req.session, rp, use_cache)
+        return self._locked_write(req, _PreLock(rp, recorded, use_cache, leased), req.options.wait_for_lock)
+
+    def _locked_write(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
+        """Steps 2-4, from the lock on: also what LockBusy.resume runs (so step 1 is never repeated)."""
+        rp = pre.rp
+        dfd = self._open_parent_for_write(rp, req.may_create)
+        try:
+            written = self._critical_section(req, pre, dfd, wait)
+        except _Missing:
+            raise self._missing(rp) from None
+        except CoordinatorError as exc:
+            raise self._decorate_refusal(exc, rp.key, pre.recorded, req.session) from None
+        finally:
+            with contextlib.suppress(OSError):  # after a rename, nothing may turn the write into a failure
+                os.close(dfd)
+        # 4. After the lock.
+        return self._after_lock(req, pre, written)
+
+    def _open_parent_for_write(self, rp: fsio.ResolvedPath, may_create: bool) -> int:
+        try:
+            return fsio.open_parent(rp, self.root, create=may_create)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND and not may_create:  # (with create: a file in the way)
                 raise self._missing(rp) from None
             raise
+
+    def _critical_section(self, req: _Request, pre: _PreLock, dfd: int, wait: bool) -> _Written:
+        early: tuple[str, WritePlan] | None = None
+        if req.rebase_specs is not None and pre.recorded is not None and self._is_contended(pre.rp.key):
+            early = self._early_rebase(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache)
+        # 2. The lock.
+        held = self._take_lock(req, pre, wait)
         try:
-            early: tuple[str, _Plan] | None = None
-            if rebase_specs is not None and recorded is not None and self._is_contended(rp.key):
-                early = self._early_rebase(dfd, rp, recorded, rebase_specs, use_cache)
-            # 2. The lock.
-            held = self.locks.acquire(rp.key)
-            try:
-                # 3. Local disk work only: no network I/O while the lock is held.
-                found = fsio.read_at(dfd, rp, self.max_file_bytes)
-                plan: _Plan | None = None
-                if found is None:
-                    cur = _Current(exists=False)
-                else:
-                    data, st = found
-                    fsio.check_writable(dfd, rp, st)  # the OS's own rule, before any other refusal
-                    cur = _Current(exists=True, data=data, st=st, digest=content_hash(data))
-                # A newest entry whose replace never happened is taken back before anything reads it.
-                self.history_store.reconcile(held, rp.key, cur.digest)
-                if found is not None:
-                    if recorded is not None and recorded.hash != cur.digest:
-                        if len(self._contended) > 100_000:
-                            self._contended.clear()
-                        self._contended[rp.key] = time.monotonic()
-                    if early is not None and early[0] == cur.digest:
-                        plan = early[1]  # carried over outside the lock onto these very bytes
-                    elif recorded is not None and recorded.hash != cur.digest and rebase_specs is not None:
-                        plan = self._rebase_plan(recorded, cur, rebase_specs, rp, use_cache)
-                    elif use_cache and recorded.hash != cur.digest:
-                        try:
-                            _check_view(recorded, cur, rp)
-                        except CoordinatorError as exc:
-                            raise _CachedViewRefused(rp.key, recorded, exc) from None
-                    else:
-                        _check_view(recorded, cur, rp)
-                if not cur.exists and not may_create:
-                    raise _Missing
-                if plan is None:
-                    plan = transform(cur)
-                if plan.new_data is not None and len(plan.new_data) > self.max_file_bytes:
-                    raise CoordinatorError(
-                        ErrorCode.TOO_LARGE,
-                        f"The result would be {len(plan.new_data)} bytes, over the limit of "
-                        f"{self.max_file_bytes}; nothing was written.",
-                    )
-                if leased.own is not None:
-                    # Fencing: refused if the lease ran out while we waited, or a later lease wrote here.
-                    try:
-                        self.lease_store.enforce_fence(rp.key, leased.own)
-                    except CoordinatorError:
-                        self._forget_grant(session, leased.own.id)
-                        raise
-                # History first (pre-image, version, index entry): every write stays undoable. A disk error
-                # here (a full disk, a read-only state folder) is a refusal like any other: nothing written.
-                try:
-                    if cur.exists:
-                        assert cur.digest is not None and cur.st is not None
-                        mode = cur.st.st_mode & 0o7777
-                        owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
-                    else:
-                        mode = 0o666 & ~_UMASK
-                        owner = None
-                    new_digest = None if plan.new_data is None else content_hash(plan.new_data)
-                    first_line, last_line = _changed_lines(plan)
-                    # The pre-image (the bytes read under this lock), the new content and the index entry go
-                    # in before the file is replaced, so that even a crash right after the rename leaves the
-                    # write undoable; if the replace fails, the entry is taken back (history.py, invariant 3).
-                    pending = self.history_store.begin(
-                        held,
-                        rp.key,
-                        before=cur.data if cur.exists else None,
-                        before_digest=cur.digest,
-                        after=plan.new_data,
-                        after_digest=new_digest,
-                        session=session,
-                        operation=operation,
-                        size_before=len(cur.data),
-                        size_after=len(plan.new_data or b""),
-                        first_line=first_line,
-                        last_line=last_line,
-                    )
-                except OSError as exc:
-                    raise fsio.os_error(exc, rp) from exc
-                try:
-                    if plan.new_data is None:
-                        fsio.remove_at(dfd, rp, self.fsync)
-                        new_st = None
-                    else:
-                        new_st = fsio.atomic_replace(
-                            dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
-                        )
-                except BaseException:
-                    self.history_store.abort(held, pending)
-                    raise
-                self.history_store.commit(held, pending)
-                entry = pending.entry
-            finally:
-                hold = held.release()
-        except _Missing:
-            raise self._missing(rp) from None
-        except CoordinatorError as exc:
-            raise self._decorate_refusal(exc, rp.key, recorded, session) from None
+            # 3. Local disk work only: no network I/O while the lock is held.
+            written = self._under_lock(req, pre, dfd, held, early)
         finally:
-            os.close(dfd)
-        # 4. After the lock: S's new read state, P's version and content hash, the change event, and any
-        # notices, in one round trip.
-        warnings: list[str] = []
-        now = time.time()
-        view_digest = new_digest
-        if plan.rebased is not None and plan.view_data is not None:
-            # S's view after a rebased edit never was on disk: it lives in this process's text cache (from
-            # another process, or once evicted, S's next edit of P is refused as stale: the safe side).
-            view_digest = content_hash(plan.view_data)
-            self._texts.put(view_digest, plan.rebased.view)
-        elif rebase_specs is not None and new_digest is not None and plan.new_text is not None:
-            self._texts.put(new_digest, plan.new_text)
-        extra, finish = self._post_write_extra(
-            session,
-            rp.key,
-            entry.version,
-            operation,
-            [(first_line, last_line)] if new_digest else [],
-            now,
-            new_digest,
-            plan.rebased is not None,
-        )
-        notice = ""
-        try:
-            if new_digest is not None and new_st is not None:
-                assert view_digest is not None
-                if plan.rebased is not None and recorded is not None:
-                    # S's view: what it saw plus its own edit. Its time stays that of S's last full view, so
-                    # the writes S has not seen are still found as "since then" next time.
-                    rs = ReadState(
-                        view_digest, new_st.st_mtime_ns, len(plan.view_data or b""), 0, 0, recorded.time, KIND_WRITE
-                    )
-                else:
-                    rs = ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE)
-                replies = self._state_call(
-                    lambda: self.state.record_write(
-                        session, rp.key, rs, entry.version, operation, digest=new_digest, extra=extra
-                    )
-                )
-                self._views.put(session, rp.key, rs)
-            else:
-                self._views.drop(session, rp.key)
-                replies = self._state_call(
-                    lambda: self.state.record_removal(session, rp.key, entry.version, operation, extra)
-                )
-            notice = finish(replies)
-        except CoordinatorError:
-            warnings.append(
-                "The change was written, but the coordination state could not be updated; read the file "
-                "again before your next edit of it."
+            hold_s = _release(held)
+        written.wait_s, written.hold_s = held.wait_s, hold_s
+        return written
+
+    def _take_lock(self, req: _Request, pre: _PreLock, wait: bool) -> HeldLock:
+        if wait:
+            return self.locks.acquire(pre.rp.key)
+        held = self.locks.try_acquire(pre.rp.key)
+        if held is None:
+            raise LockBusy(pre.rp.key, lambda: self._locked_write(req, pre, True))
+        return held
+
+    def _under_lock(
+        self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
+    ) -> _Written:
+        cur, plan = self._read_and_plan(req, pre, dfd, held, early)
+        if plan.new_data is not None and len(plan.new_data) > self.max_file_bytes:
+            raise CoordinatorError(
+                ErrorCode.TOO_LARGE,
+                f"The result would be {len(plan.new_data)} bytes, over the limit of {self.max_file_bytes}; "
+                "nothing was written.",
             )
-        if self.tracker is not None:
-            self.tracker.saw(session, rp.key, view_digest)
-        snippet = ""
-        if plan.new_text is not None and operation != "write":
-            snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, first_line)
-        changed_lines: tuple[tuple[int, int], ...] = ()
-        seen: _Intervening | None = None
-        if plan.rebased is not None and recorded is not None:
-            changed_lines = tuple((c.first, c.last) for c in plan.rebased.changes if c.last >= c.first)
-            seen = self._intervening(rp.key, recorded, session, before_version=entry.version)
-        return WriteResult(
-            path=rp.key,
-            operation=operation,
-            created=not cur.exists,
-            version=entry.version,
-            hash=new_digest,
-            message="",
-            replacements=plan.replacements,
-            start_line=first_line,
-            snippet=snippet,
-            timings={"lock_wait_s": held.wait_s, "lock_hold_s": hold},
-            warnings=tuple(warnings),
-            rebased=plan.rebased is not None,
-            changed_lines=changed_lines,
-            intervening=seen.recent if seen is not None else (),
-            intervening_writes=seen.count if seen is not None else 0,
-            intervening_sessions=seen.sessions if seen is not None else (),
-            notice=notice,
-            lease_token=leased.own.token if leased.own is not None else None,
-        )
-
-    def _is_contended(self, key: str) -> bool:
-        """Has a view of this path been out of date lately (in this process)?"""
-        seen = self._contended.get(key)
-        return seen is not None and time.monotonic() - seen < _CONTENDED_S
-
-    def _early_rebase(
-        self,
-        dfd: int,
-        rp: fsio.ResolvedPath,
-        recorded: ReadState,
-        specs: Sequence[semantics.EditSpec],
-        use_cache: bool,
-    ) -> tuple[str, _Plan] | None:
-        """On a contended path, try the rebase before taking the lock, on the file as it is now.
-
-        A refusal is final (nothing is written, and the bytes it was judged on are a real version of the
-        file: writes replace it atomically), so a doomed edit never holds up the lock. A success is kept
-        with the hash it was computed on; under the lock it is used only if the file still has that hash.
-        """
-        found = fsio.read_at(dfd, rp, self.max_file_bytes)
-        if found is None:
-            return None
-        data, st = found
-        cur = _Current(exists=True, data=data, st=st, digest=content_hash(data))
-        if cur.digest == recorded.hash:
-            return None
-        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache)
-        assert cur.digest is not None
-        return cur.digest, plan
-
-    def _rebase_plan(
-        self,
-        recorded: ReadState,
-        cur: _Current,
-        specs: Sequence[semantics.EditSpec],
-        rp: fsio.ResolvedPath,
-        use_cache: bool,
-    ) -> _Plan:
-        """Under the lock: carry `specs` from S's view (`recorded`) over onto the current file, or raise.
-
-        Local disk and CPU only: the view's content comes from the history's object store. A view whose
-        content is gone (retention, or an outside change right after S's own write) gets the strict
-        answer. With a cached view, any refusal is first checked against Redis (`_CachedViewRefused`).
-        """
-        try:
-            base_text = self._texts.get(recorded.hash)
-            if base_text is None:
-                base_text = decode_bytes(self.history_store.load(recorded.hash, rp.key)).text
-            current = cur.decoded()
-        except CoordinatorError:
+        own = pre.leased.own
+        if own is not None:
+            # Fencing: refused if the lease ran out while we waited, or a later lease wrote here.
             try:
-                _check_view(recorded, cur, rp)  # the strict answer
-            except CoordinatorError as strict:
-                if use_cache:
-                    raise _CachedViewRefused(rp.key, recorded, strict) from None
-                raise strict from None
-            raise
-        try:
-            rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown)
-        except CoordinatorError as exc:
-            exc.details["path"] = rp.key
-            if use_cache:
+                self.lease_store.enforce_fence(pre.rp.key, own)
+            except CoordinatorError:
+                self._forget_grant(req.session, own.id)
+                raise
+        written = self._history_first(req, pre.rp, held, cur, plan)
+        written.new_st = self._replace(pre.rp, dfd, held, written)
+        return written
+
+    def _read_and_plan(
+        self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
+    ) -> tuple[CurrentFile, WritePlan]:
+        """Read the file under the lock, judge the session's view against its bytes, run the transform."""
+        found = fsio.read_at(dfd, pre.rp, self.max_file_bytes)
+        if found is None:
+            cur = CurrentFile(exists=False)
+        else:
+            data, st = found
+            fsio.check_writable(dfd, pre.rp, st)  # the OS's own rule, before any other refusal
+            cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
+        # A newest history entry whose replace never happened is taken back before anything reads it.
+        self.history_store.reconcile(held, pre.rp.key, cur.digest)
+        if not cur.exists:
+            if not req.may_create:
+                raise _Missing
+            return cur, req.transform(cur)
+        plan = self._judge_view(req, pre, cur, early)
+        return cur, plan if plan is not None else req.transform(cur)
+
+    def _judge_view(
+        self, req: _Request, pre: _PreLock, cur: CurrentFile, early: tuple[str, WritePlan] | None
+    ) -> WritePlan | None:
+        """The staleness rule against the bytes on disk. Returns a rebase's plan when policy "rebase"
+        carried the edit over; None when the view is current; raises the refusal otherwise."""
+        recorded, rp = pre.recorded, pre.rp
+        out_of_date = recorded is not None and recorded.hash != cur.digest
+        if out_of_date:
+            self._mark_contended(rp.key)
+        if early is not None and early[0] == cur.digest:
+            return early[1]  # carried over outside the lock onto these very bytes
+        if out_of_date and req.rebase_specs is not None:
+            assert recorded is not None
+            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache)
+        if out_of_date and pre.use_cache:
+            assert recorded is not None
+            try:
+                _check_view(recorded, cur, rp)
+            except CoordinatorError as exc:
                 raise _CachedViewRefused(rp.key, recorded, exc) from None
+        _check_view(recorded, cur, rp)
+        return None
+
+    def _history_first(
+        self, req: _Request, rp: fsio.ResolvedPath, held: HeldLock, cur: CurrentFile, plan: WritePlan
+    ) -> _Written:
+        """History first: the pre-image (the bytes read under this lock), the new content and the index
+        entry go in before the file is replaced, so that even a crash right after the rename leaves the
+        write undoable; if the replace fails, the entry is taken back (history, invariant 3). A disk error
+        here (a full disk, a read-only state folder) is a refusal like any other: nothing written."""
+        new_digest = None if plan.new_data is None else content_hash(plan.new_data)
+        first_line, last_line = _changed_lines(plan)
+        try:
+            pending = self.history_store.begin(
+                held,
+                rp.key,
+                before=cur.data if cur.exists else None,
+                before_digest=cur.digest,
+                after=plan.new_data,
+                after_digest=new_digest,
+                session=req.session,
+                operation=req.operation,
+                size_before=len(cur.data),
+                size_after=len(plan.new_data or b""),
+                first_line=first_line,
+                last_line=last_line,
+            )
+        except OSError as exc:
+            raise fsio.os_error(exc, rp) from exc
+        return _Written(cur, plan, pending.entry, new_digest, None, (first_line, last_line), pending)
+
+    def _replace(self, rp: fsio.ResolvedPath, dfd: int, held: HeldLock, written: _Written) -> os.stat_result | None:
+        """Temp file, then rename over the file (or remove it); on failure the history entry is taken back,
+        on success it is marked applied."""
+        plan, cur = written.plan, written.cur
+        if cur.exists:
+            assert cur.st is not None
+            mode = cur.st.st_mode & 0o7777
+            owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
+        else:
+            mode, owner = 0o666 & ~_UMASK, None
+        assert written.pending is not None
+        try:
+            if plan.new_data is None:
+                fsio.remove_at(dfd, rp, self.fsync)
+                new_st = None
+            else:
+                new_st = fsio.atomic_replace(
+                    dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
+                )
+        except BaseException:
+            self.history_store.abort(held, written.pending)
             raise
-        out = rb.outcome
-        return _Plan(
-            new_data=encode_text(out.text, current.encoding),
-            new_text=out.text,
-            replacements=out.replacements,
-            first_offset=out.first_offset,
-            inserted_len=out.inserted_len,
-            rebased=rb,
-            view_data=encode_text(rb.view, current.encoding),
-        )
+        try:  # after the rename: a failure here must not turn the write into an error (invariant 3)
+            self.history_store.commit(held, written.pending)
+        except Exception:  # the next write's begin confirms the entry against the file's bytes
+            log.exception("marking version %s of %s applied failed", written.entry.version, rp.key)
+        return new_st
 
     def _decorate_refusal(
         self, exc: CoordinatorError, key: str, recorded: ReadState | None, session: str

@@ -1,0 +1,133 @@
+"""The read: the file's bytes (no lock: writes replace files atomically), the lines asked for, and the
+session's new view recorded in Redis in one round trip (with any notice lookups)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from .. import fsio, semantics
+from ..arguments import opt_int
+from ..errors import CoordinatorError, ErrorCode
+from ..history import content_hash
+from ..state import KIND_READ, ReadState
+from ..textio import Decoded, decode_bytes
+from .options import Policy
+from .results import ReadResult
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The lines a read returns."""
+
+    chosen: list[str]
+    start: int  # 1-based
+    total: int
+    content: str  # the chosen lines, LF line ends
+
+
+def _select(decoded: Decoded, offset: int | None, limit: int) -> _Lines:
+    lines = semantics.split_lines(decoded.text)
+    total = len(lines)
+    start = max(offset or 1, 1)
+    chosen = lines[start - 1 : start - 1 + limit]
+    content = "\n".join(chosen)
+    if chosen and (start - 1 + len(chosen) < total or decoded.text.endswith("\n")):
+        content += "\n"
+    return _Lines(chosen, start, total, content)
+
+
+def _render(shown: str, sel: _Lines, unchanged: bool) -> tuple[str, str]:
+    """The text a model sees, and the short message."""
+    start, total, chosen = sel.start, sel.total, sel.chosen
+    if unchanged:
+        return (
+            f"File unchanged since your last read of {shown} (same lines, same content). "
+            "What you read before is still current; refer to it instead of reading again."
+        ), "unchanged"
+    if total == 0:
+        return f"The file {shown} exists but is empty (0 lines).", "empty"
+    if start > total:
+        return (
+            f"The file {shown} has {total} lines; offset {start} is past the end. Use an offset between 1 and {total}."
+        ), "offset_past_end"
+    message = ""
+    if start - 1 + len(chosen) < total:
+        message = (
+            f"Showing lines {start}-{start + len(chosen) - 1} of {total}; read on with offset={start + len(chosen)}."
+        )
+    return semantics.number_lines(chosen, start), message
+
+
+class _ReadSteps:
+    """Coordinator methods: the read."""
+
+    def _read(
+        self, session: str, path: str, offset: int | None, limit: int | None, policy: Policy = "strict"
+    ) -> ReadResult:
+        off = opt_int(offset, "offset", minimum=0)
+        lim = opt_int(limit, "limit", minimum=1)
+        rp = fsio.resolve(self.root, path)
+        data, st = self._read_bytes(rp, lim)
+        decoded = decode_bytes(data)
+        digest = content_hash(data)
+        sel = _select(decoded, off, lim if lim is not None else self.default_read_lines)
+        if policy == "rebase":
+            # What this session saw, for a later rebase: here in memory; on disk, the next coordinator write
+            # keeps these very bytes as its pre-image (shared by every session that read this version).
+            self._texts.put(digest, decoded.text)
+        rs = ReadState(digest, st.st_mtime_ns, st.st_size, off or 0, lim or 0, time.time(), KIND_READ)
+        prev, notice = self._record_read(session, rp.key, rs)
+        unchanged = (
+            prev is not None
+            and prev.kind == KIND_READ
+            and prev.hash == digest
+            and prev.offset == rs.offset
+            and prev.limit == rs.limit
+        )
+        text, message = _render(rp.shown, sel, unchanged)
+        return ReadResult(
+            path=rp.key,
+            content=sel.content,
+            text=text,
+            start_line=sel.start,
+            num_lines=len(sel.chosen),
+            total_lines=sel.total,
+            unchanged=unchanged,
+            hash=digest,
+            encoding=decoded.encoding.value,
+            line_ending="crlf" if semantics.detect_eol(decoded.text) == "\r\n" else "lf",
+            message=message,
+            notice=notice,
+        )
+
+    def _read_bytes(self, rp: fsio.ResolvedPath, limit: int | None) -> tuple[bytes, os.stat_result]:
+        dfd = self._open_parent_or_missing(rp)
+        try:
+            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        finally:
+            os.close(dfd)
+        if found is None:
+            raise self._missing(rp)
+        data, st = found
+        if limit is None and len(data) > self.max_read_bytes:
+            raise CoordinatorError(
+                ErrorCode.TOO_LARGE,
+                f"{rp.shown!r} is {len(data)} bytes, more than {self.max_read_bytes} bytes can be read at "
+                "once. Read it in parts with offset and limit (for example offset=1, limit=500), or search "
+                "it for the part you need.",
+                path=rp.key,
+                size=len(data),
+                limit=self.max_read_bytes,
+            )
+        return data, st
+
+    def _record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
+        """S's view of P becomes `rs` (one round trip, with the notice lookups); the previous one is returned."""
+        extra, finish = self._notice_extra(session, key)
+        prev, replies = self._state_call(lambda: self.state.record_read_with(session, key, rs, extra))
+        self._views.put(session, key, rs)
+        if self.tracker is not None:
+            self.tracker.saw(session, key, rs.hash)
+        return prev, finish(replies)

@@ -1,0 +1,103 @@
+"""Policy "rebase" in the check-then-write: carrying an edit over onto changes made since the session's
+view, from local data only (this process's text cache, the history's object store)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from .. import fsio, rebase, semantics
+from ..errors import CoordinatorError
+from ..history import content_hash
+from ..state import ReadState
+from ..textio import decode_bytes, encode_text
+from .plan import CurrentFile, WritePlan, _CachedViewRefused, _check_view
+
+# A path whose view was found out of date this recently is "contended": a rebase there is tried before
+# taking the lock (see _early_rebase).
+_CONTENDED_S = 2.0
+_CONTENDED_MAX = 100_000
+
+
+class _RebaseSteps:
+    """Coordinator methods: the rebase of an edit made on an older view."""
+
+    def _mark_contended(self, key: str) -> None:
+        if len(self._contended) > _CONTENDED_MAX:
+            self._contended.clear()
+        self._contended[key] = time.monotonic()
+
+    def _is_contended(self, key: str) -> bool:
+        """Has a view of this path been out of date lately (in this process)?"""
+        seen = self._contended.get(key)
+        return seen is not None and time.monotonic() - seen < _CONTENDED_S
+
+    def _early_rebase(
+        self,
+        dfd: int,
+        rp: fsio.ResolvedPath,
+        recorded: ReadState,
+        specs: Sequence[semantics.EditSpec],
+        use_cache: bool,
+    ) -> tuple[str, WritePlan] | None:
+        """On a contended path, try the rebase before taking the lock, on the file as it is now.
+
+        A refusal is final (nothing is written, and the bytes it was judged on are a real version of the
+        file: writes replace it atomically), so a doomed edit never holds up the lock. A success is kept
+        with the hash it was computed on; under the lock it is used only if the file still has that hash.
+        """
+        found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        if found is None:
+            return None
+        data, st = found
+        cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
+        if cur.digest == recorded.hash:
+            return None
+        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache)
+        assert cur.digest is not None
+        return cur.digest, plan
+
+    def _rebase_plan(
+        self,
+        recorded: ReadState,
+        cur: CurrentFile,
+        specs: Sequence[semantics.EditSpec],
+        rp: fsio.ResolvedPath,
+        use_cache: bool,
+    ) -> WritePlan:
+        """Under the lock: carry `specs` from S's view (`recorded`) over onto the current file, or raise.
+
+        Local disk and CPU only: the view's content comes from the history's object store. A view whose
+        content is gone (retention, or an outside change right after S's own write) gets the strict
+        answer. With a cached view, any refusal is first checked against Redis (`_CachedViewRefused`).
+        """
+        try:
+            base_text = self._texts.get(recorded.hash)
+            if base_text is None:
+                base_text = decode_bytes(self.history_store.load(recorded.hash, rp.key)).text
+            current = cur.decoded()
+        except CoordinatorError:
+            try:
+                _check_view(recorded, cur, rp)  # the strict answer
+            except CoordinatorError as strict:
+                if use_cache:
+                    raise _CachedViewRefused(rp.key, recorded, strict) from None
+                raise strict from None
+            raise
+        try:
+            rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown)
+        except CoordinatorError as exc:
+            exc.details["path"] = rp.key
+            if use_cache:
+                raise _CachedViewRefused(rp.key, recorded, exc) from None
+            raise
+        out = rb.outcome
+        return WritePlan(
+            new_data=encode_text(out.text, current.encoding),
+            new_text=out.text,
+            replacements=out.replacements,
+            first_offset=out.first_offset,
+            inserted_len=out.inserted_len,
+            rebased=rb,
+            view_data=encode_text(rb.view, current.encoding),
+        )

@@ -1,0 +1,226 @@
+"""Step 4 of the check-then-write, after the lock: record the write in Redis and report it.
+
+One round trip: the session's new view, the path's version and content hash (one script), the session
+registry now and then, the refusal counts of this process, the change event, the notice lookups, and the
+caller's post-write hook (calls.py), all on one pipeline. Losing it only costs a refusal later: the
+session's next edit is judged against a view that Redis no longer confirms.
+
+Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
+raise out of `_after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
+result.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .. import events as events_mod
+from .. import semantics
+from ..errors import CoordinatorError
+from ..history import content_hash
+from ..state import KIND_WRITE, ReadState
+from .calls import PostWriteHook
+from .intervening import _Intervening
+from .results import WriteResult
+
+if TYPE_CHECKING:
+    from .write import _PreLock, _Request, _Written
+
+log = logging.getLogger("coordinator.engine")
+
+UNRECORDED_WARNING = (
+    "The change was written, but the coordination state could not be updated; read the file again before "
+    "your next edit of it."
+)
+Extra = Callable[[Any], None]
+
+
+def _no_notice(replies: list[Any]) -> str:
+    return ""
+
+
+class _RecordSteps:
+    """Coordinator methods: what happens once the lock is released."""
+
+    def _after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+        try:
+            return self._record_and_report(req, pre, written)
+        except Exception:  # the write stands (invariant 3): report it, with a warning, whatever went wrong
+            log.exception("after writing %s: the result could not be completed", pre.rp.key)
+            bare = self._result(req, pre, written, snippet="", seen=None)
+            bare = replace(bare, warnings=(UNRECORDED_WARNING,))
+            try:
+                return req.finish(bare)
+            except Exception:
+                return bare
+
+    def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+        now = time.time()
+        rs, view_digest = self._new_view(req, pre, written, now)
+        plan = written.plan
+        snippet = ""
+        if plan.new_text is not None and req.operation != "write":
+            snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, written.lines[0])
+        seen = None
+        if plan.rebased is not None and pre.recorded is not None:
+            seen = self._intervening(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
+        draft = self._result(req, pre, written, snippet, seen)
+        notice, warnings = self._record(req, pre, written, rs, draft, now)
+        if self.tracker is not None:
+            self.tracker.saw(req.session, pre.rp.key, view_digest)
+        return req.finish(replace(draft, notice=notice, warnings=warnings))
+
+    def _new_view(
+        self, req: _Request, pre: _PreLock, written: _Written, now: float
+    ) -> tuple[ReadState | None, str | None]:
+        """S's read state after its write (None when the write removed the file), and its hash."""
+        plan, new_digest, new_st = written.plan, written.new_digest, written.new_st
+        view_digest = new_digest
+        if plan.rebased is not None and plan.view_data is not None:
+            # S's view after a rebased edit never was on disk: it lives in this process's text cache (from
+            # another process, or once evicted, S's next edit of P is refused as stale: the safe side).
+            view_digest = content_hash(plan.view_data)
+            self._texts.put(view_digest, plan.rebased.view)
+        elif req.rebase_specs is not None and new_digest is not None and plan.new_text is not None:
+            self._texts.put(new_digest, plan.new_text)
+        if new_digest is None or new_st is None:
+            return None, view_digest
+        if plan.rebased is not None and pre.recorded is not None:
+            # S's view: what it saw plus its own edit. Its time stays that of S's last full view, so the
+            # writes S has not seen are still found as "since then" next time.
+            assert view_digest is not None
+            size = len(plan.view_data or b"")
+            return ReadState(view_digest, new_st.st_mtime_ns, size, 0, 0, pre.recorded.time, KIND_WRITE), view_digest
+        return ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE), view_digest
+
+    def _result(
+        self, req: _Request, pre: _PreLock, written: _Written, snippet: str, seen: _Intervening | None
+    ) -> WriteResult:
+        plan = written.plan
+        changed: tuple[tuple[int, int], ...] = ()
+        if plan.rebased is not None:
+            changed = tuple((c.first, c.last) for c in plan.rebased.changes if c.last >= c.first)
+        own = pre.leased.own
+        return WriteResult(
+            path=pre.rp.key,
+            operation=req.operation,
+            created=not written.cur.exists,
+            version=written.entry.version,
+            hash=written.new_digest,
+            message="",
+            replacements=plan.replacements,
+            start_line=written.lines[0],
+            snippet=snippet,
+            timings={"lock_wait_s": written.wait_s, "lock_hold_s": written.hold_s},
+            rebased=plan.rebased is not None,
+            changed_lines=changed,
+            intervening=seen.recent if seen is not None else (),
+            intervening_writes=seen.count if seen is not None else 0,
+            intervening_sessions=seen.sessions if seen is not None else (),
+            lease_token=own.token if own is not None else None,
+        )
+
+    def _record(
+        self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, draft: WriteResult, now: float
+    ) -> tuple[str, tuple[str, ...]]:
+        """The one post-write round trip. Returns the notice and the warnings for the result."""
+        key, session, version = pre.rp.key, req.session, written.entry.version
+        ranges = [written.lines] if written.new_digest else []
+        hook = req.options.post_write
+        span = [0, 0]
+        extra, finish = self._post_write_extra(req, key, version, ranges, now, written, hook, draft, span)
+        try:
+            if rs is not None:
+                replies = self._state_call(
+                    lambda: self.state.record_write(
+                        session, key, rs, version, req.operation, digest=written.new_digest, extra=extra
+                    )
+                )
+                self._views.put(session, key, rs)
+            else:
+                self._views.drop(session, key)
+                replies = self._state_call(
+                    lambda: self.state.record_removal(session, key, version, req.operation, extra)
+                )
+        except Exception as exc:
+            if not isinstance(exc, CoordinatorError):
+                log.warning("recording the write of %s failed: %r", key, exc)
+            _hook_done(hook, None)
+            return "", (UNRECORDED_WARNING,)
+        _hook_done(hook, replies[span[0] : span[1]])
+        return finish(replies), ()
+
+    def _post_write_extra(
+        self,
+        req: _Request,
+        key: str,
+        version: int,
+        ranges: list[tuple[int, int]],
+        when: float,
+        written: _Written,
+        hook: PostWriteHook | None,
+        draft: WriteResult,
+        span: list[int],
+    ) -> tuple[Extra, Callable[[list[Any]], str]]:
+        """The commands that ride the post-write round trip; `span` gets where the hook's replies are."""
+        notice_extra, finish = self._notice_extra(req.session, key)
+        shown = req.finish(draft) if hook is not None else draft
+
+        def extra(pipe: Any) -> None:
+            base = len(pipe)
+            self._refusals.queue_flush(pipe, self.state.refusals_key)
+            if self.publish_events:
+                events_mod.queue_event(
+                    pipe,
+                    self.namespace,
+                    path=key,
+                    session=req.session,
+                    version=version,
+                    operation=req.operation,
+                    ranges=ranges,
+                    when=when,
+                    digest=written.new_digest,
+                    rebased=written.plan.rebased is not None,
+                )
+            if hook is not None:
+                span[0] = span[1] = len(pipe) - base
+                try:
+                    hook.queue(pipe, shown)
+                except Exception:
+                    log.exception("a post-write hook failed to queue its commands")
+                span[1] = len(pipe) - base
+            if notice_extra is not None:
+                notice_extra(pipe)
+
+        return extra, finish
+
+    def _notice_extra(self, session: str, key: str) -> tuple[Extra | None, Callable[[list[Any]], str]]:
+        """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
+        tracker = self.tracker
+        keys = tracker.due(session, exclude=key) if tracker is not None else []
+        if not keys or tracker is None:
+            return None, _no_notice
+        meta_keys = [self.state.meta_key(k) for k in keys]
+
+        def extra(pipe: Any) -> None:
+            for mk in meta_keys:
+                pipe.hmget(mk, "hash", "writer")
+
+        def finish(replies: list[Any]) -> str:
+            found = tracker.notice(session, keys, replies[-len(keys) :])
+            return found.text if found is not None else ""
+
+        return extra, finish
+
+
+def _hook_done(hook: PostWriteHook | None, replies: list[Any] | None) -> None:
+    if hook is None:
+        return
+    try:
+        hook.done(replies)
+    except Exception:
+        log.exception("a post-write hook failed on its replies")

@@ -1,0 +1,276 @@
+"""The check-then-write's public surface: its types, the busy-lock hook, the post-write hook, the argument
+rules (single process; fakeredis unless a real server is needed)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator import Coordinator, CoordinatorError, ErrorCode, arguments
+from coordinator.engine import CurrentFile, LockBusy, WritePlan, WriteResult, _Current, _Plan
+from coordinator.history import content_hash
+from coordinator.locks import LockManager
+
+
+def _other_holder(coord: Coordinator) -> LockManager:
+    """A second lock manager on the same lock files: another process, as far as flock is concerned."""
+    return LockManager(coord.state_dir / "locks")
+
+
+# ------------------------------------------------------------------------------------ public check_then_write
+def test_check_then_write_takes_public_types_and_sees_the_bytes_on_disk(coord: Coordinator, root: Path) -> None:
+    assert _Current is CurrentFile and _Plan is WritePlan  # the old names keep working
+    (root / "log.txt").write_text("one\n")
+    s = coord.session("s")
+    s.read("log.txt")
+    seen: list[CurrentFile] = []
+
+    def append(cur: CurrentFile) -> WritePlan:
+        seen.append(cur)
+        text = cur.decoded().text + "two\n"
+        return WritePlan(new_data=text.encode(), new_text=text, first_offset=4, inserted_len=4)
+
+    res = coord.check_then_write("s", "log.txt", "append", append, may_create=False)
+    assert (root / "log.txt").read_text() == "one\ntwo\n"
+    assert seen[0].exists and seen[0].data == b"one\n" and seen[0].digest == content_hash(b"one\n")
+    assert res.operation == "append" and res.start_line == 2 and res.hash == content_hash(b"one\ntwo\n")
+    assert coord.history("log.txt")[0].operation == "append"
+
+
+def test_check_then_write_refuses_a_stale_view_before_the_transform_runs(coord: Coordinator, root: Path) -> None:
+    (root / "f.txt").write_text("a\n")
+    coord.session("s").read("f.txt")
+    (root / "f.txt").write_text("changed outside\n")
+    called = []
+
+    def transform(cur: CurrentFile) -> WritePlan:
+        called.append(cur)
+        return WritePlan(new_data=b"x\n")
+
+    with pytest.raises(CoordinatorError) as ei:
+        coord.check_then_write("s", "f.txt", "custom", transform, may_create=False)
+    assert ei.value.code == ErrorCode.STALE and not called
+    assert (root / "f.txt").read_text() == "changed outside\n"
+
+
+def test_finish_shapes_the_returned_result(coord: Coordinator, root: Path) -> None:
+    from dataclasses import replace
+
+    def create(cur: CurrentFile) -> WritePlan:
+        return WritePlan(new_data=b"new\n", new_text="new\n")
+
+    res = coord.check_then_write(
+        "s", "n.txt", "write", create, may_create=True, finish=lambda r: replace(r, message=f"v{r.version}")
+    )
+    assert res.message == "v1" and res.created
+
+
+# ------------------------------------------------------------------------------------------- busy lock hook
+def test_busy_lock_raises_lock_busy_and_resume_finishes_the_same_call(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f.txt").write_text("x = 1\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    pre_lock_calls = []
+    real_pre_lock = coord._pre_lock
+
+    def counting_pre_lock(*a: Any, **kw: Any) -> Any:
+        pre_lock_calls.append(a)
+        return real_pre_lock(*a, **kw)
+
+    monkeypatch.setattr(coord, "_pre_lock", counting_pre_lock)
+    other = _other_holder(coord)
+    held = other.acquire("f.txt")
+    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
+        s.edit("f.txt", "x = 1", "x = 2")
+    assert (root / "f.txt").read_text() == "x = 1\n"  # nothing written while busy
+    assert len(pre_lock_calls) == 1
+    out: list[WriteResult] = []
+    waiter = threading.Thread(target=lambda: out.append(ei.value.resume()))
+    waiter.start()  # it waits for the lock (whichever comes first, the outcome is the same)
+    held.release()
+    waiter.join(timeout=30)
+    other.close()
+    assert out, "resume returned"
+    res = out[0]
+    assert (root / "f.txt").read_text() == "x = 2\n"
+    assert len(pre_lock_calls) == 1, "the step before the lock is not repeated"
+    assert res.replacements == 1 and "has been updated" in res.message and "Snippet" in res.message
+    s.edit("f.txt", "x = 2", "x = 3")  # the session's view was recorded by the resumed call
+    assert (root / "f.txt").read_text() == "x = 3\n"
+
+
+def test_free_lock_with_no_wait_runs_inline(coord: Coordinator, root: Path) -> None:
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    with coord.call_options(wait_for_lock=False):
+        res = s.edit("f.txt", "a", "b")
+    assert res.version == 1 and (root / "f.txt").read_text() == "b\n"
+
+
+def test_resumed_call_still_judges_the_view_under_the_lock(coord: Coordinator, root: Path) -> None:
+    """The view check is made when the lock is finally had: a write made meanwhile makes the resumed
+    edit stale, and nothing is lost."""
+    (root / "f.txt").write_text("a\nb\n")
+    s, t = coord.session("s"), coord.session("t")
+    s.read("f.txt")
+    t.read("f.txt")
+    other = _other_holder(coord)
+    held = other.acquire("f.txt")
+    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
+        s.edit("f.txt", "a", "A")
+    held.release()
+    other.close()
+    t.edit("f.txt", "b", "B")  # lands first
+    with pytest.raises(CoordinatorError) as refused:
+        ei.value.resume()
+    assert refused.value.code == ErrorCode.STALE
+    assert (root / "f.txt").read_text() == "a\nB\n"
+
+
+def test_options_are_per_thread_and_restored(coord: Coordinator, root: Path) -> None:
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    other = _other_holder(coord)
+    held = other.acquire("f.txt")
+    outcome: list[object] = []
+    with coord.call_options(wait_for_lock=False):
+
+        def elsewhere() -> None:  # another thread, outside any call_options block: it waits
+            outcome.append(s.edit("f.txt", "a", "b"))
+
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+    held.release()
+    worker.join(timeout=30)
+    other.close()
+    assert isinstance(outcome[0], WriteResult) and (root / "f.txt").read_text() == "b\n"
+    assert coord._current_options().wait_for_lock  # the block's options ended with it
+
+
+# ------------------------------------------------------------------------------------------ post-write hook
+class _Recorder:
+    def __init__(self, fail: bool = False) -> None:
+        self.queued: list[WriteResult] = []
+        self.replies: list[list[Any] | None] = []
+        self.fail = fail
+
+    def queue(self, pipe: Any, result: WriteResult) -> None:
+        self.queued.append(result)
+        pipe.set("hook:answer", result.message.encode())
+        pipe.incr("hook:count")
+        if self.fail:
+            raise RuntimeError("a broken hook")
+
+    def done(self, replies: list[Any] | None) -> None:
+        self.replies.append(replies)
+
+
+def test_post_write_hook_rides_the_write_and_gets_its_replies(root: Path) -> None:
+    import fakeredis
+
+    r = fakeredis.FakeRedis()
+    with Coordinator(root, redis_client=r, durability="none", notices=False) as coord:
+        (root / "f.txt").write_text("a\n")
+        s = coord.session("s")
+        s.read("f.txt")
+        hook = _Recorder()
+        with coord.call_options(post_write=hook):
+            res = s.edit("f.txt", "a", "b")
+            with pytest.raises(CoordinatorError):
+                s.edit("f.txt", "zzz", "y")  # a refusal: the hook is not used
+    assert hook.replies == [[True, 1]]
+    assert r.get("hook:answer") == res.message.encode()  # the result as the caller sees it
+    assert len(hook.queued) == 1 and hook.queued[0].version == res.version
+
+
+def test_a_failing_hook_never_fails_the_write(coord: Coordinator, root: Path) -> None:
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    hook = _Recorder(fail=True)
+    with coord.call_options(post_write=hook):
+        res = s.edit("f.txt", "a", "b")
+    assert (root / "f.txt").read_text() == "b\n" and res.version == 1 and not res.warnings
+    s.edit("f.txt", "b", "c")  # the write itself was recorded
+
+
+def test_hook_gets_none_when_the_round_trip_fails(coord: Coordinator, root: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+
+    def down(*a: Any, **kw: Any) -> Any:
+        raise CoordinatorError(ErrorCode.STATE_UNAVAILABLE, "down")
+
+    monkeypatch.setattr(coord.state, "record_write", down)
+    hook = _Recorder()
+    with coord.call_options(post_write=hook):
+        res = s.edit("f.txt", "a", "b")
+    assert hook.replies == [None]
+    assert (root / "f.txt").read_text() == "b\n" and res.warnings  # written, and said so
+
+
+# ------------------------------------------------------------------------------- nothing after the rename fails
+def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+
+    def broken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("not a Redis error at all")  # e.g. a cluster client's own exception type
+
+    monkeypatch.setattr(coord.state, "record_write", broken)
+    res = s.edit("f.txt", "a", "b")
+    assert (root / "f.txt").read_text() == "b\n"
+    assert res.version == 1 and res.warnings and "written" in res.warnings[0]
+
+
+def test_a_failure_while_building_the_result_still_reports_the_write(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coordinator import semantics
+
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+
+    def broken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(semantics, "render_snippet_at", broken)
+    res = s.edit("f.txt", "a", "b")
+    assert (root / "f.txt").read_text() == "b\n"
+    assert res.version == 1 and res.warnings and "has been updated" in res.message
+
+
+# ----------------------------------------------------------------------------------------- argument rules
+def test_argument_rules_are_one_module_the_engine_uses(coord: Coordinator, root: Path) -> None:
+    assert arguments.is_session_id("agent-7") and not arguments.is_session_id("bad id")
+    assert arguments.opt_int(10.0, "limit", 1, lenient=True) == 10
+    for bad in (lambda: arguments.opt_int(10.0, "limit", 1), lambda: arguments.check_text("a\x00", "content", 9)):
+        with pytest.raises(CoordinatorError) as ei:
+            bad()
+        assert ei.value.code == ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(CoordinatorError) as ei:
+        arguments.check_edit_pair("same", "same", False, 100)
+    assert ei.value.code == ErrorCode.NO_CHANGE
+    specs = arguments.check_edits([{"old_string": "a", "new_string": "b"}], 100)
+    assert specs[0].old_string == "a" and not specs[0].replace_all
+    # the engine answers with the very same rule and message
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    with pytest.raises(CoordinatorError) as engine_err:
+        s.multi_edit("f.txt", [{"old_string": "a"}])
+    with pytest.raises(CoordinatorError) as rule_err:
+        arguments.check_edits([{"old_string": "a"}], 100)
+    assert engine_err.value.message == rule_err.value.message
