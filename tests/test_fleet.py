@@ -5,7 +5,8 @@ Properties guarded here:
   ends at exactly the number of acknowledged increments;
 - the same workload as plain read-modify-write loses updates, and the oracle says so (it is not blind);
 - the markers and mixed workloads (real source files) keep every acknowledged change;
-- `edit-coordinator stress` reports the run, exits 0 on success and 1 on loss, and leaves no Redis running.
+- `edit-coordinator stress` reports the run, exits 0 on success and 1 on loss (`--unsafe`: 0 when it showed
+  loss), and leaves no Redis running.
 
 Longer variants are marked `slow` and run only when asked for (`pytest -m slow`, or EC_SLOW=1).
 """
@@ -317,10 +318,10 @@ def test_stress_command_reports_zero_lost_and_stops_its_redis(capsys: pytest.Cap
         shutil.rmtree(root.parent, ignore_errors=True)
 
 
-def test_stress_command_without_the_coordinator_exits_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
+def test_stress_command_without_the_coordinator_shows_the_loss(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("--workers", "6", "--files", "1", "--edits", "300", "--think-ms", "0", "--unsafe", "--json")
     code, out = _stress(capsys, *argv)
-    assert code == 1
+    assert code == 0  # --unsafe demonstrated the loss it exists to show (worker.verdict)
     assert out["oracle"]["lost_updates"] > 0
 
 

@@ -5,9 +5,12 @@ interpreter's standard library (markers, mixed), or a copy of `--root` when one 
 touches the user's files unless `--in-place` is given with `--root`. The embedded Redis of the scratch
 folder is started for the run and stopped at the end; `--redis-url` uses a real server instead.
 
-Exit status: 0 when the oracle finds every acknowledged change in place and no torn file; 1 when it finds
-a lost update, a torn file or anything else wrong; 2 for a run that could not be made (bad options, a
-worker that crashed).
+Before any worker starts, one read goes through the run's own client, so that an unreachable Redis or
+service is reported as such. Exit status (the rule is `worker.verdict`'s, shared with `bench`): 0 when
+edits were acknowledged and the oracle found every one of them in place, no file torn; 1 when it found a
+lost update, a torn file or anything else wrong; 2 for a run that could not be made or did no work (bad
+options, Redis unreachable, a worker that crashed, nothing acknowledged). `--unsafe` is a demonstration:
+0 when it showed loss, 1 when it did not.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -26,11 +30,23 @@ from typing import Any
 from coordinator.layout import STATE_DIR_NAME, state_dir_of
 
 from .agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
+from .verdict import NO_WORK, Verdict, judge
 
 CHAOS_KINDS = ("kill", "redis", "touch")
 _COPY_IGNORE = shutil.ignore_patterns(
     ".git", ".hg", ".svn", STATE_DIR_NAME, "node_modules", ".venv", "venv", "__pycache__", ".tox"
 )
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends "(default: X)" to an option's help once: not when the help already names its default, nor for
+    flags and options whose default is "not given". The epilog keeps its line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def register(subparsers: Any) -> None:
@@ -43,7 +59,8 @@ def register(subparsers: Any) -> None:
             "files: every acknowledged edit must be there (LOST UPDATES must be 0) and no file may be torn. "
             "Runs on a scratch copy in a temporary folder unless --in-place is given."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=EPILOG,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--workers", type=int, default=8, help="worker processes, one agent session each")
     p.add_argument(
@@ -100,7 +117,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--unsafe",
         action="store_true",
-        help="run the same workload WITHOUT the coordinator (plain read-modify-write) to see lost updates",
+        help="run the same workload WITHOUT the coordinator (plain read-modify-write), to demonstrate the lost "
+        "updates it prevents; exits 0 when loss was shown (see below)",
     )
     p.add_argument("--url", default=None, help="use a running `edit-coordinator serve` at this URL")
     p.add_argument("--token", default=None, help="with --url: the token (default $EDIT_COORDINATOR_TOKEN)")
@@ -123,6 +141,11 @@ def _chaos_kinds(value: str | None) -> set[str]:
 
 
 def _check_args(args: argparse.Namespace) -> None:
+    _check_numbers(args)
+    _check_combinations(args)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
     if args.workers < 1 or args.workers > 256:
         raise UsageError("--workers must be between 1 and 256.")
     if args.files is not None and args.files < 1:
@@ -133,6 +156,9 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--edits must be at least 1.")
     if args.think_ms < 0 or args.skew < 0:
         raise UsageError("--think-ms and --skew cannot be negative.")
+
+
+def _check_combinations(args: argparse.Namespace) -> None:
     if args.in_place and args.root is None and not args.url:
         raise UsageError("--in-place needs --root: the tree to work on for real.")
     if args.url and args.root is not None:
@@ -166,153 +192,204 @@ def run_stress(args: argparse.Namespace) -> int:
         return _run(args, err)
     except UsageError as exc:
         err.print(f"[red]stress:[/red] {exc}")
-        return 2
+        return NO_WORK
 
 
-def _run(args: argparse.Namespace, err: Any) -> int:
-    from coordinator.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
-    from coordinator.errors import CoordinatorError
+class _Scratch:
+    """The folders of one run and the embedded Redis it started; `close()` removes what the run made."""
 
-    from .fleet import (
-        Chaos,
-        ClientSpec,
-        Fleet,
-        FleetConfig,
-        check_recovery,
-        client_reader,
-        make_client,
-        shutdown_fork_server,
-        summarize,
-        verify,
-    )
-
-    kinds = _chaos_kinds(args.chaos)
-    n_files = args.files or DEFAULT_FILES[args.workload]
-    duration = args.duration if args.edits is None else None
-    if duration is None and args.edits is None:
-        duration = 10.0
-    scratch: Path | None = None
-    run_dir = Path(tempfile.mkdtemp(prefix="ec-stress-run-"))
-    redis_started: Path | None = None
-    try:
-        # 1. The repository.
+    def __init__(self, args: argparse.Namespace, err: Any) -> None:
+        self.args = args
+        self.err = err
+        self.run_dir = Path(tempfile.mkdtemp(prefix="ec-stress-run-"))
+        self.scratch: Path | None = None
+        self.redis_started: Path | None = None
         if args.url:
-            root = Path(tempfile.mkdtemp(prefix="ec-stress-remote-"))  # local stand-in; files live remotely
+            self.root = Path(tempfile.mkdtemp(prefix="ec-stress-remote-"))  # local stand-in; files live remotely
         elif args.in_place:
-            root = args.root.resolve()
+            self.root = args.root.resolve()
         else:
-            scratch = Path(tempfile.mkdtemp(prefix="ec-stress-"))
-            root = scratch / "repo"
+            self.scratch = Path(tempfile.mkdtemp(prefix="ec-stress-"))
+            self.root = self.scratch / "repo"
             if args.root is not None:
-                shutil.copytree(args.root, root, ignore=_COPY_IGNORE, symlinks=True)
+                shutil.copytree(args.root, self.root, ignore=_COPY_IGNORE, symlinks=True)
             else:
-                root.mkdir()
-        # 2. The client and its state.
+                self.root.mkdir()
+
+    def client_spec(self) -> Any:
+        from coordinator.embedded import embedded_status, ensure_embedded_redis
+
+        from .fleet import ClientSpec
+
+        args = self.args
         if args.url:
             token = args.token or os.environ.get("EDIT_COORDINATOR_TOKEN")
             if not token:
                 raise UsageError("--url needs --token (or $EDIT_COORDINATOR_TOKEN): a token the service accepts.")
-            spec = ClientSpec("http", url=args.url, token=token)
-        elif args.unsafe:
-            spec = ClientSpec("unsafe", root=str(root))
-        else:
-            redis_url = args.redis_url
-            state_dir = state_dir_of(root)
-            if redis_url is None:
-                was_running = embedded_status(state_dir) is not None
-                redis_url = ensure_embedded_redis(state_dir)
-                if not was_running:
-                    redis_started = state_dir
-            spec = ClientSpec(
-                "coordinator", root=str(root), redis_url=redis_url, durability=args.durability, policy=args.policy
-            )
-        # 3. The corpus.
-        try:
-            if args.url:
-                corpus = _remote_corpus(spec, args, n_files)
+            return ClientSpec("http", url=args.url, token=token)
+        if args.unsafe:
+            return ClientSpec("unsafe", root=str(self.root))
+        redis_url = args.redis_url
+        if redis_url is None:
+            state_dir = state_dir_of(self.root)
+            was_running = embedded_status(state_dir) is not None
+            redis_url = ensure_embedded_redis(state_dir)
+            if not was_running:
+                self.redis_started = state_dir
+        return ClientSpec(
+            "coordinator", root=str(self.root), redis_url=redis_url, durability=args.durability, policy=args.policy
+        )
+
+    def close(self) -> None:
+        from coordinator.embedded import stop_embedded_redis
+
+        from .fleet import shutdown_fork_server
+
+        shutdown_fork_server()
+        if self.redis_started is not None:
+            with contextlib.suppress(Exception):
+                stop_embedded_redis(self.redis_started)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.scratch is not None:
+            if self.args.keep:
+                self.err.print(f"Scratch copy kept at {self.scratch / 'repo'}")
             else:
-                # With --root, the marker workloads edit the text files of the tree (the copy, or in place).
-                corpus = prepare_corpus(
-                    root,
-                    args.workload,
-                    n_files,
-                    args.workers,
-                    args.seed,
-                    in_place=args.in_place,
-                    own_files=args.root is not None,
-                )
-        except (RuntimeError, ValueError) as exc:
-            raise UsageError(str(exc)) from exc
-        chaos = Chaos(
-            kill_every_s=args.kill_every if "kill" in kinds else None,
-            redis_every_s=args.redis_every if "redis" in kinds else None,
-            redis_down_s=args.redis_down,
-            touch_every_s=args.touch_every if "touch" in kinds else None,
-            state_dir=str(state_dir_of(root)) if "redis" in kinds else None,
-        )
-        cfg = FleetConfig(
-            root=str(root),
-            corpus=corpus,
-            client=spec,
-            run_dir=str(run_dir),
-            workers=args.workers,
-            think_ms=args.think_ms,
-            skew=args.skew,
-            seed=args.seed,
-            duration_s=duration,
-            edits=args.edits,
-            disjoint=args.disjoint,
-            chaos=chaos,
-        )
-        # 4. The run.
-        try:
-            fleet = Fleet(cfg)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        show = not args.json and err.is_terminal
-        run = _run_with_progress(fleet, err) if show else fleet.run()
-        # 5. The oracle.
-        if spec.kind == "http":
-            reader_client = make_client(spec)
-            try:
-                report = verify(run, read=client_reader(reader_client, "stress-oracle"))
-            finally:
-                reader_client.close()
-        else:
-            report = verify(run)
-            if spec.kind == "coordinator":
-                check_recovery(report, str(root), corpus.files, spec.redis_url)
-        summary = summarize(run)
-        crashed = bool(run.worker_errors)
-        where = str(root) if (args.keep or args.in_place) else None
-        if args.json:
-            out = {"summary": summary, "oracle": report.to_dict(), "corpus": corpus.to_dict(), "root": where}
-            out["worker_errors"] = run.worker_errors
-            print(json.dumps(out, indent=2))
-        else:
-            _print_report(summary, report, corpus, args, where, run.worker_errors)
-        if crashed:
-            return 2
-        return 0 if report.ok else 1
+                shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.args.url:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, err: Any) -> int:
+    from coordinator.errors import CoordinatorError
+
+    work: _Scratch | None = None
+    try:
+        work = _Scratch(args, err)
+        spec = work.client_spec()
+        corpus = _corpus(work.root, spec, args)
+        _preflight(spec, corpus)
+        run = _fleet_run(work, spec, corpus, args, err)
+        report = _oracle(run, spec, work.root, corpus)
+        return _conclude(run, report, corpus, args, str(work.root) if (args.keep or args.in_place) else None)
     except CoordinatorError as exc:
         err.print(f"[red]stress:[/red] {exc.message}")
-        return 2
+        return NO_WORK
     except UsageError as exc:
         err.print(f"[red]stress:[/red] {exc}")
-        return 2
+        return NO_WORK
     finally:
-        shutdown_fork_server()
-        if redis_started is not None:
-            with contextlib.suppress(Exception):
-                stop_embedded_redis(redis_started)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if scratch is not None:
-            if args.keep:
-                err.print(f"Scratch copy kept at {scratch / 'repo'}")
-            else:
-                shutil.rmtree(scratch, ignore_errors=True)
+        if work is not None:
+            work.close()
+
+
+def _corpus(root: Path, spec: Any, args: argparse.Namespace) -> Corpus:
+    n_files = args.files or DEFAULT_FILES[args.workload]
+    try:
         if args.url:
-            shutil.rmtree(root, ignore_errors=True)
+            return _remote_corpus(spec, args, n_files)
+        # With --root, the marker workloads edit the text files of the tree (the copy, or in place).
+        return prepare_corpus(
+            root,
+            args.workload,
+            n_files,
+            args.workers,
+            args.seed,
+            in_place=args.in_place,
+            own_files=args.root is not None,
+        )
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _preflight(spec: Any, corpus: Corpus) -> None:
+    """One read through the run's own client before any worker starts, so that an unreachable Redis or
+    service is reported as such (exit 2) instead of as a fleet whose every call was refused."""
+    from coordinator.errors import CoordinatorError
+
+    from .fleet import make_client
+
+    if spec.kind == "unsafe" or not corpus.files:
+        return
+    where = spec.url if spec.kind == "http" else (spec.redis_url or "the embedded Redis")
+    try:
+        client = make_client(spec)
+    except CoordinatorError as exc:
+        raise UsageError(f"cannot start the coordinator on {where}: {exc.message}") from exc
+    try:
+        client.read("stress-preflight", corpus.files[0], limit=1)
+    except CoordinatorError as exc:
+        raise UsageError(
+            f"a first read through the coordinator ({where}) was refused with {exc.code.value}: {exc.message} "
+            "No worker was started."
+        ) from exc
+    finally:
+        client.close()
+
+
+def _fleet_run(work: _Scratch, spec: Any, corpus: Corpus, args: argparse.Namespace, err: Any) -> Any:
+    from .fleet import Chaos, Fleet, FleetConfig
+
+    kinds = _chaos_kinds(args.chaos)
+    duration = args.duration if args.edits is None else None
+    if duration is None and args.edits is None:
+        duration = 10.0
+    chaos = Chaos(
+        kill_every_s=args.kill_every if "kill" in kinds else None,
+        redis_every_s=args.redis_every if "redis" in kinds else None,
+        redis_down_s=args.redis_down,
+        touch_every_s=args.touch_every if "touch" in kinds else None,
+        state_dir=str(state_dir_of(work.root)) if "redis" in kinds else None,
+    )
+    cfg = FleetConfig(
+        root=str(work.root),
+        corpus=corpus,
+        client=spec,
+        run_dir=str(work.run_dir),
+        workers=args.workers,
+        think_ms=args.think_ms,
+        skew=args.skew,
+        seed=args.seed,
+        duration_s=duration,
+        edits=args.edits,
+        disjoint=args.disjoint,
+        chaos=chaos,
+    )
+    try:
+        fleet = Fleet(cfg)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    show = not args.json and err.is_terminal
+    return _run_with_progress(fleet, err) if show else fleet.run()
+
+
+def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
+    from .fleet import check_recovery, client_reader, make_client, verify
+
+    if spec.kind == "http":
+        reader_client = make_client(spec)
+        try:
+            return verify(run, read=client_reader(reader_client, "stress-oracle"))
+        finally:
+            reader_client.close()
+    report = verify(run)
+    if spec.kind == "coordinator":
+        check_recovery(report, str(root), corpus.files, spec.redis_url)
+    return report
+
+
+def _conclude(run: Any, report: Any, corpus: Corpus, args: argparse.Namespace, where: str | None) -> int:
+    from .fleet import summarize
+
+    summary = summarize(run)
+    verdict = judge(summary, report, unsafe=args.unsafe, worker_errors=run.worker_errors)
+    if args.json:
+        out = {"summary": summary, "oracle": report.to_dict(), "corpus": corpus.to_dict(), "root": where}
+        out["worker_errors"] = run.worker_errors
+        out["verdict"] = {"exit_code": verdict.exit_code, "headline": verdict.headline, "hint": verdict.hint}
+        print(json.dumps(out, indent=2))
+    else:
+        _print_report(summary, report, where, run.worker_errors, verdict)
+    return verdict.exit_code
 
 
 def _remote_corpus(spec: Any, args: argparse.Namespace, n_files: int) -> Corpus:
@@ -369,55 +446,104 @@ def _run_with_progress(fleet: Any, err: Any) -> Any:
     return run
 
 
+# What each row of the report means (the third column of the table, and the --help epilog).
+LEGEND = (
+    ("attempts", "edit/write calls that completed, acknowledged or refused"),
+    ("acknowledged", "calls that returned success: each must be in the files at the end"),
+    (
+        "refused: CODE",
+        "calls refused with that error code; nothing was written (stale: the file had changed "
+        "since the session's read, so it re-read and retried)",
+    ),
+    ("conflict rate", "refused / attempts: the share of edit calls that had to be retried"),
+    ("throughput", "acknowledged edits per second of the run, all workers together"),
+    ("latency", "time of one edit call, acknowledged or refused (p50 / p95 / p99)"),
+    ("lock wait", "time an acknowledged edit waited for the file lock"),
+    ("edit incl. retries", "from a change's first attempt to its acknowledgement, re-reads included"),
+    ("acknowledged edits in the files", "what the oracle found of the acknowledged edits, by reading the final files"),
+    ("torn files / torn reads", "final files, and sampled reads, that were no whole version of the file"),
+    ("LOST UPDATES", "acknowledged edits missing from the final files: 0 through the coordinator"),
+)
+# The few terms a reader needs at a glance, printed under the table (every row: the --help epilog).
+_LEGEND_LINE = (
+    "attempts = edit calls completed (acknowledged + refused); conflict rate = refused / attempts, the share of "
+    "edit calls that had to re-read and retry; stale = the file changed since the session's read; LOST UPDATES "
+    "= acknowledged edits missing from the final files."
+)
+_EXIT_STATUS = (
+    "Exit status: 0 when edits were acknowledged and the oracle found every one of them in the files, with no "
+    "file or read torn; 1 when it found a lost update, a torn file or another fault; 2 when the run could not be "
+    "made or did no work (bad options, Redis or the service unreachable, a worker crashed, nothing acknowledged "
+    "because every call was refused).",
+    "With --unsafe the run is a demonstration of what the coordinator prevents: it exits 0 when it showed loss "
+    "(acknowledged edits missing, or torn files), and says so, and 1 when nothing was lost that time (too little "
+    "contention to show anything).",
+)
+EPILOG = "\n".join(
+    [
+        "The report, row by row:",
+        *(
+            textwrap.fill(text, 100, initial_indent=f"  {name:<32} ", subsequent_indent=" " * 35)
+            for name, text in LEGEND
+        ),
+        "",
+        *(textwrap.fill(par, 100) + "\n" for par in _EXIT_STATUS),
+    ]
+)
+
+
 def _fmt_ms(d: dict[str, float | None]) -> str:
     vals = [d.get("p50"), d.get("p95"), d.get("p99")]
     if all(v is None for v in vals):
         return "-"
-    return " / ".join("-" if v is None else f"{v:.2f}" for v in vals) + " ms"
+    return "/".join("-" if v is None else f"{v:.2f}" for v in vals) + " ms"
 
 
 def _print_report(
-    summary: dict[str, Any],
-    report: Any,
-    corpus: Corpus,
-    args: argparse.Namespace,
-    where: str | None,
-    worker_errors: list[str],
+    summary: dict[str, Any], report: Any, where: str | None, worker_errors: list[str], verdict: Verdict
 ) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     out = Console()
+    out.print(_table(summary, report))
+    out.print(f"[dim]{_LEGEND_LINE}[/dim]")
+    for line in report.details[:10]:
+        out.print(f"  [red]-[/red] {line}")
+    for e in worker_errors[:3]:
+        out.print(f"[red]worker error:[/red]\n{e}")
+    if where:
+        out.print(f"Files: {where}")
+    colour = "green" if verdict.passed else "red"
+    out.print(f"[{colour}]{verdict.headline}[/{colour}]")
+    if verdict.hint:
+        out.print(verdict.hint)
+    out.print(f"[dim](exit status {verdict.exit_code}; `edit-coordinator stress --help` explains each row)[/dim]")
+
+
+def _table(summary: dict[str, Any], report: Any) -> Any:
+    from rich.table import Table
+
     client = {"coordinator": "through the coordinator", "unsafe": "WITHOUT the coordinator", "http": "over HTTP"}
     title = (
-        f"stress: {summary['workload']}, {summary['workers']} workers, {summary['files']} files, "
+        f"stress: {summary['workload']}, {summary['workers']} workers, {_plural(summary['files'], 'file')}, "
         f"{summary['wall_s']:.1f} s, {client.get(summary['client'], summary['client'])}"
     )
     t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column("", style="bold")
-    t.add_column("", justify="right")
+    t.add_column("", style="bold", no_wrap=True)
+    t.add_column("", justify="right", no_wrap=True)
     t.add_row("attempts", f"{summary['attempts']:,}")
     t.add_row("acknowledged", f"{summary['acknowledged']:,}")
-    if summary["refused"]:
-        for code, n in summary["refused"].items():
-            t.add_row(f"  refused: {code}", f"{n:,}")
-    else:
-        t.add_row("  refused", "0")
+    for code, n in summary["refused"].items() or [("", 0)]:
+        t.add_row(f"  refused{': ' + code if code else ''}", f"{n:,}")
     t.add_row("conflict rate", f"{summary['conflict_rate'] * 100:.1f} %")
-    t.add_row("throughput", f"{summary['throughput_per_s']:,.0f} acknowledged edits/s")
-    t.add_row("latency p50 / p95 / p99", _fmt_ms(summary["latency_ms"]))
-    t.add_row("lock wait p50 / p95 / p99", _fmt_ms(summary["lock_wait_ms"]))
-    t.add_row("edit incl. retries p50 / p95 / p99", _fmt_ms(summary["change_latency_ms"]))
-    if summary["kills"]:
-        t.add_row("workers killed (SIGKILL)", f"{summary['kills']:,} ({report.in_flight} edits cut short)")
-    if summary["redis_restarts"]:
-        t.add_row(
-            "Redis outages",
-            f"{summary['redis_restarts']} ({report.refused_while_down:,} edits refused while down)",
-        )
-    if summary["touches"]:
-        t.add_row("files touched (mtime only)", f"{summary['touches']:,}")
-    t.add_row("edits verified by the oracle", f"{report.verified:,}")
+    t.add_row("throughput", f"{summary['throughput_per_s']:,.0f} edits/s")
+    t.add_row("latency p50/p95/p99", _fmt_ms(summary["latency_ms"]))
+    t.add_row("lock wait p50/p95/p99", _fmt_ms(summary["lock_wait_ms"]))
+    t.add_row("edit incl. retries p50/p95/p99", _fmt_ms(summary["change_latency_ms"]))
+    _fault_rows(t, summary, report)
+    acked = summary["acknowledged"]
+    found = f"{acked - report.lost_updates:,} of {acked:,}" if acked else "0"
+    t.add_row("acknowledged edits in the files", _verdict(report.lost_updates, found))
     torn = len(report.torn_files)
     t.add_row("torn files / torn reads", _verdict(torn + report.torn_reads, f"{torn} / {report.torn_reads}"))
     if report.phantom_writes or report.mismatches:
@@ -426,17 +552,23 @@ def _print_report(
         left = f"{report.locks_left_held} / {len(report.stale_temp_files)}"
         t.add_row("locks held / temp files left", _verdict(1, left))
     t.add_row("LOST UPDATES", _verdict(report.lost_updates, f"{report.lost_updates:,}"))
-    out.print(t)
-    for line in report.details[:10]:
-        out.print(f"  [red]-[/red] {line}")
-    for e in worker_errors[:3]:
-        out.print(f"[red]worker error:[/red]\n{e}")
-    if where:
-        out.print(f"Files: {where}")
-    if report.ok and not worker_errors:
-        out.print("[green]OK[/green]: every acknowledged edit is in the files, and no file is torn.")
-    elif summary["client"] == "unsafe":
-        out.print("[red]As expected without the coordinator: updates were lost.[/red]")
+    return t
+
+
+def _fault_rows(t: Any, summary: dict[str, Any], report: Any) -> None:
+    """The rows of injected faults (--chaos), when there were any."""
+    if summary["kills"]:
+        t.add_row("workers killed (SIGKILL)", f"{summary['kills']:,} ({report.in_flight} edits cut short)")
+    if summary["redis_restarts"]:
+        t.add_row(
+            "Redis outages", f"{summary['redis_restarts']} ({report.refused_while_down:,} edits refused while down)"
+        )
+    if summary["touches"]:
+        t.add_row("files touched (mtime only)", f"{summary['touches']:,}")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _verdict(bad: int, text: str) -> str:
