@@ -1,32 +1,35 @@
-"""The `rebase` policy's pure core: carry an edit made against an older version onto the current one.
+"""The merge rule by commutation: carry a change made against an older version onto the current one.
 
-A session read version B of a file (its *base*); other sessions have since written, so the file is now C.
-Under the strict policy any edit by the session is refused as stale. Under `rebase` the edit is applied to
-C when, and only when, it cannot interfere with what changed in between:
+Used by the `rebase` policy (an edit made on an older view) and by undo (the inverse of an earlier write,
+carried onto the file as it is now). A session read version B of a file (its *base*); other writes have
+since made it C. The session's change turns B into V (its *view* after the change). The change is applied
+to C when, and only when, it and the changes B -> C *commute*: applying them in either order gives the same
+text. On whole-line hunks (the line diffs B -> V and B -> C) that is:
 
-1. The edit is valid on B: every ``old_string`` is found in B, uniquely (``replace_all`` edits and the
-   empty ``old_string`` that creates a file are never rebased). The lines each match spans in B are the
-   edit's *region* (a match that starts with the previous line's terminator, ``"\nx = 1\n"``, does not
-   claim that line); the lines the edit rewrites (the line diff of B -> B+edit) count too.
-2. The line diff B -> C is computed (`diff_texts`: common head and tail found on the texts, then a
-   patience diff of the lines in between, `line_diff`). No changed block of it may overlap or *touch* the
-   region: a change on the line just above or just below counts, and so does an insertion at either edge.
-3. The edit is applied to C with the ordinary Edit semantics (`semantics.apply_edits`: exact, then
-   quote-folded match, CRLF kept, unique match) and the result must equal the three-way merge of both
-   change sets: C with the edit's own hunks put at the corresponding place. That is "``old_string`` occurs
-   exactly once in C, at the place that corresponds to where it was in B", checked on the result itself.
+* A replaced or deleted block of lines commutes with another one when they share no line. Blocks that
+  merely touch (a change on the line just above or below) commute: each side's lines are the same in
+  either order.
+* An insertion commutes with a block unless it falls strictly inside it; two insertions at the same point
+  do not commute (their order would be a guess), even when they insert the same text.
+* For an edit, the lines its ``old_string`` matched in B count as a block of its own (they must be there,
+  unchanged, for the edit to mean the same thing); a match that starts with the previous line's terminator
+  (``"\nx = 1\n"``) does not claim that line. ``replace_all`` edits and the empty ``old_string`` that
+  creates a file are never carried over.
 
-Anything else raises `CoordinatorError(STALE)` whose message names the lines that changed (the engine adds
-which sessions changed them, from the history). Nothing here does I/O, so the engine may run it under the
-file lock.
+For an edit, a last check makes the rule safe against repeated lines: the edit is applied to C with the
+ordinary Edit semantics (`semantics.apply_edits`: exact, then quote-folded match, CRLF kept, unique match)
+and the result must equal the merge (C with the edit's own hunks put at the corresponding place): that is
+"``old_string`` still matches uniquely at the corresponding place". Anything else raises
+`CoordinatorError(STALE)` whose message names the lines that changed (the engine adds which sessions changed
+them, from the history). Nothing here does I/O, so the engine may run it under the file lock.
 
 The session's *view* after a rebased edit is B with its own edit applied (`RebaseOutcome.view`), not C:
-the session has not seen the intervening changes, so its read state must not claim it has. Its next edit
-is rebased from that view, where its own earlier edit is no foreign change.
+the session has not seen the intervening changes, so its read state must not claim it has. A result names
+the changes near the edit (`RebaseOutcome.nearby`), which the model should look at before relying on them.
 
-Invariant (property-tested in tests/test_rebase.py): if two sessions make non-overlapping, non-adjacent
-edits against the same base, either order of writing gives the same final text, equal to applying both
-edits one after the other; edits that overlap or touch are refused.
+Invariant (property-tested in tests/test_rebase.py): two edits made against the same base that commute give
+the same final text in either order of writing, equal to applying both one after the other; pairs that do
+not commute (overlapping lines, insertions at the same point) are refused whichever is written second.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from .semantics import EditOutcome, EditSpec, apply_edit, apply_edits, line_numb
 # bounds the cost on big, heavily rewritten files: difflib is quadratic in the worst case.
 DIFFLIB_MAX_PRODUCT = 4_000_000
 _MAX_RANGES_SHOWN = 8
+# A foreign change this close to the edit (in lines) is named in the result, for the model to look at.
+NEARBY_LINES = 3
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ class RebaseOutcome:
     outcome: EditOutcome  # the edit applied to the current text
     view: str  # the base with only this session's edit applied: its new read state
     changes: tuple[LineChange, ...]  # what others changed between base and current
+    nearby: tuple[LineChange, ...] = ()  # those within NEARBY_LINES lines of the edit, numbered as in the result
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -143,8 +149,10 @@ def line_diff(a: Sequence[str], b: Sequence[str]) -> list[Hunk]:
                     hunks.append(Hunk(alo + i1, alo + i2, blo + j1, blo + j2))
         else:
             hunks.append(Hunk(alo, ahi, blo, bhi))
+    # Hunks of different gaps are separated by an anchor (an equal line), and difflib never emits two
+    # non-equal opcodes in a row: no two hunks abut, so none needs merging.
     hunks.sort(key=lambda h: (h.a1, h.b1))
-    return _coalesce(hunks)
+    return hunks
 
 
 def _unique_anchors(
@@ -184,17 +192,6 @@ def _unique_anchors(
         out.append(pairs[k])
         k = prev[k]
     out.reverse()
-    return out
-
-
-def _coalesce(hunks: list[Hunk]) -> list[Hunk]:
-    """Merge hunks that abut (no equal line between them) into one."""
-    out: list[Hunk] = []
-    for h in hunks:
-        if out and out[-1].a2 == h.a1 and out[-1].b2 == h.b1:
-            last = out.pop()
-            h = Hunk(last.a1, h.a2, last.b1, h.b2)
-        out.append(h)
     return out
 
 
@@ -278,29 +275,89 @@ def _offsets(lines: Sequence[str], start: int) -> list[int]:
     return out
 
 
-def _touches(region: tuple[int, int], h: Hunk) -> bool:
-    """Does foreign hunk `h` overlap or touch the closed line interval `region` (0-based, in the base)?
+@dataclass(frozen=True)
+class _Claim:
+    """Base lines ``[first, end)`` (0-based, half-open) that a change depends on: a block it rewrites, or
+    the lines its ``old_string`` matched. ``first == end`` is a point: an insertion before line ``first``
+    (or a match of nothing but a line end, the gap before line ``first``)."""
 
-    A hunk replacing base lines [a1, a2) touches lines a1-1 .. a2 (itself and the line on each side); an
-    insertion at a1 (a1 == a2) touches lines a1-1 and a1. So the closed intervals [r1, r2] and
-    [a1-1, a2] must not meet. A region may be empty (r2 == r1 - 1: the session's own insertion before line
-    r1); then a foreign change meets it if it touches either neighbour or inserts at the same place.
+    first: int
+    end: int
+
+
+def _commutes(claim: _Claim, h: Hunk) -> bool:
+    """Do the session's claim and the foreign hunk `h` (replacing base lines ``[h.a1, h.a2)``) commute?
+
+    Two blocks commute when they share no line; an insertion commutes with a block unless it lies strictly
+    inside it; two insertions commute unless they are at the same point.
     """
-    r1, r2 = region
-    return r1 <= h.a2 and h.a1 - 1 <= r2
+    if claim.first == claim.end:
+        if h.a1 == h.a2:
+            return h.a1 != claim.first
+        return not h.a1 < claim.first < h.a2
+    if h.a1 == h.a2:
+        return not claim.first < h.a1 < claim.end
+    return h.a2 <= claim.first or claim.end <= h.a1
+
+
+def _check_commutes(
+    name: str, changes: Sequence[LineChange], foreign: Sequence[Hunk], claims: Sequence[_Claim], what: str
+) -> None:
+    """Raise STALE (reason ``overlap``, or ``same_place`` when every clash is two insertions at one point)
+    unless every foreign hunk commutes with every claim."""
+    clashing: list[LineChange] = []
+    all_points = True
+    for h, c in zip(foreign, changes, strict=True):
+        bad = [k for k in claims if not _commutes(k, h)]
+        if bad:
+            clashing.append(c)
+            all_points = all_points and h.a1 == h.a2 and all(k.first == k.end for k in bad)
+    if not clashing:
+        return
+    if all_points:
+        reason = (
+            f"{what} inserts lines at the very place where another write inserted lines since your read "
+            f"({_join(clashing)} of the current file); which should come first cannot be decided for you."
+        )
+    else:
+        reason = (
+            f"{what} changes lines that another write also changed since your read ({_join(clashing)} of the "
+            "current file)."
+        )
+    raise _stale(
+        name,
+        changes,
+        reason,
+        "same_place" if all_points else "overlap",
+        summary=len(clashing) < len(changes),
+        clashing=[[c.first, c.last] for c in clashing],
+    )
+
+
+def _nearby(
+    claims: Sequence[_Claim], foreign: Sequence[Hunk], changes: Sequence[LineChange], own: Sequence[_Span]
+) -> tuple[LineChange, ...]:
+    """The foreign changes within `NEARBY_LINES` lines of a claim (the ones a model should look at), with
+    ``first``/``last`` numbered as in the merged result (shifted by the session's own hunks before them)."""
+    out: list[LineChange] = []
+    for h, c in zip(foreign, changes, strict=True):
+        if any(h.a1 < k.end + NEARBY_LINES and k.first - NEARBY_LINES < h.a2 for k in claims):
+            shift = sum((x.hunk.b2 - x.hunk.b1) - (x.hunk.a2 - x.hunk.a1) for x in own if x.hunk.a2 <= h.a1)
+            out.append(LineChange(c.base_first, c.base_last, c.first + shift, c.last + shift))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The rebase
+# The rebase of an edit, and the carrying over of a whole change (undo)
 # ---------------------------------------------------------------------------------------------------------
 def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str = "The file") -> RebaseOutcome:
     """Apply `specs` (made against `base`) to `current`, or raise STALE. See the module docstring.
 
     Both texts are the decoded file contents (line ends as in the file). Raises CoordinatorError: STALE
     when the edit cannot be carried over (``details``: ``changes`` as ``[[first, last], ...]`` of the
-    current file, ``reason``), or the edit's own error (NO_MATCH, AMBIGUOUS, ...) when it fails on the
-    current text for a reason that has nothing to do with the intervening changes, which cannot happen
-    after the checks above and is reported as STALE too, to stay on the safe side.
+    current file, ``reason``: ``not_rebasable``, ``invalid_on_base``, ``overlap``, ``same_place``,
+    ``no_unique_match`` or ``moved_match``). An edit that fails on the current text for any other reason
+    is reported as STALE too, to stay on the safe side.
     """
     if not specs:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "No edits to rebase.")
@@ -311,7 +368,7 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
         what = "replace_all" if any(s.replace_all for s in specs) else "an empty old_string"
         raise _stale(name, changes, f"an edit with {what} is never carried over onto a changed file.", "not_rebasable")
 
-    # 1. The edit against what the session read: its regions (match lines) and its own hunks.
+    # 1. The edit against what the session read: the lines it matched and its own hunks.
     try:
         view_outcome = apply_edits(base, specs) if len(specs) > 1 else _apply_one(base, specs[0])
     except CoordinatorError as exc:
@@ -322,22 +379,12 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
             "invalid_on_base",
         ) from None
     view = view_outcome.text
-    regions = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs)
     own = diff_texts(base, view)
-    regions.extend((x.hunk.a1, x.hunk.a2 - 1) for x in own)
+    claims = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs)
+    claims.extend(_Claim(x.hunk.a1, x.hunk.a2) for x in own)
 
-    # 2. No foreign change may overlap or touch any region.
-    clashing = [c for h, c in zip(foreign, changes, strict=True) if any(_touches(r, h) for r in regions)]
-    if clashing:
-        raise _stale(
-            name,
-            changes,
-            "the lines you are editing, or the lines right next to them, were changed by another write since "
-            f"your read ({_join(clashing)} of the current file).",
-            "overlap",
-            summary=len(clashing) < len(changes),
-            clashing=[[c.first, c.last] for c in clashing],
-        )
+    # 2. Every foreign change must commute with the edit.
+    _check_commutes(name, changes, foreign, claims, "your edit")
 
     # 3. The edit applied to the current text must be the merge of both change sets.
     merged = _merge(current, foreign_spans, view, own)
@@ -357,12 +404,57 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
             "old_string now matches at a place that does not correspond to where it was in the version you read.",
             "moved_match",
         )
-    return RebaseOutcome(outcome=outcome, view=view, changes=changes)
+    return RebaseOutcome(outcome=outcome, view=view, changes=changes, nearby=_nearby(claims, foreign, changes, own))
 
 
 def rebase_edit(base: str, current: str, spec: EditSpec, name: str = "The file") -> RebaseOutcome:
     """`rebase_edits` for a single edit."""
     return rebase_edits(base, current, [spec], name)
+
+
+@dataclass(frozen=True)
+class CarryOutcome:
+    text: str  # `current` with the change applied
+    changes: tuple[LineChange, ...]  # what changed between `base` and `current`
+    nearby: tuple[LineChange, ...]  # those of them within NEARBY_LINES of the change
+    first_offset: int  # where the first carried hunk starts in `text` (0 when nothing moved)
+    inserted_len: int  # its length in `text`
+
+
+def carry_change(
+    base: str, changed: str, current: str, name: str = "The file", what: str = "the change"
+) -> CarryOutcome:
+    """Carry the change ``base -> changed`` onto ``current`` (which is ``base`` changed by others), or raise
+    STALE (reason ``overlap`` or ``same_place``). The whole-text form of the merge rule, used by undo: the
+    inverse of a write is ``after -> before``, carried onto the file as it is now. `what` names the change
+    in the refusal ("your undo").
+
+    When the change is nothing (``base == changed``) the result is `current`; the caller decides whether
+    that is worth a write.
+    """
+    own = diff_texts(base, changed)
+    if base == current:
+        first = own[0].b_start if own else 0
+        return CarryOutcome(changed, (), (), first, _own_len(own))
+    foreign_spans = diff_texts(base, current)
+    foreign = [x.hunk for x in foreign_spans]
+    changes = tuple(_line_change(h) for h in foreign)
+    claims = [_Claim(x.hunk.a1, x.hunk.a2) for x in own]
+    _check_commutes(name, changes, foreign, claims, what)
+    text = _merge(current, foreign_spans, changed, own)
+    first = _mapped_start(foreign_spans, own[0]) if own else 0
+    return CarryOutcome(text, changes, _nearby(claims, foreign, changes, own), first, _own_len(own))
+
+
+def _own_len(own: Sequence[_Span]) -> int:
+    """Characters from the start of the first own hunk to the end of the last one, in the changed text."""
+    return own[-1].b_start + own[-1].b_len - own[0].b_start if own else 0
+
+
+def _mapped_start(foreign: Sequence[_Span], x: _Span) -> int:
+    """Where own hunk `x`'s new text starts in the merged text (the shift of the foreign hunks before it)."""
+    shift = sum(f.b_len - f.a_len for f in foreign if f.hunk.a2 <= x.hunk.a1)
+    return x.a_start + shift
 
 
 def describe_changes(changes: Sequence[LineChange]) -> str:
@@ -374,11 +466,11 @@ def _apply_one(text: str, spec: EditSpec) -> EditOutcome:
     return apply_edit(text, spec.old_string, spec.new_string, spec.replace_all)
 
 
-def _match_regions(base: str, specs: Sequence[EditSpec]) -> list[tuple[int, int]]:
-    """0-based closed line intervals of the base that each edit's old_string spans (matched on the base
-    alone; an edit whose old_string only exists after an earlier edit of the same call has none, and its
-    lines are covered by the own-hunk regions instead)."""
-    regions: list[tuple[int, int]] = []
+def _match_regions(base: str, specs: Sequence[EditSpec]) -> list[_Claim]:
+    """The base lines each edit's old_string spans (matched on the base alone; an edit whose old_string
+    only exists after an earlier edit of the same call has none, and its lines are covered by the own-hunk
+    claims instead)."""
+    regions: list[_Claim] = []
     for spec in specs:
         try:
             regions.append(_match_region(base, _apply_one(base, spec)))
@@ -387,27 +479,26 @@ def _match_regions(base: str, specs: Sequence[EditSpec]) -> list[tuple[int, int]
     return regions
 
 
-def _match_region(base: str, out: EditOutcome) -> tuple[int, int]:
-    """0-based closed interval of base lines spanned by the text a single-replacement edit `out` of `base`
-    matched.
+def _match_region(base: str, out: EditOutcome) -> _Claim:
+    """The base lines spanned by the text a single-replacement edit `out` of `base` matched.
 
     A match that begins with a line's terminator (``"\nx = 1\n"``, a common way to anchor on whole lines)
-    does not count that line: none of its text is matched, and if the edit changes the terminator, the
-    edit's own diff hunk covers the line anyway. A match of nothing but a terminator is then an empty
-    region (first == last + 1): the gap between two lines.
+    does not claim that line: none of its text is matched, and if the edit changes the terminator, the
+    edit's own diff hunk covers the line anyway. A match of nothing but a terminator is then a point: the
+    gap between two lines.
     """
     start = out.first_offset
     removed = len(base) - len(out.text) + out.inserted_len
     skip = 2 if base.startswith("\r\n", start) else 1 if base.startswith("\n", start) else 0
-    first = line_number_at(base, start + skip) - 1 if skip else line_number_at(base, start) - 1
+    first = line_number_at(base, start + skip) - 1
     last = line_number_at(base, max(start, start + removed - 1)) - 1
-    return first, max(last, first - 1)
+    return _Claim(first, max(last + 1, first))
 
 
 def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span]) -> str:
-    """The current text with the session's own hunks put at the corresponding place. The own hunks lie in
-    runs of lines that base -> current left equal (no foreign hunk touches them), so each maps by the
-    character shift of the foreign hunks before it."""
+    """The current text with the session's own hunks put at the corresponding place. The own hunks commute
+    with the foreign ones (no shared line, no insertion at one point), so each maps by the character shift
+    of the foreign hunks that end at or before its start."""
     out: list[str] = []
     cursor = 0
     shift = 0
@@ -455,7 +546,7 @@ def _stale(
         )
     return CoordinatorError(
         ErrorCode.STALE,
-        f"{name} has been modified since you last read it, and your edit could not be carried over onto the "
+        f"{name} has been modified since you last read it, and your change could not be carried over onto the "
         f"current version: {reason}{told} Read the file again (at least around those lines), then redo your "
         "change on the current content.",
         changes=[[c.first, c.last] for c in changes],

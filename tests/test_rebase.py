@@ -110,9 +110,9 @@ def test_edit_far_from_a_concurrent_change_is_carried_over() -> None:
 
 @pytest.mark.parametrize(
     ("foreign_line", "refused"),
-    [(9, True), (10, True), (11, True), (12, True), (13, True), (8, False), (14, False)],
+    [(9, False), (10, True), (11, True), (12, True), (13, False), (8, False), (14, False)],
 )
-def test_overlapping_or_adjacent_lines_are_refused(foreign_line: int, refused: bool) -> None:
+def test_overlapping_lines_are_refused_and_adjacent_ones_commute(foreign_line: int, refused: bool) -> None:
     base = numbered(20)
     current = apply_edit(base, f"line {foreign_line}\n", "changed\n").text
     spec = EditSpec("line 10\nline 11\nline 12\n", "new block\n")
@@ -120,24 +120,86 @@ def test_overlapping_or_adjacent_lines_are_refused(foreign_line: int, refused: b
         err = stale(rebase_edit, base, current, spec)
         assert err.details["reason"] == "overlap"
         assert err.details["clashing"] == [[foreign_line, foreign_line]]
-        assert f"line {foreign_line}" in err.message
+        assert f"line {foreign_line} of the current file" in err.message
+        assert "changes lines that another write also changed" in err.message
     else:
-        assert rebase_edit(base, current, spec).outcome.text == apply_edit(current, spec.old_string, "new block\n").text
+        r = rebase_edit(base, current, spec)
+        assert r.outcome.text == apply_edit(current, spec.old_string, "new block\n").text
+        assert (
+            r.outcome.text
+            == apply_edit(
+                apply_edit(base, spec.old_string, "new block\n").text, f"line {foreign_line}\n", "changed\n"
+            ).text
+        )
+        # the new block is one line, so the numbering after it moves up by 2
+        at = foreign_line if foreign_line < 10 else foreign_line - 2
+        assert [(c.first, c.last) for c in r.nearby] == [(at, at)]  # all within 3 lines of the edit
 
 
-def test_insertion_next_to_the_edit_is_refused_but_one_line_away_is_not() -> None:
+def test_nearby_names_only_changes_within_three_lines() -> None:
+    base = numbered(40)
+    current = apply_edit(base, "line 16\n", "sixteen\n").text  # 4 lines below the edit's last line
+    current = apply_edit(current, "line 15\n", "fifteen\n").text  # 3 lines below: nearby
+    current = apply_edit(current, "line 2\n", "two\n").text  # far
+    r = rebase_edit(base, current, EditSpec("line 11\nline 12\n", "x\n"))
+    assert [(c.first, c.last) for c in r.changes] == [(2, 2), (15, 16)]
+    assert [(c.first, c.last) for c in r.nearby] == [(14, 15)]  # numbered in the result: 2 lines became 1
+    current = apply_edit(base, "line 16\n", "sixteen\n").text
+    assert rebase_edit(base, current, EditSpec("line 11\nline 12\n", "x\n")).nearby == ()
+
+
+def test_insertion_or_deletion_next_to_the_edit_commutes() -> None:
     base = numbered(10)
     spec = EditSpec("line 5\n", "five\n")
     below = apply_edit(base, "line 5\n", "line 5\nnew\n").text  # insertion right after line 5
-    stale(rebase_edit, base, below, spec)
-    above = apply_edit(base, "line 4\n", "new\nline 4\n").text  # before line 4: line 4 in between
-    assert rebase_edit(base, above, spec).outcome.text == apply_edit(above, "line 5\n", "five\n").text
+    assert rebase_edit(base, below, spec).outcome.text == apply_edit(below, "line 5\n", "five\n").text
+    above = apply_edit(base, "line 5\n", "new\nline 5\n").text  # right before it
+    assert rebase_edit(base, above, spec).outcome.text == base.replace("line 5\n", "new\nfive\n")
+    deleted = apply_edit(base, "line 6\n", "").text
+    assert rebase_edit(base, deleted, spec).outcome.text == base.replace("line 5\nline 6\n", "five\n")
 
 
-def test_deletion_next_to_the_edit_is_refused() -> None:
+def test_two_insertions_at_the_same_point_are_refused() -> None:
     base = numbered(10)
-    current = apply_edit(base, "line 6\n", "").text
-    stale(rebase_edit, base, current, EditSpec("line 5\n", "five\n"))
+    theirs = apply_edit(base, "line 6\n", "THEIRS\nline 6\n").text  # inserted before line 6
+    err = stale(rebase_edit, base, theirs, EditSpec("line 5\n", "line 5\nMINE\n"))  # after line 5: same point
+    assert err.details["reason"] == "same_place"
+    assert err.details["clashing"] == [[6, 6]]
+    assert "inserts lines at the very place where another write inserted lines" in err.message
+    # the same insertion text does not make them commute either
+    same = apply_edit(base, "line 6\n", "MINE\nline 6\n").text
+    assert stale(rebase_edit, base, same, EditSpec("line 5\n", "line 5\nMINE\n")).details["reason"] == "same_place"
+    # one line apart they commute
+    r = rebase_edit(base, theirs, EditSpec("line 4\n", "line 4\nMINE\n"))
+    assert "line 4\nMINE\nline 5\nTHEIRS\nline 6\n" in r.outcome.text
+
+
+def test_insertion_inside_the_matched_lines_is_refused_as_overlap() -> None:
+    base = numbered(10)
+    current = apply_edit(base, "line 5\n", "line 5\nwedge\n").text
+    err = stale(rebase_edit, base, current, EditSpec("line 5\nline 6\n", "line 5\nsix\n"))
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
+
+
+def test_a_change_next_to_a_matched_but_unchanged_line_is_an_overlap_of_the_match() -> None:
+    """The edit matched lines 5-6 and rewrote only line 5: line 6 is claimed by the match, so another
+    write's change of it is an overlap (found by the region check itself, before the edit is retried)."""
+    base = numbered(10)
+    current = apply_edit(base, "line 6\n", "six\n").text
+    err = stale(rebase_edit, base, current, EditSpec("line 5\nline 6", "five\nline 6"))
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
+    # and a change right after the matched lines commutes
+    current = apply_edit(base, "line 7\n", "seven\n").text
+    assert (
+        "five\nline 6\nseven\n" in rebase_edit(base, current, EditSpec("line 5\nline 6", "five\nline 6")).outcome.text
+    )
+
+
+def test_deletion_of_the_line_after_a_partial_line_match_is_an_overlap() -> None:
+    base = "alpha = 1\nbeta = 2\ngamma = 3\n"
+    current = "alpha = 1\ngamma = 3\n"
+    err = stale(rebase_edit, base, current, EditSpec("1\nbeta", "1\nBETA"))
+    assert err.details["reason"] == "overlap"
 
 
 def test_old_string_duplicated_elsewhere_by_another_session_is_refused() -> None:
@@ -146,13 +208,24 @@ def test_old_string_duplicated_elsewhere_by_another_session_is_refused() -> None
     err = stale(rebase_edit, base2, current2, EditSpec("needle = 1", "needle = 2"))
     assert err.details["reason"] == "no_unique_match"
     assert "2 times" in err.message
+    assert "old_string no longer matches uniquely in the current file" in err.message
 
 
 def test_replace_all_and_empty_old_string_are_never_rebased() -> None:
     base = numbered(10)
     current = apply_edit(base, "line 1\n", "first\n").text
-    assert stale(rebase_edit, base, current, EditSpec("line 9", "nine", True)).details["reason"] == "not_rebasable"
-    stale(rebase_edit, "", "x\n", EditSpec("", "y\n"))
+    err = stale(rebase_edit, base, current, EditSpec("line 9", "nine", True))
+    assert err.details["reason"] == "not_rebasable"
+    assert "an edit with replace_all is never carried over" in err.message
+    err = stale(rebase_edit, "", "x\n", EditSpec("", "y\n"))
+    assert err.details["reason"] == "not_rebasable"
+    assert "an edit with an empty old_string is never carried over" in err.message
+    # in a multi-edit too, and an empty old_string is named even after a first ordinary edit
+    err = stale(rebase_edits, base, current, [EditSpec("line 3", "three"), EditSpec("line 9", "nine", True)])
+    assert "replace_all" in err.message
+    with pytest.raises(CoordinatorError) as info:
+        rebase_edits(base, current, [])
+    assert info.value.code is ErrorCode.INVALID_ARGUMENT
 
 
 def test_edit_invalid_on_the_version_read_is_stale() -> None:
@@ -160,6 +233,8 @@ def test_edit_invalid_on_the_version_read_is_stale() -> None:
     current = base + "appended\n"
     err = stale(rebase_edit, base, current, EditSpec("appended", "x"))
     assert err.details["reason"] == "invalid_on_base"
+    assert "the edit does not apply to the version you read either (old_string was not found" in err.message
+    assert "other writes changed line 11 (current numbering)" in err.message
 
 
 def test_crlf_and_curly_quotes_are_kept() -> None:
@@ -179,8 +254,9 @@ def test_the_view_lets_a_session_rebase_again_without_counting_its_own_edit() ->
     # The session's next edit is right next to its own first edit: not a foreign change.
     r2 = rebase_edit(r1.view, r1.outcome.text, EditSpec("line 11\n", "eleven\n"))
     assert "ten\neleven\n" in r2.outcome.text and "twenty\n" in r2.outcome.text
-    # ...but next to the foreign change it is refused.
-    stale(rebase_edit, r1.view, r1.outcome.text, EditSpec("line 21\n", "x\n"))
+    # ...but on the line the foreign change rewrote it is refused (the view still has "line 20").
+    err = stale(rebase_edit, r1.view, r1.outcome.text, EditSpec("line 20\n", "x\n"))
+    assert err.details["reason"] == "overlap"
 
 
 def test_multi_edit_is_rebased_as_a_whole() -> None:
@@ -189,72 +265,86 @@ def test_multi_edit_is_rebased_as_a_whole() -> None:
     specs = [EditSpec("line 3\n", "three\n"), EditSpec("line 27\n", "twenty-seven\n")]
     r = rebase_edits(base, current, specs)
     assert r.outcome.text == apply_edits(current, specs).text
-    stale(rebase_edits, base, current, [*specs, EditSpec("line 16\n", "x\n")])
+    err = stale(rebase_edits, base, current, [*specs, EditSpec("line 14\nline 15\n", "x\n")])
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[15, 15]]
+    # An edit of a multi-edit that only matches once an earlier edit of the call has run (not on the
+    # base) has no match claim of its own: its lines are claimed by the own hunks.
+    chained = [EditSpec("line 20\n", "twenty\n"), EditSpec("y\nline 21", "y-one\nline 21")]
+    r = rebase_edits(base, current, chained)
+    assert "twenty-one\nline 21\n" in r.outcome.text
+    twenty = apply_edit(base, "line 20\n", "XX\n").text
+    err = stale(rebase_edits, base, twenty, chained)
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[20, 20]]
+    specs = [EditSpec("line 3\n", "three\n"), EditSpec("line 16\n", "sixteen\n")]
+    r = rebase_edits(base, current, specs)  # line 16 is next to line 15: commutes now
+    assert "fifteen\nsixteen\n" in r.outcome.text
 
 
 def test_last_line_without_newline() -> None:
     base = "a\nb\nc\nd\ne"
     current = "A\nb\nc\nd\ne"
     assert rebase_edit(base, current, EditSpec("e", "E")).outcome.text == "A\nb\nc\nd\nE"
-    stale(rebase_edit, base, "a\nb\nc\nd\ne\n", EditSpec("e", "E"))  # the last line itself changed (eol)
+    err = stale(rebase_edit, base, "a\nb\nc\nd\ne\n", EditSpec("e", "E"))  # the last line itself changed (eol)
+    assert err.details["reason"] == "overlap"
 
 
 # --- properties ---------------------------------------------------------------------------------------
 
 
 @st.composite
-def concurrent_edits(draw: st.DrawFn, *, separated: bool) -> tuple[str, list[EditSpec]]:
-    """A base text of unique lines and 2-4 edits of disjoint blocks of whole lines (or of part of one line).
+def concurrent_edits(draw: st.DrawFn, *, commuting: bool) -> tuple[str, list[EditSpec]]:
+    """A base text of unique lines and 2-4 edits of blocks of whole lines (or of part of one line).
 
-    separated=True: at least one untouched line between any two blocks (the edits must commute).
-    separated=False: two of the blocks overlap or are adjacent (the later writer must be refused).
+    commuting=True: the blocks are disjoint but may be adjacent (no untouched line between them); an edit
+    that inserts after its block is never followed by one that inserts right before the next block (two
+    insertions at one point). The edits must commute.
+    commuting=False: two edits that do not commute: their blocks share a line, or they insert at the same
+    point (after one block and before the block that follows it). The later writer must be refused.
     """
     eol = draw(st.sampled_from(["\n", "\r\n"]))
-    if separated:
-        # Blocks of 1-3 lines with >= 1 untouched line between neighbours.
+    if commuting:
         blocks = []
         pos = draw(st.integers(0, 3))
         for _ in range(draw(st.integers(2, 4))):
             length = draw(st.integers(1, 3))
             blocks.append((pos, pos + length))
-            pos += length + draw(st.integers(1, 4))
+            pos += length + draw(st.integers(0, 3))
         n = blocks[-1][1] + draw(st.integers(0, 3))
+        kinds = [draw(st.sampled_from(["replace", "delete", "insert", "prepend", "inline"])) for _ in blocks]
+        for k in range(1, len(blocks)):
+            if kinds[k] == "prepend" and kinds[k - 1] == "insert" and blocks[k][0] == blocks[k - 1][1]:
+                kinds[k] = "replace"
     else:
         a = draw(st.integers(0, 10))
         b = a + draw(st.integers(1, 3))
-        c = draw(st.integers(max(0, a - 3), b))  # starts before, inside, or on the line right after
-        d = c + draw(st.integers(1, 3))
-        if d < a:  # ends right before the other block at the latest: adjacent
-            d = a
+        if draw(st.booleans()):  # overlapping blocks
+            c = draw(st.integers(max(0, a - 3), b - 1))
+            d = max(c + draw(st.integers(1, 3)), a + 1)
+            kinds = [draw(st.sampled_from(["replace", "delete"])) for _ in range(2)]
+        else:  # insertions at one point: after block 1, before block 2 that starts right there
+            c, d = b, b + draw(st.integers(1, 3))
+            kinds = ["insert", "prepend"]
         blocks = [(a, b), (c, d)]
         n = max(b, d) + draw(st.integers(0, 3))
     words = draw(st.lists(st.sampled_from(["x", "y = 1", "", "  pass", "}"]), min_size=n, max_size=n))
     lines = [f"L{i} {w}" for i, w in enumerate(words)]
     base = "".join(line + eol for line in lines)
     specs = []
-    for idx, (a, b) in enumerate(blocks):
-        # Unseparated blocks only get edits that change every line of their block, so that "the blocks
-        # touch" means "the changes touch" (an insertion at a block's end changes no line of it).
-        kinds = ["replace", "delete", "insert", "inline"] if separated else ["replace", "delete"]
-        kind = draw(st.sampled_from(kinds))
+    for idx, ((a, b), kind) in enumerate(zip(blocks, kinds, strict=True)):
         old = "".join(line + eol for line in lines[a:b])
-        fresh = [f"new{idx}.{j}" for j in range(draw(st.integers(1, 3)))]
-        if kind == "replace":
-            new = "".join(f + "\n" for f in fresh)
-        elif kind == "delete":
-            new = ""
-        elif kind == "insert":
-            new = old.replace("\r\n", "\n") + "".join(f + "\n" for f in fresh)
-        else:  # change part of the block's first line
+        fresh = "".join(f"new{idx}.{j}\n" for j in range(draw(st.integers(1, 3))))
+        plain = old.replace("\r\n", "\n")
+        new = {"replace": fresh, "delete": "", "insert": plain + fresh, "prepend": fresh + plain}.get(kind, "")
+        if kind == "inline":  # change part of the block's first line
             old = lines[a]
-            new = lines[a].replace(f"L{a} ", f"L{a} {fresh[0]} ", 1)
+            new = lines[a].replace(f"L{a} ", f"L{a} new{idx} ", 1)
         specs.append(EditSpec(old.replace("\r\n", "\n") if draw(st.booleans()) else old, new))
     return base, specs
 
 
 @settings(max_examples=300, deadline=None)
-@given(concurrent_edits(separated=True))
-def test_non_overlapping_concurrent_edits_commute(case: tuple[str, list[EditSpec]]) -> None:
+@given(concurrent_edits(commuting=True))
+def test_commuting_concurrent_edits_give_one_text_in_every_order(case: tuple[str, list[EditSpec]]) -> None:
     base, specs = case
     sequential = base
     for spec in specs:
@@ -267,13 +357,14 @@ def test_non_overlapping_concurrent_edits_commute(case: tuple[str, list[EditSpec
 
 
 @settings(max_examples=300, deadline=None)
-@given(concurrent_edits(separated=False))
-def test_overlapping_or_touching_concurrent_edits_are_refused(case: tuple[str, list[EditSpec]]) -> None:
+@given(concurrent_edits(commuting=False))
+def test_non_commuting_concurrent_edits_are_refused(case: tuple[str, list[EditSpec]]) -> None:
     base, (first, second) = case
     for a, b in ((first, second), (second, first)):
         current = apply_edit(base, a.old_string, a.new_string).text
         err = stale(rebase_edit, base, current, b)
-        assert err.details["changes"]
+        assert err.details["reason"] in ("overlap", "same_place")
+        assert err.details["clashing"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -328,10 +419,16 @@ def test_an_old_string_anchored_on_the_previous_line_end_does_not_claim_that_lin
     spec = EditSpec("\ns03 = 0\n", "\ns03 = 1\n")
     two_up = apply_edit(base, "s01 = 0", "s01 = 9").text
     assert "s01 = 9\ns02 = 0\ns03 = 1\n" in rebase_edit(base, two_up, spec).outcome.text
-    one_up = apply_edit(base, "s02 = 0", "s02 = 9").text
-    stale(rebase_edit, base, one_up, spec)
-    joined = EditSpec("s02 = 0\ns03", "s02 = 0 s03")  # joins lines: its own hunk covers both
-    stale(rebase_edit, base, two_up.replace("s04 = 0", "s04 = 5"), joined)
+    one_up = apply_edit(base, "s02 = 0", "s02 = 9").text  # the line right above: commutes too
+    assert "s02 = 9\ns03 = 1\n" in rebase_edit(base, one_up, spec).outcome.text
+    same = apply_edit(base, "s03 = 0", "s03 = 9").text  # the line itself: overlap
+    assert stale(rebase_edit, base, same, spec).details["reason"] == "overlap"
+    crlf = base.replace("\n", "\r\n")
+    r = rebase_edit(crlf, apply_edit(crlf, "s02 = 0", "s02 = 9").text, EditSpec("\r\ns03 = 0\r\n", "\r\ns03 = 1\r\n"))
+    assert "s02 = 9\r\ns03 = 1\r\n" in r.outcome.text
+    joined = EditSpec("\ns03 = 0\ns04", "\ns03 = 0 s04")  # changes the terminator of s03: joins s03 and s04
+    assert "s03 = 0 s04 = 0\ns05 = 5" in rebase_edit(base, base.replace("s05 = 0", "s05 = 5"), joined).outcome.text
+    assert stale(rebase_edit, base, one_up.replace("s04 = 0", "s04 = 5"), joined).details["clashing"] == [[5, 5]]
 
 
 @settings(max_examples=300, deadline=None)

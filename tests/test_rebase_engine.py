@@ -55,16 +55,19 @@ def test_view_is_not_advanced_over_unseen_changes(root: Path, rcoord: Coordinato
     b.read("f.py")
     a.edit("f.py", "line 3\n", "line three\n")
     b.edit("f.py", "line 30\n", "line thirty\n")
-    # Next to A's change: B has not seen it, so it is checked again and refused, naming A.
-    err = refused(ErrorCode.STALE, b.edit, "f.py", "line 4\n", "four\n")
+    # Over A's change: B has not seen it, so it is checked again and refused, naming A.
+    err = refused(ErrorCode.STALE, b.edit, "f.py", "line 3\nline 4\n", "three\nfour\n")
     assert err.details["reason"] == "overlap" and err.details["clashing"] == [[3, 3]]
     assert "by: A (version 1, line 3)" in err.message
+    # Next to it: the two commute, so it is carried over, and the result names the nearby change.
+    r = b.edit("f.py", "line 4\n", "four\n")
+    assert r.rebased and "line 3" in r.message
     # Next to B's own earlier edit: not a foreign change.
     r = b.edit("f.py", "line 31\n", "thirty-one\n")
     assert r.rebased and [w["session"] for w in r.intervening] == ["A"]
     assert not b.read("f.py").unchanged
-    assert not b.edit("f.py", "line 4\n", "four\n").rebased  # after reading, plain again
-    assert "line three\nfour\n" in (root / "f.py").read_text()
+    assert not b.edit("f.py", "line 5\n", "five\n").rebased  # after reading, plain again
+    assert "line three\nfour\nfive\n" in (root / "f.py").read_text()
 
 
 def test_strict_is_the_default_and_a_session_can_choose(root: Path, coord: Coordinator) -> None:
@@ -90,7 +93,8 @@ def test_overlapping_edit_is_refused_and_nothing_is_written(root: Path, rcoord: 
     before = (root / "f.py").read_bytes()
     err = refused(ErrorCode.STALE, b.edit, "f.py", "line 5\n", "FIVE\n")
     assert err.details["reason"] == "invalid_on_base" or err.details["reason"] == "overlap"
-    refused(ErrorCode.STALE, b.edit, "f.py", "line 6\n", "six\n")
+    err = refused(ErrorCode.STALE, b.edit, "f.py", "line 4\nline 5\n", "four\nFIVE\n")
+    assert err.details["reason"] == "overlap"
     assert (root / "f.py").read_bytes() == before
     assert len(rcoord.history("f.py")) == 1
 
@@ -119,7 +123,10 @@ def test_multi_edit_is_rebased_all_or_nothing(root: Path, rcoord: Coordinator) -
         ErrorCode.STALE,
         b.multi_edit,
         "f.py",
-        [{"old_string": "line 3\n", "new_string": "three\n"}, {"old_string": "line 16\n", "new_string": "y\n"}],
+        [
+            {"old_string": "line 3\n", "new_string": "three\n"},
+            {"old_string": "line 15\nline 16\n", "new_string": "y\n"},
+        ],
     )
     assert err.details["clashing"] == [[15, 15]]
     assert "three" not in (root / "f.py").read_text()
