@@ -34,6 +34,7 @@ class ErrorCode(StrEnum):
     INVALID_ARGUMENT = "invalid_argument"
     LEASED = "leased"
     IO_ERROR = "io_error"
+    PLACEHOLDER = "placeholder"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
