@@ -350,7 +350,9 @@ def _nearby(
 # ---------------------------------------------------------------------------------------------------------
 # The rebase of an edit, and the carrying over of a whole change (undo)
 # ---------------------------------------------------------------------------------------------------------
-def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str = "The file") -> RebaseOutcome:
+def rebase_edits(
+    base: str, current: str, specs: Sequence[EditSpec], name: str = "The file", match: str = "exact"
+) -> RebaseOutcome:
     """Apply `specs` (made against `base`) to `current`, or raise STALE. See the module docstring.
 
     Both texts are the decoded file contents (line ends as in the file). Raises CoordinatorError: STALE
@@ -370,7 +372,7 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
 
     # 1. The edit against what the session read: the lines it matched and its own hunks.
     try:
-        view_outcome = apply_edits(base, specs) if len(specs) > 1 else _apply_one(base, specs[0])
+        view_outcome = apply_edits(base, specs, match) if len(specs) > 1 else _apply_one(base, specs[0], match)
     except CoordinatorError as exc:
         raise _stale(
             name,
@@ -380,7 +382,7 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
         ) from None
     view = view_outcome.text
     own = diff_texts(base, view)
-    claims = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs)
+    claims = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs, match)
     claims.extend(_Claim(x.hunk.a1, x.hunk.a2) for x in own)
 
     # 2. Every foreign change must commute with the edit.
@@ -389,7 +391,7 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
     # 3. The edit applied to the current text must be the merge of both change sets.
     merged = _merge(current, foreign_spans, view, own)
     try:
-        outcome = apply_edits(current, specs) if len(specs) > 1 else _apply_one(current, specs[0])
+        outcome = apply_edits(current, specs, match) if len(specs) > 1 else _apply_one(current, specs[0], match)
     except CoordinatorError as exc:
         raise _stale(
             name,
@@ -407,9 +409,9 @@ def rebase_edits(base: str, current: str, specs: Sequence[EditSpec], name: str =
     return RebaseOutcome(outcome=outcome, view=view, changes=changes, nearby=_nearby(claims, foreign, changes, own))
 
 
-def rebase_edit(base: str, current: str, spec: EditSpec, name: str = "The file") -> RebaseOutcome:
+def rebase_edit(base: str, current: str, spec: EditSpec, name: str = "The file", match: str = "exact") -> RebaseOutcome:
     """`rebase_edits` for a single edit."""
-    return rebase_edits(base, current, [spec], name)
+    return rebase_edits(base, current, [spec], name, match)
 
 
 @dataclass(frozen=True)
@@ -462,18 +464,18 @@ def describe_changes(changes: Sequence[LineChange]) -> str:
     return _join(changes)
 
 
-def _apply_one(text: str, spec: EditSpec) -> EditOutcome:
-    return apply_edit(text, spec.old_string, spec.new_string, spec.replace_all)
+def _apply_one(text: str, spec: EditSpec, match: str = "exact") -> EditOutcome:
+    return apply_edit(text, spec.old_string, spec.new_string, spec.replace_all, match)
 
 
-def _match_regions(base: str, specs: Sequence[EditSpec]) -> list[_Claim]:
+def _match_regions(base: str, specs: Sequence[EditSpec], match: str) -> list[_Claim]:
     """The base lines each edit's old_string spans (matched on the base alone; an edit whose old_string
     only exists after an earlier edit of the same call has none, and its lines are covered by the own-hunk
     claims instead)."""
     regions: list[_Claim] = []
     for spec in specs:
         try:
-            regions.append(_match_region(base, _apply_one(base, spec)))
+            regions.append(_match_region(base, _apply_one(base, spec, match)))
         except CoordinatorError:
             continue
     return regions

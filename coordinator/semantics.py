@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from coordinator import flexmatch
 from coordinator.errors import CoordinatorError, ErrorCode
 
 LEFT_SINGLE, RIGHT_SINGLE, LEFT_DOUBLE, RIGHT_DOUBLE = "\u2018", "\u2019", "\u201c", "\u201d"
@@ -154,12 +155,20 @@ class EditSpec:
     replace_all: bool = False
 
 
+EXACT, QUOTES = "exact", "quotes"
+MATCH_MODES: tuple[str, ...] = ("exact", "flexible")
+# Looser matches rank higher: a multi-edit reports the loosest one any of its edits needed.
+_MATCH_RANK = {EXACT: 0, QUOTES: 1, flexmatch.TRAILING_WHITESPACE: 2, flexmatch.INDENTATION: 3}
+
+
 @dataclass(frozen=True)
 class EditOutcome:
     text: str  # the whole new text
     replacements: int
     first_offset: int  # char index in the new text where the first replacement starts
     inserted_len: int  # length of the first replacement's inserted text (after eol / quote conversion)
+    match: str = EXACT  # how old_string was found: exact, quotes, trailing_whitespace or indentation
+    match_lines: tuple[int, int] | None = None  # for a flexible match: the lines of the old text it spans
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,7 @@ class _Match:
     haystack: str
     needle: str
     old: str  # old_string with the line ending that matched
+    folded: bool = False  # found only with curly quotes folded
 
 
 def _find_all(haystack: str, needle: str) -> list[int]:
@@ -200,7 +210,7 @@ def _locate(content: str, old_string: str) -> tuple[_Match, str] | None:
         old = to_eol(old_string, candidate)
         folded_old = normalize_quotes(old)
         if folded_old in folded_content:
-            return _Match(folded_content, folded_old, old), candidate
+            return _Match(folded_content, folded_old, old, folded=True), candidate
     return None
 
 
@@ -221,9 +231,14 @@ def _terminator_after(content: str, start: int, end: int, replacement: str) -> i
     return 0
 
 
-def _no_match_message(old_string: str) -> str:
+def _no_match_message(old_string: str, flexible: bool = False) -> str:
+    tried = (
+        "not even with curly quotes folded, trailing whitespace ignored or the indentation shifted"
+        if flexible
+        else "not even with curly quotes folded to straight ones"
+    )
     message = (
-        "old_string was not found in the file, not even with curly quotes folded to straight ones. "
+        f"old_string was not found in the file, {tried}. "
         "Read the file again and copy the exact text to replace, including whitespace and indentation."
     )
     if _LINE_NUMBER_PREFIX.search(old_string):
@@ -234,7 +249,41 @@ def _no_match_message(old_string: str) -> str:
     return message
 
 
-def _apply_edit(content: str, old_string: str, new_string: str, replace_all: bool) -> tuple[EditOutcome, int]:
+def _ambiguous(content: str, positions: Sequence[int], count: int) -> CoordinatorError:
+    lines = [line_number_at(content, p) for p in positions[:_MAX_LINES_LISTED]]
+    shown = ", ".join(map(str, lines)) + (", ..." if count > len(lines) else "")
+    return CoordinatorError(
+        ErrorCode.AMBIGUOUS,
+        f"old_string occurs {count} times in the file (at lines {shown}), so the edit is "
+        "ambiguous. Add surrounding lines to old_string to make it unique, or set replace_all to "
+        "replace every occurrence.",
+        count=count,
+        lines=lines,
+    )
+
+
+def _apply_flexible(content: str, old_string: str, new_string: str) -> tuple[EditOutcome, int]:
+    """The flexible match (`flexmatch`), once exact and quote-folded matching have failed."""
+    found = flexmatch.find_flexible(content, old_string, new_string)
+    if not found:
+        raise CoordinatorError(ErrorCode.NO_MATCH, _no_match_message(old_string, flexible=True))
+    if len(found) > 1:
+        raise _ambiguous(content, [m.start for m in found], len(found))
+    m = found[0]
+    new = to_eol(m.new_string, detect_eol(content))
+    text = content[: m.start] + new + content[m.end :]
+    if text == content:
+        raise CoordinatorError(
+            ErrorCode.NO_CHANGE,
+            "The edit leaves the file exactly as it was (new_string equals the lines it matched). Nothing was changed.",
+        )
+    outcome = EditOutcome(text, 1, m.start, len(new), m.kind, (m.first_line, m.last_line))
+    return outcome, m.end - m.start
+
+
+def _apply_edit(
+    content: str, old_string: str, new_string: str, replace_all: bool, match: str = EXACT
+) -> tuple[EditOutcome, int]:
     """`apply_edit`, also returning how many chars of ``content`` the first replacement removed."""
     if old_string == new_string:
         raise CoordinatorError(
@@ -260,34 +309,27 @@ def _apply_edit(content: str, old_string: str, new_string: str, replace_all: boo
 
     located = _locate(content, old_string)
     if located is None:
+        if match == "flexible" and not replace_all:
+            return _apply_flexible(content, old_string, new_string)
         raise CoordinatorError(ErrorCode.NO_MATCH, _no_match_message(old_string))
-    match, eol = located
+    found, eol = located
     new = to_eol(new_string, eol)
 
-    positions = _find_all(match.haystack, match.needle)
+    positions = _find_all(found.haystack, found.needle)
     if len(positions) > 1 and not replace_all:
-        lines = [line_number_at(content, p) for p in positions[:_MAX_LINES_LISTED]]
-        shown = ", ".join(map(str, lines)) + (", ..." if len(positions) > len(lines) else "")
-        raise CoordinatorError(
-            ErrorCode.AMBIGUOUS,
-            f"old_string occurs {len(positions)} times in the file (at lines {shown}), so the edit is "
-            "ambiguous. Add surrounding lines to old_string to make it unique, or set replace_all to "
-            "replace every occurrence.",
-            count=len(positions),
-            lines=lines,
-        )
+        raise _ambiguous(content, positions, len(positions))
     if not replace_all:
         positions = positions[:1]
 
     # Everything outside the replaced slices is copied verbatim: untouched bytes never change.
-    length = len(match.old)
+    length = len(found.old)
     pieces: list[str] = []
     out_len = 0
     cursor = 0
     first_offset = inserted_len = removed_len = -1
     for start in positions:
         end = start + length
-        replacement = preserve_quote_style(match.old, content[start:end], new)
+        replacement = preserve_quote_style(found.old, content[start:end], new)
         end += _terminator_after(content, start, end, replacement)
         kept = content[cursor:start]
         pieces.append(kept)
@@ -306,18 +348,22 @@ def _apply_edit(content: str, old_string: str, new_string: str, replace_all: boo
             "The edit leaves the file exactly as it was (new_string equals the matched text once line "
             "endings and the file's quote style are applied). Nothing was changed.",
         )
-    return EditOutcome(text, len(positions), first_offset, inserted_len), removed_len
+    kind = QUOTES if found.folded else EXACT
+    return EditOutcome(text, len(positions), first_offset, inserted_len, kind), removed_len
 
 
-def apply_edit(content: str, old_string: str, new_string: str, replace_all: bool = False) -> EditOutcome:
+def apply_edit(
+    content: str, old_string: str, new_string: str, replace_all: bool = False, match: str = EXACT
+) -> EditOutcome:
     """Replace ``old_string`` with ``new_string`` in ``content``, with the semantics of Claude Code's Edit.
 
     Matching is exact, then with curly quotes folded (the file's own slice is replaced and its quote style
     carried into the new text). ``old_string`` and ``new_string`` take the file's line ending first, so a
     CRLF file stays CRLF. The match must be unique unless ``replace_all``. Replacement is literal. Raises
     `CoordinatorError` with NO_CHANGE, FILE_EXISTS, NO_MATCH or AMBIGUOUS; nothing is returned half-done.
+    ``match="flexible"``: when both fail, the rules of `flexmatch` are tried (not with ``replace_all``).
     """
-    outcome, _ = _apply_edit(content, old_string, new_string, replace_all)
+    outcome, _ = _apply_edit(content, old_string, new_string, replace_all, match)
     return outcome
 
 
@@ -354,7 +400,7 @@ def _validate_edits(edits: Sequence[EditSpec]) -> None:
                 )
 
 
-def apply_edits(content: str, edits: Sequence[EditSpec]) -> EditOutcome:
+def apply_edits(content: str, edits: Sequence[EditSpec], match: str = EXACT) -> EditOutcome:
     """Apply ``edits`` in order to ``content``, all or nothing (multi_edit).
 
     The first failing edit raises its own error code with its index in the message and in
@@ -366,9 +412,10 @@ def apply_edits(content: str, edits: Sequence[EditSpec]) -> EditOutcome:
     text = content
     replacements = 0
     region: tuple[int, int] | None = None  # (start, end) in the current text
+    loosest = EditOutcome(content, 0, 0, 0)
     for i, edit in enumerate(edits):
         try:
-            outcome, removed = _apply_edit(text, edit.old_string, edit.new_string, edit.replace_all)
+            outcome, removed = _apply_edit(text, edit.old_string, edit.new_string, edit.replace_all, match)
         except CoordinatorError as exc:
             raise CoordinatorError(
                 exc.code,
@@ -379,13 +426,15 @@ def apply_edits(content: str, edits: Sequence[EditSpec]) -> EditOutcome:
         text = outcome.text
         replacements += outcome.replacements
         region = _merge_region(region, outcome.first_offset, removed, outcome.inserted_len)
+        if _MATCH_RANK[outcome.match] > _MATCH_RANK[loosest.match]:
+            loosest = outcome
     if text == content:
         raise CoordinatorError(
             ErrorCode.NO_CHANGE,
             "Taken together the edits leave the file exactly as it was. Nothing was changed.",
         )
     assert region is not None
-    return EditOutcome(text, replacements, region[0], region[1] - region[0])
+    return EditOutcome(text, replacements, region[0], region[1] - region[0], loosest.match, loosest.match_lines)
 
 
 def _merge_region(region: tuple[int, int] | None, offset: int, removed: int, inserted: int) -> tuple[int, int]:
@@ -497,11 +546,21 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
 # --- "did you mean" -----------------------------------------------------------------------------------
 
 
+SUGGEST_CUTOFF = 0.75
+_STEM_CUTOFF = 0.5
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
 def suggest_path(name: str, candidates: Iterable[str]) -> str | None:
     """A sibling to suggest for a missing file ``name``, or None.
 
     In order of preference: the same stem with another extension (``foo.ts`` for ``foo.js``), the same
-    name up to case, then the closest name by `difflib` (cutoff 0.75). ``name`` is compared by its last
+    name up to case, then the closest name by `difflib` ratio, which must be *above* `SUGGEST_CUTOFF`
+    (a ratio just at it, like ``nope.txt`` / ``snip.txt``, is a shared extension more than a typo) with
+    stems at least half alike (so ``a.txt`` is not close to ``b.txt``). ``name`` is compared by its last
     component; candidates are sibling names and are returned as given. Ties go to the closest, then the
     alphabetically first, so the answer is deterministic.
     """
@@ -512,7 +571,7 @@ def suggest_path(name: str, candidates: Iterable[str]) -> str | None:
 
     def best(found: list[str]) -> str:
         # max() keeps the first of equal keys, and `found` is sorted.
-        return max(found, key=lambda c: difflib.SequenceMatcher(None, base, c).ratio())
+        return max(found, key=lambda c: _similarity(base, c))
 
     stem = PurePath(base).stem
     same_stem = [c for c in pool if PurePath(c).stem == stem]
@@ -521,5 +580,9 @@ def suggest_path(name: str, candidates: Iterable[str]) -> str | None:
     same_case_folded = [c for c in pool if c.casefold() == base.casefold()]
     if same_case_folded:
         return best(same_case_folded)
-    close = difflib.get_close_matches(base, pool, n=1, cutoff=0.75)
-    return close[0] if close else None
+    close = [
+        c
+        for c in pool
+        if _similarity(base, c) > SUGGEST_CUTOFF and _similarity(stem, PurePath(c).stem) >= _STEM_CUTOFF
+    ]
+    return best(close) if close else None

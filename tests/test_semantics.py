@@ -483,6 +483,19 @@ def test_suggest_none_when_nothing_close() -> None:
     assert suggest_path("engine.py", ["engine.py"]) is None  # the name itself is no suggestion
 
 
+def test_suggest_cut_off_is_strict_and_needs_alike_stems() -> None:
+    # "nope.txt" / "snip.txt" is exactly 0.75: the shared ".txt" makes them look close; they are not.
+    assert suggest_path("nope.txt", ["snip.txt"]) is None
+    assert suggest_path("a.txt", ["b.txt"]) is None  # 0.8 overall, but stems nothing alike
+    assert suggest_path("mian.txt", ["main.txt"]) == "main.txt"  # stems 0.75 alike: enough
+
+
+def test_suggest_tie_break_is_closest_then_alphabetical() -> None:
+    assert suggest_path("node.txt", ["nope.txt", "note.txt"]) == "nope.txt"  # both 0.875: first by name
+    assert suggest_path("node.txt", ["note.txt", "nope.txt"]) == "nope.txt"
+    assert suggest_path("nodes.txt", ["modes.txt", "nodesx.txt"]) == "nodesx.txt"  # 0.95 beats 0.89
+
+
 def test_suggest_uses_last_path_component() -> None:
     assert suggest_path("src/app/mian.py", ["main.py", "util.py"]) == "main.py"
 
