@@ -581,8 +581,6 @@ def suggest_path(name: str, candidates: Iterable[str]) -> str | None:
     if same_case_folded:
         return best(same_case_folded)
     close = [
-        c
-        for c in pool
-        if _similarity(base, c) > SUGGEST_CUTOFF and _similarity(stem, PurePath(c).stem) >= _STEM_CUTOFF
+        c for c in pool if _similarity(base, c) > SUGGEST_CUTOFF and _similarity(stem, PurePath(c).stem) >= _STEM_CUTOFF
     ]
     return best(close) if close else None
