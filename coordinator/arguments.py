@@ -35,6 +35,7 @@ __all__ = [
     "check_durability",
     "check_edit_pair",
     "check_edits",
+    "check_match",
     "check_path",
     "check_policy",
     "check_session_id",
@@ -82,6 +83,20 @@ def check_policy(policy: object) -> str:
         )
     assert isinstance(policy, str)
     return policy
+
+
+MATCHES: tuple[str, ...] = ("exact", "flexible")
+
+
+def check_match(match: object) -> str:
+    if match not in MATCHES:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"Unknown match {match!r}; use 'exact' (the default) or 'flexible' (also whole lines with trailing "
+            "whitespace ignored, then with the indentation shifted).",
+        )
+    assert isinstance(match, str)
+    return match
 
 
 def check_durability(durability: object) -> str:

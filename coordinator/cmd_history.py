@@ -494,7 +494,7 @@ def undo_file(
                 f"{key} had been changed outside the coordinator since version {newest.version}; that content "
                 "is kept in the history as the pre-image of this undo (undo the undo to get it back)."
             )
-        res = op.undo(key, version=target)
+        res = op.restore(key, before_version=target, operation="undo")
     return {
         "path": res.path,
         "undone_from_version": target,
@@ -653,7 +653,7 @@ def _undo_one_of_session(repo: Repo, op: Any, session: str, p: FileUndoPlan) -> 
         raise CoordinatorError(
             ErrorCode.STALE, f"{p.path} was changed outside the coordinator while the undo was being prepared."
         )
-    res = op.undo(p.path, version=p.first_version)
+    res = op.restore(p.path, before_version=p.first_version, operation="undo")
     return {"path": res.path, "version": res.version, "message": res.message}
 
 

@@ -83,6 +83,8 @@ ERROR_GUIDE: dict[str, str] = {
     "leased": "another session holds an exclusive lease on this path (the message says who, and until when): "
     "nothing was written; work on something else and come back after the lease ends.",
     "io_error": "an unexpected failure: read the file again before you retry, to see what it holds now.",
+    "placeholder": "new_string (or content) puts an omission marker such as `// ... rest of code ...` where the "
+    "file has code, which would delete that code: write the full text you mean to keep instead.",
 }
 
 _PATH_ERRORS = (
@@ -97,7 +99,7 @@ _PATH_ERRORS = (
 )
 _SERVICE_ERRORS = ("state_unavailable", "invalid_argument", "io_error")
 _VIEW_ERRORS = ("not_read", "stale", "leased", "lock_timeout")
-_EDIT_ERRORS = ("no_match", "ambiguous", "no_change", "file_exists")
+_EDIT_ERRORS = ("no_match", "ambiguous", "no_change", "file_exists", "placeholder")
 _KNOWN_CODES = frozenset(c.value for c in ErrorCode)
 
 

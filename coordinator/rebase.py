@@ -301,7 +301,12 @@ def _commutes(claim: _Claim, h: Hunk) -> bool:
 
 
 def _check_commutes(
-    name: str, changes: Sequence[LineChange], foreign: Sequence[Hunk], claims: Sequence[_Claim], what: str
+    name: str,
+    changes: Sequence[LineChange],
+    foreign: Sequence[Hunk],
+    claims: Sequence[_Claim],
+    what: str,
+    carrying: bool = False,
 ) -> None:
     """Raise STALE (reason ``overlap``, or ``same_place`` when every clash is two insertions at one point)
     unless every foreign hunk commutes with every claim."""
@@ -314,15 +319,15 @@ def _check_commutes(
             all_points = all_points and h.a1 == h.a2 and all(k.first == k.end for k in bad)
     if not clashing:
         return
+    since = "since then" if carrying else "since your read"
     if all_points:
         reason = (
-            f"{what} inserts lines at the very place where another write inserted lines since your read "
+            f"{what} inserts lines at the very place where another write inserted lines {since} "
             f"({_join(clashing)} of the current file); which should come first cannot be decided for you."
         )
     else:
         reason = (
-            f"{what} changes lines that another write also changed since your read ({_join(clashing)} of the "
-            "current file)."
+            f"{what} changes lines that another write also changed {since} ({_join(clashing)} of the current file)."
         )
     raise _stale(
         name,
@@ -330,6 +335,7 @@ def _check_commutes(
         reason,
         "same_place" if all_points else "overlap",
         summary=len(clashing) < len(changes),
+        carrying=carrying,
         clashing=[[c.first, c.last] for c in clashing],
     )
 
@@ -442,7 +448,7 @@ def carry_change(
     foreign = [x.hunk for x in foreign_spans]
     changes = tuple(_line_change(h) for h in foreign)
     claims = [_Claim(x.hunk.a1, x.hunk.a2) for x in own]
-    _check_commutes(name, changes, foreign, claims, what)
+    _check_commutes(name, changes, foreign, claims, what, carrying=True)
     text = _merge(current, foreign_spans, changed, own)
     first = _mapped_start(foreign_spans, own[0]) if own else 0
     return CarryOutcome(text, changes, _nearby(claims, foreign, changes, own), first, _own_len(own))
@@ -537,21 +543,34 @@ def _join(changes: Sequence[LineChange]) -> str:
 
 
 def _stale(
-    name: str, changes: Sequence[LineChange], reason: str, kind: str, summary: bool = True, **extra: object
+    name: str,
+    changes: Sequence[LineChange],
+    reason: str,
+    kind: str,
+    summary: bool = True,
+    carrying: bool = False,
+    **extra: object,
 ) -> CoordinatorError:
+    """A STALE refusal: the rebase of an edit made on an older view, or (`carrying`) a change such as an
+    undo carried onto a file that others changed since."""
     told = ""
     if summary:
         told = (
-            f" Since your read, other writes changed {_join(changes)} (current numbering)."
+            f" Since then, other writes changed {_join(changes)} (current numbering)."
             if changes
-            else " Since your read, the file was changed by another write."
+            else " Since then, the file was changed by another write."
+        )
+    if carrying:
+        message = (
+            f"{name} has changed since that write, and {reason[0].lower()}{reason[1:]}{told} Nothing was "
+            "written. Read the file again (at least around those lines) and make the change you need by hand."
+        )
+    else:
+        message = (
+            f"{name} has been modified since you last read it, and your change could not be carried over onto "
+            f"the current version: {reason}{told} Read the file again (at least around those lines), then "
+            "redo your change on the current content."
         )
     return CoordinatorError(
-        ErrorCode.STALE,
-        f"{name} has been modified since you last read it, and your change could not be carried over onto the "
-        f"current version: {reason}{told} Read the file again (at least around those lines), then redo your "
-        "change on the current content.",
-        changes=[[c.first, c.last] for c in changes],
-        reason=kind,
-        **extra,
+        ErrorCode.STALE, message, changes=[[c.first, c.last] for c in changes], reason=kind, **extra
     )

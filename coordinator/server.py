@@ -110,6 +110,7 @@ STATUS_FOR_CODE: dict[str, int] = {
     "leased": 423,
     "state_unavailable": 503,
     "io_error": 500,
+    "placeholder": 422,
     # the service's own codes (no library equivalent)
     "unauthorized": 401,
     "forbidden": 403,
@@ -1187,26 +1188,17 @@ class App:
         return await self._mutate(route, session, m, h, undo)
 
     def _check_undo_own(self, session: str, path: str, version: int | None) -> None:
-        """A session token may undo only its own writes: every version being undone must be its own.
-
-        Checked against the history just before the undo runs; a write by another session that lands in
-        between makes the undo fail as `stale` unless this session has read that write (then it knowingly
-        reverts content it has seen).
-        """
-        entries = self.coord.history(path)
+        """A session token may undo only its own writes. An undo reverts one write's change and keeps every
+        later write (undoing.py), so only the target matters: without a version it is the session's own
+        newest write; a version written by another session needs the admin token."""
         if version is None:
-            target = next((e for e in entries if e.session == session), None)
-        else:
-            target = next((e for e in entries if e.version == version), None)
-        if target is None:
-            return  # the engine gives the precise refusal
-        others = [e for e in entries if e.version >= target.version and e.session != session]
-        if others:
-            who = ", ".join(sorted({e.session for e in others})[:5])
+            return
+        target = next((e for e in self.coord.history(path) if e.version == version), None)
+        if target is not None and target.session != session:
             raise ServiceError(
                 "forbidden",
-                f"Undoing back to before version {target.version} of {path} would also undo writes by other "
-                f"sessions ({who}); that needs the admin token. Make the change with an edit instead.",
+                f"Version {version} of {path} was written by another session ({target.session}); undoing it "
+                "needs the admin token. Make the change with an edit instead.",
             )
 
     async def op_history(self, route: Route, p: Principal, m: HistoryRequest, scope: Any, h: Any) -> Answer:

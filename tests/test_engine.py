@@ -409,8 +409,11 @@ def test_history_and_undo(coord, root):
     b.undo("h.txt")
     assert f.read_bytes() == b"v1\n"
     assert coord.history("h.txt")[0].operation == "undo"
-    b.undo("h.txt")  # the undo itself is undoable
+    assert codeof(b.undo, "h.txt") == ErrorCode.NO_CHANGE  # nothing of b's left to undo
+    b.redo("h.txt")  # the undo itself is undoable
     assert f.read_bytes() == b"v2\n"
+    assert codeof(b.undo, "h.txt", 1) == ErrorCode.STALE  # a's line was rewritten by b since: refused
+    b.undo("h.txt")
     b.undo("h.txt", version=1)
     assert f.read_bytes() == b"v0\n"
 

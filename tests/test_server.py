@@ -400,22 +400,21 @@ def test_undo_of_others_writes_needs_admin(served: ServerProcess) -> None:
     name = new_file(served)
     with HttpClient(served.url, secret=SECRET) as c, HttpClient(served.url, token=token(admin=True)) as admin:
         c.read("s-a", name)
-        v1 = c.edit("s-a", name, "alpha", "A1")
+        c.edit("s-a", name, "alpha", "A1")
         c.read("s-b", name)
-        c.edit("s-b", name, "beta", "B1")
+        v2 = c.edit("s-b", name, "beta", "B1")
         c.read("s-a", name)
         with pytest.raises(CoordinatorError) as ei:
-            c.undo("s-a", name, version=v1.version)  # would also undo s-b's write
+            c.undo("s-a", name, version=v2.version)  # s-b's write
         assert ei.value.code == ErrorCode.PERMISSION_DENIED and ei.value.details["service_code"] == "forbidden"
-        with pytest.raises(CoordinatorError) as ei:
-            c.undo("s-a", name)  # s-a's last write is v1, and s-b wrote after it
-        assert ei.value.details["service_code"] == "forbidden"
         assert (served.root / name).read_text() == "A1\nB1\ngamma\n"
+        r = c.undo("s-a", name)  # reverts s-a's own edit; s-b's later write stays
+        assert (served.root / name).read_text() == "alpha\nB1\ngamma\n" and r.reverts == 1
         admin.read("ops", name)
-        admin.undo("ops", name, version=v1.version)
+        admin.undo("ops", name, version=v2.version)
         assert (served.root / name).read_text() == "alpha\nbeta\ngamma\n"
         hist = admin.history(name)
-        assert [e.operation for e in hist] == ["undo", "edit", "edit"] and hist[0].session == "ops"
+        assert [e.operation for e in hist] == ["undo", "undo", "edit", "edit"] and hist[0].session == "ops"
 
 
 # ---------------------------------------------------------------------------------------------------------

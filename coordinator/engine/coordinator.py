@@ -22,8 +22,9 @@ from ..locks import LockManager
 from ..state import StateStore, connect
 from .caches import _RefusalCounts, _TextCache, _ViewCache
 from .calls import CallOptions, PostWriteHook
-from .options import Durability, KiB, MiB, Policy, StateCheck
+from .options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
 from .reading import _ReadSteps
+from .results import WriteResult
 from .session import Session
 from .write import _WriteSteps
 
@@ -47,6 +48,12 @@ class Coordinator(_WriteSteps, _ReadSteps):
     policy: "strict" (default) refuses every edit of a file that changed since the session's view;
         "rebase" carries an edit over onto changes that do not overlap or touch it (see rebase.py). A
         session can choose its own with `session(id, policy=...)`.
+    match: "exact" (default, Claude Code's Edit) or "flexible": when exact and quote-folded matching fail,
+        a unique match of whole lines ignoring trailing whitespace, then one with the indentation shifted
+        by a constant (flexmatch.py); the result says which match was used (`match`, `match_lines`). Also
+        per session.
+    placeholders: "refuse" (default) refuses an edit or write whose new text puts an omission marker
+        (`// ... rest of code ...`) where the file had code (placeholders.py); "allow" writes it literally.
     events: publish a change event per write (on the post-write pipeline; no extra round trip).
     notices: let results say which other files the session read have changed since (see events.py).
     state_check: "always" (default) fetches the session's read state from Redis before every write, so a
@@ -64,6 +71,8 @@ class Coordinator(_WriteSteps, _ReadSteps):
         *,
         durability: Durability = "fsync",
         policy: Policy = "strict",
+        match: Match = "exact",
+        placeholders: Placeholders = "refuse",
         lock_timeout: float = 10.0,
         max_file_bytes: int = 100 * MiB,
         max_read_bytes: int = 256 * KiB,
@@ -79,6 +88,10 @@ class Coordinator(_WriteSteps, _ReadSteps):
     ) -> None:
         arguments.check_durability(durability)
         arguments.check_policy(policy)
+        arguments.check_match(match)
+        arguments.check_choice(placeholders, "placeholders", ("refuse", "allow"))
+        self.match: Match = match
+        self.placeholders: Placeholders = placeholders
         self.state_check: StateCheck = arguments.check_state_check(state_check)  # type: ignore[assignment]
         root_real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(root_real):
@@ -168,15 +181,40 @@ class Coordinator(_WriteSteps, _ReadSteps):
             else:
                 self._call_local.options = previous
 
-    def session(self, session_id: str, policy: Policy | None = None) -> Session:
+    def session(self, session_id: str, policy: Policy | None = None, match: Match | None = None) -> Session:
         """The session with this id. The same id from any process is the same session (shared read state).
 
         policy: this session's policy ("strict" or "rebase"); None takes the coordinator's.
+        match: this session's matching ("exact" or "flexible"); None takes the coordinator's.
         """
         _check_session_id(session_id)
         if policy is not None:
             _check_policy(policy)
-        return Session(self, session_id, policy)
+        if match is not None:
+            arguments.check_match(match)
+        return Session(self, session_id, policy, match)
+
+    def restore(
+        self,
+        path: str,
+        to_version: int | None = None,
+        *,
+        before_version: int | None = None,
+        session: str = "operator",
+    ) -> WriteResult:
+        """For people: put the whole file back as it was right after `to_version` (0: before the first
+        recorded version), or right before `before_version`, discarding every later version, whoever wrote
+        it; the result's message lists what was discarded. An undo (`Session.undo`) reverts one write and
+        keeps others' work; this does not. Runs as `session` (an operator id), which first reads the file,
+        so a write that lands meanwhile is refused as stale, never discarded unseen.
+        """
+        s = self.session(session)
+        try:
+            s.read(path, offset=1, limit=1)
+        except CoordinatorError as exc:
+            if exc.code != ErrorCode.FILE_NOT_FOUND:
+                raise
+        return s.restore(path, to_version, before_version=before_version)
 
     def leases(self) -> list[Lease]:
         """Every lease that has not ended, soonest end first."""

@@ -10,5 +10,7 @@ MiB = 1024 * KiB
 Durability = Literal["fsync", "none"]
 StateCheck = Literal["always", "cached"]
 Policy = Literal["strict", "rebase"]
+Match = Literal["exact", "flexible"]
+Placeholders = Literal["refuse", "allow"]
 
-__all__ = ["Durability", "KiB", "MiB", "Policy", "StateCheck"]
+__all__ = ["Durability", "KiB", "Match", "MiB", "Placeholders", "Policy", "StateCheck"]

@@ -51,6 +51,8 @@ class WritePlan:
         (character offsets), for the snippet and the history's line range.
     rebased, view_data: set by the engine when policy "rebase" carried an edit over (the session's new
         view then is `view_data`, not the file); a transform leaves them unset.
+    match, match_lines: how an edit's old_string was found (`semantics.EditOutcome`), reported.
+    nearby: others' changes next to a carried-over change (an undo), lines of the new file, reported.
     """
 
     new_data: bytes | None
@@ -60,6 +62,9 @@ class WritePlan:
     inserted_len: int = 0
     rebased: rebase.RebaseOutcome | None = None
     view_data: bytes | None = None
+    match: str = "exact"
+    match_lines: tuple[int, int] | None = None
+    nearby: tuple[tuple[int, int], ...] = ()
 
 
 _Current = CurrentFile

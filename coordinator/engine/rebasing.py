@@ -39,6 +39,7 @@ class _RebaseSteps:
         recorded: ReadState,
         specs: Sequence[semantics.EditSpec],
         use_cache: bool,
+        match: str = "exact",
     ) -> tuple[str, WritePlan] | None:
         """On a contended path, try the rebase before taking the lock, on the file as it is now.
 
@@ -53,7 +54,7 @@ class _RebaseSteps:
         cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
         if cur.digest == recorded.hash:
             return None
-        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache)
+        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache, match)
         assert cur.digest is not None
         return cur.digest, plan
 
@@ -64,6 +65,7 @@ class _RebaseSteps:
         specs: Sequence[semantics.EditSpec],
         rp: fsio.ResolvedPath,
         use_cache: bool,
+        match: str = "exact",
     ) -> WritePlan:
         """Under the lock: carry `specs` from S's view (`recorded`) over onto the current file, or raise.
 
@@ -85,7 +87,7 @@ class _RebaseSteps:
                 raise strict from None
             raise
         try:
-            rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown)
+            rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown, match=match)
         except CoordinatorError as exc:
             exc.details["path"] = rp.key
             if use_cache:
@@ -100,4 +102,6 @@ class _RebaseSteps:
             inserted_len=out.inserted_len,
             rebased=rb,
             view_data=encode_text(rb.view, current.encoding),
+            match=out.match,
+            match_lines=out.match_lines,
         )

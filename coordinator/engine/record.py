@@ -102,8 +102,10 @@ class _RecordSteps:
     ) -> WriteResult:
         plan = written.plan
         changed: tuple[tuple[int, int], ...] = ()
+        nearby = plan.nearby
         if plan.rebased is not None:
             changed = tuple((c.first, c.last) for c in plan.rebased.changes if c.last >= c.first)
+            nearby = tuple((c.first, c.last) for c in plan.rebased.nearby if c.last >= c.first)
         own = pre.leased.own
         return WriteResult(
             path=pre.rp.key,
@@ -122,6 +124,10 @@ class _RecordSteps:
             intervening_writes=seen.count if seen is not None else 0,
             intervening_sessions=seen.sessions if seen is not None else (),
             lease_token=own.token if own is not None else None,
+            match=plan.match,
+            match_lines=plan.match_lines,
+            nearby_changes=nearby,
+            reverts=req.reverts,
         )
 
     def _record(

@@ -48,11 +48,18 @@ class WriteResult:
     intervening_sessions: tuple[str, ...] = ()  # by whom
     notice: str = ""  # "N files you read have changed since: ..." (other files than this one)
     lease_token: int | None = None  # the fencing token of the writer's own lease it was made under
+    # how old_string was found: exact, quotes, or (match="flexible") trailing_whitespace / indentation
+    match: str = "exact"
+    match_lines: tuple[int, int] | None = None  # a flexible match: the lines of the old file it spanned
+    nearby_changes: tuple[tuple[int, int], ...] = ()  # others' changes within 3 lines of this one (new file)
+    reverts: int | None = None  # undo / redo: the version whose change was reverted
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["warnings"] = list(self.warnings)
         d["changed_lines"] = [list(r) for r in self.changed_lines]
+        d["nearby_changes"] = [list(r) for r in self.nearby_changes]
+        d["match_lines"] = list(self.match_lines) if self.match_lines else None
         d["intervening"] = [dict(x) for x in self.intervening]
         return d
 

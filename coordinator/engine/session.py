@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import arguments, semantics
+from .. import arguments, semantics, undoing
 from ..arguments import check_text as _check_text
 from ..arguments import opt_int as _opt_int
 from ..errors import CoordinatorError, ErrorCode
 from ..leases import Lease
+from ..placeholders import check_placeholder
 from ..textio import Encoding, decode_bytes, encode_text
-from .options import Policy
+from .options import Match, Policy
 from .plan import _Current, _Missing, _Plan
 from .results import ReadResult, WriteResult
 
@@ -23,12 +24,16 @@ class Session:
     """One agent session. Cheap to create; all its state lives in Redis.
 
     policy: "strict" or "rebase" for this session's edits (None: the coordinator's).
+    match: "exact" or "flexible" matching of old_string (None: the coordinator's).
     """
 
-    def __init__(self, coord: Coordinator, session_id: str, policy: Policy | None = None) -> None:
+    def __init__(
+        self, coord: Coordinator, session_id: str, policy: Policy | None = None, match: Match | None = None
+    ) -> None:
         self.coord = coord
         self.id = session_id
         self.policy: Policy = policy if policy is not None else coord.policy
+        self.match: Match = match if match is not None else coord.match
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
@@ -67,6 +72,9 @@ class Session:
 
         def transform(cur: _Current) -> _Plan:
             encoding = cur.decoded().encoding if cur.exists else Encoding.UTF8
+            if cur.exists and self.coord.placeholders == "refuse":
+                old = cur.decoded().text
+                check_placeholder(old, old, content, what="content")
             new = encode_text(content, encoding)
             return _Plan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
 
@@ -86,6 +94,13 @@ class Session:
 
     def _edits(self, path: str, specs: list[semantics.EditSpec], operation: str) -> WriteResult:
         creating = specs[0].old_string == ""
+        if self.coord.placeholders == "refuse":
+            # Judged on the edit itself (what it takes out, what it puts in), so it holds for a rebased edit
+            # too: a marker that is already in old_string is not a new one.
+            for i, spec in enumerate(specs):
+                what = "new_string" if len(specs) == 1 else f"edits[{i}].new_string"
+                check_placeholder(spec.old_string, spec.old_string, spec.new_string, what=what)
+        match = self.match
 
         def transform(cur: _Current) -> _Plan:
             if not cur.exists:
@@ -95,13 +110,15 @@ class Session:
             else:
                 d = cur.decoded()
                 text, encoding = d.text, d.encoding
-            out = semantics.apply_edits(text, specs) if len(specs) > 1 else _one(text, specs[0])
+            out = semantics.apply_edits(text, specs, match) if len(specs) > 1 else _one(text, specs[0], match)
             return _Plan(
                 new_data=encode_text(out.text, encoding),
                 new_text=out.text,
                 replacements=out.replacements,
                 first_offset=out.first_offset,
                 inserted_len=out.inserted_len,
+                match=out.match,
+                match_lines=out.match_lines,
             )
 
         return self.coord.check_then_write(
@@ -112,63 +129,187 @@ class Session:
             may_create=creating,
             policy=self.policy,
             specs=specs,
-            finish=_edit_message,
+            finish=lambda res: _edit_message(res, creating),
+            match=match,
         )
 
     def undo(self, path: str, version: int | None = None) -> WriteResult:
-        """Restore `path` to its content just before a recorded write.
+        """Revert one write's change, keeping everything written since (see undoing.py).
 
-        version=None: before this session's last write of `path`. version=N: before version N was written
-        (so N and everything after it are undone). The restore runs through the check-then-write: it needs
-        this session's current view of the file, and is itself recorded in history (and so undoable).
+        version=None: this session's newest write of `path` still in effect (repeated calls step back
+        through them). version=N: version N, whoever wrote it. The inverse of that write's change is
+        carried onto the current file with the merge rule of `rebase`; a later write that overlaps it makes
+        the undo `stale`, nothing written. Needs this session's current view, like any write, and is itself
+        recorded (so `redo`, or an undo of the undo, brings the change back).
         """
         version = _opt_int(version, "version", minimum=1)
         rp = self.coord.resolve(path)
         entries = self.coord.history_store.entries(rp.key)
         if version is None:
-            target = next((e for e in entries if e.session == self.id), None)
-            if target is None:
-                raise CoordinatorError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"This session has no recorded write of {rp.shown} to undo. Pass a version from its "
-                    "history instead.",
-                )
+            target = undoing.undo_target(entries, self.id, rp.shown)
         else:
-            target = next((e for e in entries if e.version == version), None)
-            if target is None:
-                known = ", ".join(str(e.version) for e in entries[:10]) or "none"
-                raise CoordinatorError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"{rp.shown} has no version {version} (newest versions: {known}).",
-                )
-        restore = None if target.before is None else self.coord.history_store.load(target.before, rp.key)
+            target = undoing.version_target(entries, version, rp.shown)
+        return self._revert(rp, entries, target)
+
+    def redo(self, path: str) -> WriteResult:
+        """Bring back the change of this session's newest undo of `path` (an undo of that undo)."""
+        rp = self.coord.resolve(path)
+        entries = self.coord.history_store.entries(rp.key)
+        return self._revert(rp, entries, undoing.redo_target(entries, self.id, rp.shown))
+
+    def _revert(self, rp: Any, entries: Sequence[Any], target: Any) -> WriteResult:
+        store = self.coord.history_store
+        before = None if target.before is None else store.load(target.before, rp.key)
+        after: bytes | None = None
+        if target.after is not None:
+            try:
+                after = store.load(target.after, rp.key)
+            except CoordinatorError:
+                after = None  # not kept: only usable if the file still holds exactly that content
+        operation = undoing.operation_for(target)
+        what = f"the {operation} of version {target.version}"
 
         def transform(cur: _Current) -> _Plan:
-            if restore is None:
-                if not cur.exists:
-                    raise CoordinatorError(ErrorCode.NO_CHANGE, f"{rp.shown} is already absent.")
-                return _Plan(new_data=None)
-            if cur.exists and cur.data == restore:
+            if target.after is not None and after is None and cur.digest != target.after:
                 raise CoordinatorError(
-                    ErrorCode.NO_CHANGE,
-                    f"{rp.shown} already has the content it had before version {target.version}.",
+                    ErrorCode.STALE,
+                    f"{rp.shown}: {what} cannot be carried out: the content version {target.version} wrote is "
+                    "no longer kept, and the file has changed since. Nothing was written.",
+                    reason="not_revertible",
                 )
+            data = cur.data if cur.exists else None
+            new, carried = undoing.revert(
+                before, after if after is not None else data, data, cur.digest, target.after, rp.shown, what
+            )
+            if new is None:
+                return _Plan(new_data=None)
             try:
-                text = decode_bytes(restore).text
+                text: str | None = decode_bytes(new).text
             except CoordinatorError:
                 text = None
-            return _Plan(new_data=restore, new_text=text, inserted_len=len(text or ""))
-
-        def finish(res: WriteResult) -> WriteResult:
-            what = "removed (it did not exist before)" if res.hash is None else "restored"
-            return _with_message(
-                res,
-                f"{res.path} {what}: back to its content before version {target.version} (now version {res.version}).",
+            if carried is None:
+                return _Plan(new_data=new, new_text=text, inserted_len=len(text or ""))
+            nearby = tuple((c.first, c.last) for c in carried.nearby if c.last >= c.first)
+            return _Plan(
+                new_data=new,
+                new_text=text,
+                first_offset=carried.first_offset,
+                inserted_len=carried.inserted_len,
+                nearby=nearby,
             )
 
+        try:
+            return self.coord.check_then_write(
+                self.id,
+                rp.key,
+                operation,
+                transform,
+                may_create=True,
+                policy=self.policy,
+                reverts=target.version,
+                finish=lambda res: _with_message(res, _revert_message(res, target, entries, self.id)),
+            )
+        except CoordinatorError as exc:
+            if exc.code is ErrorCode.STALE and "clashing" in exc.details:
+                exc.message += _later_writers(entries, target.version)
+            raise
+
+    def restore(
+        self, path: str, to_version: int | None = None, *, before_version: int | None = None, operation: str = "restore"
+    ) -> WriteResult:
+        """Put the whole file back as it was right after `to_version` (0: before the first recorded
+        version) or right before `before_version`, discarding every later version: an explicit operation
+        for people (`Coordinator.restore`), not an undo. Needs this session's current view, like any write;
+        recorded as `operation` ("restore"; the command line's whole-file `undo` records "undo"), and the
+        message lists the versions discarded."""
+        if (to_version is None) == (before_version is None):
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give exactly one of to_version and before_version.")
+        to_version = _opt_int(to_version, "to_version", minimum=0)
+        before_version = _opt_int(before_version, "before_version", minimum=1)
+        rp = self.coord.resolve(path)
+        entries = self.coord.history_store.entries(rp.key)
+        digest, label, discarded = _restore_point(entries, rp.shown, to_version, before_version)
+        content = None if digest is None else self.coord.history_store.load(digest, rp.key)
+
+        def transform(cur: _Current) -> _Plan:
+            if content is None:
+                if not cur.exists:
+                    raise CoordinatorError(ErrorCode.NO_CHANGE, f"{rp.shown} is already absent, as {label}.")
+                return _Plan(new_data=None)
+            if cur.exists and cur.data == content:
+                raise CoordinatorError(ErrorCode.NO_CHANGE, f"{rp.shown} already has its content {label}.")
+            try:
+                text: str | None = decode_bytes(content).text
+            except CoordinatorError:
+                text = None
+            return _Plan(new_data=content, new_text=text, inserted_len=len(text or ""))
+
+        def finish(res: WriteResult) -> WriteResult:
+            what = "removed (it did not exist then)" if res.hash is None else "restored"
+            gone = ", ".join(
+                f"{e.version} ({e.operation} by {e.session})" for e in sorted(discarded, key=lambda e: e.version)
+            )
+            msg = f"{res.path} {what}: back to its content {label} (now version {res.version})."
+            if gone:
+                msg += f" Discarded the changes of version{'s' if len(discarded) != 1 else ''} {gone}."
+            return _with_message(res, msg)
+
         return self.coord.check_then_write(
-            self.id, path, "undo", transform, may_create=True, policy=self.policy, finish=finish
+            self.id, rp.key, operation, transform, may_create=True, policy=self.policy, finish=finish
         )
+
+
+def _revert_message(res: WriteResult, target: Any, entries: Sequence[Any], session: str) -> str:
+    who = "your" if target.session == session else f"{target.session}'s"
+    msg = f"Reverted {who} {target.operation} of version {target.version} of {res.path} (now version {res.version})."
+    if res.hash is None:
+        msg = f"{res.path} removed: reverted {who} {target.operation} of version {target.version}, which created it."
+    later = [e for e in entries if e.version > target.version and e.session != session]
+    if later:
+        msg += f" {len(later)} later write{'s' if len(later) != 1 else ''} by others kept."
+    if res.nearby_changes:
+        msg += f" Others changed lines {_spans(res.nearby_changes)} next to it: read them before relying on them."
+    return msg
+
+
+def _restore_point(
+    entries: Sequence[Any], shown: str, to_version: int | None, before_version: int | None
+) -> tuple[str | None, str, list[Any]]:
+    """(content hash to put back or None for no file, "right after version N" / "before version N", the
+    versions discarded)."""
+    if before_version is not None:
+        target = next((e for e in entries if e.version == before_version), None)
+        if target is None:
+            known = ", ".join(str(e.version) for e in entries[:10]) or "none"
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT, f"{shown} has no version {before_version} (newest versions: {known})."
+            )
+        return target.before, f"before version {before_version}", [e for e in entries if e.version >= before_version]
+    assert to_version is not None
+    if to_version == 0:
+        if not entries:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{shown} has no recorded versions.")
+        first = min(entries, key=lambda e: e.version)
+        return first.before, f"before version {first.version}", list(entries)
+    target = next((e for e in entries if e.version == to_version), None)
+    if target is None:
+        known = ", ".join(str(e.version) for e in entries[:10]) or "none"
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, f"{shown} has no version {to_version} (newest versions: {known})."
+        )
+    return target.after, f"right after version {to_version}", [e for e in entries if e.version > to_version]
+
+
+def _later_writers(entries: Sequence[Any], version: int) -> str:
+    later = sorted((e for e in entries if e.version > version), key=lambda e: e.version)
+    if not later:
+        return ""
+    parts = [f"{e.session} (version {e.version}, {_spans(((e.first_line, e.last_line),))})" for e in later[-6:]]
+    return " Written since by: " + ", ".join(parts) + "."
+
+
+def _spans(ranges: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:8])
 
 
 def _write_message(res: WriteResult) -> WriteResult:
@@ -176,18 +317,34 @@ def _write_message(res: WriteResult) -> WriteResult:
     return _with_message(res, f"File {verb} successfully at: {res.path}")
 
 
-def _edit_message(res: WriteResult) -> WriteResult:
+def _edit_message(res: WriteResult, filled: bool = False) -> WriteResult:
+    """`filled`: an empty old_string on an existing file (one that held only whitespace), as Claude Code
+    says it: the empty file was filled, not "updated (1 replacement)"."""
     if res.created:
         return _with_message(res, f"Created {res.path}.")
-    n = res.replacements
-    msg = f"The file {res.path} has been updated ({n} replacement{'s' if n != 1 else ''})."
+    if filled:
+        msg = f"The file {res.path} was empty and has been filled with new_string."
+    else:
+        n = res.replacements
+        msg = f"The file {res.path} has been updated ({n} replacement{'s' if n != 1 else ''})."
+    if res.match_lines is not None:
+        msg += " " + _flexible_sentence(res)
     if res.rebased:
         msg += " " + _rebase_sentence(res)
     return _with_message(res, msg, f"Snippet (around line {res.start_line} after the edit):")
 
 
-def _one(text: str, spec: semantics.EditSpec) -> semantics.EditOutcome:
-    return semantics.apply_edit(text, spec.old_string, spec.new_string, spec.replace_all)
+def _one(text: str, spec: semantics.EditSpec, match: str = "exact") -> semantics.EditOutcome:
+    return semantics.apply_edit(text, spec.old_string, spec.new_string, spec.replace_all, match)
+
+
+def _flexible_sentence(res: WriteResult) -> str:
+    assert res.match_lines is not None
+    a, b = res.match_lines
+    where = f"line {a}" if a == b else f"lines {a}-{b}"
+    how = "with trailing whitespace ignored" if res.match == "trailing_whitespace" else "with the indentation shifted"
+    extra = " (new_string re-indented by the same shift)" if res.match == "indentation" else ""
+    return f"old_string matched {where} of the file only {how}{extra}; check the snippet."
 
 
 def _with_message(res: WriteResult, message: str, tail: str = "") -> WriteResult:
@@ -216,8 +373,11 @@ def _rebase_sentence(res: WriteResult) -> str:
     else:
         where = f"; now at lines {', '.join(spans)}"
     writes = f"{n} write{'s' if n != 1 else ''} by {', '.join(who)}" if n else "other writes"
+    near = ""
+    if res.nearby_changes:
+        near = f" Lines {_spans(res.nearby_changes)}, right next to your edit, are among them."
     return (
-        f"The file had changed since you read it ({writes}{where}), away from the lines you "
-        "edited, so your edit was applied on top of those changes. You have not seen them: read those lines "
+        f"The file had changed since you read it ({writes}{where}), in lines your edit does not touch, so "
+        f"your edit was applied on top of those changes.{near} You have not seen them: read those lines "
         "before relying on them."
     )

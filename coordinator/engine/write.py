@@ -67,6 +67,8 @@ class _Request:
     rebase_specs: Sequence[semantics.EditSpec] | None
     finish: Callable[[WriteResult], WriteResult]
     options: CallOptions
+    match: str = "exact"  # the edit's matching rule, for a rebase
+    reverts: int | None = None  # an undo or redo: the version whose change it reverts (in the history entry)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
         policy: Policy = "strict",
         specs: Sequence[semantics.EditSpec] | None = None,
         finish: Callable[[WriteResult], WriteResult] | None = None,
+        match: str = "exact",
+        reverts: int | None = None,
     ) -> WriteResult:
         """Run `transform` on the file as it is on disk, under its lock, and write its plan atomically.
 
@@ -120,6 +124,8 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             session's view is not refused outright; the edits are carried over if they can be (rebase.py).
         finish: turns the engine's result into the one returned (a Session sets its message here); applied
             also to the result a post-write hook sees (see calls.py).
+        match: the edits' matching rule ("exact" or "flexible"), used when they are rebased.
+        reverts: an undo or redo, the version whose change it reverts (kept in the history entry).
 
         Options set with `Coordinator.call_options` on this thread apply (a busy lock raising LockBusy, a
         post-write hook). A refusal made against this process's cached view of the session is checked once
@@ -134,6 +140,8 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             specs if policy == "rebase" and specs else None,
             finish or _same,
             self._current_options(),
+            match,
+            reverts,
         )
         return self._counted(lambda: self._with_cache_retry(req))
 
@@ -202,7 +210,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
     def _critical_section(self, req: _Request, pre: _PreLock, dfd: int, wait: bool) -> _Written:
         early: tuple[str, WritePlan] | None = None
         if req.rebase_specs is not None and pre.recorded is not None and self._is_contended(pre.rp.key):
-            early = self._early_rebase(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache)
+            early = self._early_rebase(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache, req.match)
         # 2. The lock.
         held = self._take_lock(req, pre, wait)
         try:
@@ -276,7 +284,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             return early[1]  # carried over outside the lock onto these very bytes
         if out_of_date and req.rebase_specs is not None:
             assert recorded is not None
-            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache)
+            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, req.match)
         if out_of_date and pre.use_cache:
             assert recorded is not None
             try:
@@ -309,6 +317,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
                 size_after=len(plan.new_data or b""),
                 first_line=first_line,
                 last_line=last_line,
+                reverts=req.reverts,
             )
         except OSError as exc:
             raise fsio.os_error(exc, rp) from exc

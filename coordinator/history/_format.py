@@ -54,6 +54,7 @@ class HistoryEntry:
     size_after: int
     first_line: int
     last_line: int
+    reverts: int | None = None  # an undo or redo: the version whose change it reverted (undoing.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # flat fields only: cheaper than dataclasses.asdict on the write path
