@@ -33,7 +33,8 @@ def test_undo_of_u1_keeps_u2s_later_write(root: Path, coord: Coordinator) -> Non
     assert r.reverts == 1 and r.operation == "undo" and r.version == 3
     assert "Reverted your edit of version 1" in r.message and "1 later write by others kept" in r.message
     assert r.nearby_changes == ((2, 2),) and "Others changed lines 2 next to it" in r.message
-    assert [(e.version, e.operation, e.reverts) for e in coord.history("b.py")][0] == (3, "undo", 1)
+    h = coord.history("b.py")[0]
+    assert (h.version, h.operation, h.reverts) == (3, "undo", 1)
 
 
 def test_undo_over_an_overlapping_later_write_is_stale_naming_lines_and_sessions(
