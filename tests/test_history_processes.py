@@ -148,5 +148,5 @@ def test_an_entry_whose_rename_happened_before_the_kill_is_kept(real_redis_root:
         s.read("f.txt")
         s.edit("f.txt", "v2", "v3")
         assert [e.version for e in coord.history("f.txt")] == [3, 2, 1]
-        s.undo("f.txt", version=2)
+        s.restore("f.txt", before_version=2)  # the whole file back: versions 2 and 3 discarded
         assert (root / "f.txt").read_text() == "v1\n"
