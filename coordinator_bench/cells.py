@@ -24,14 +24,15 @@ import redis
 
 from coordinator.fsio import resolve
 from coordinator.history import content_hash
-from coordinator.layout import namespace_for
-from coordinator.state import KIND_READ, ReadState, StateStore
+from coordinator.state import KIND_READ, ReadState, StateStore, path_hash
 from worker.agent import counters_text, prepare_corpus
 from worker.fleet import FleetConfig, Progress, pair_ops, summarize, verify
+from worker.stats import percentile
 
 from .columns import KIND_HTTP, KIND_UNSAFE, Column, spec_for
-from .fleetrun import BenchFleet, WorkerExtras, read_usage
-from .measure import machine_busy, machine_cpu_ticks, percentile, redis_stats
+from .deployments import Deployment
+from .fleetrun import WorkerExtras, bench_fleet, read_usage
+from .measure import machine_busy, machine_cpu_ticks, redis_stats
 from .scenarios import Row, Scenario
 
 MiB = 1024 * 1024
@@ -40,13 +41,14 @@ _PRELOAD_BATCH = 5000
 
 @dataclass
 class CellContext:
-    """What every cell of a run shares."""
+    """What every cell of a run shares (and the Redis deployments of the scenario running)."""
 
     scratch: Path
     redis_url: str
     redis: redis.Redis
     duration_s: float
     keep_latencies: bool = True
+    deployments: dict[str, Deployment] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,7 +79,7 @@ def _pcts(values: list[float]) -> dict[str, float | None]:
 def preload_read_state(client: redis.Redis, root: Path, files: list[str], sessions: int) -> dict[str, Any]:
     """Write read state for `sessions` x `files` as the engine would (same keys, same packed value, same TTL)
     and the session registry; returns the entry count, the time taken and the Redis memory it added."""
-    ns = namespace_for(root)
+    ns = path_hash(str(root.resolve()))
     store = StateStore(client, ns)
     now = time.time()
     states = []
@@ -133,6 +135,40 @@ def prepare_root(scenario: Scenario, row: Row, root: Path) -> Any:
     return corpus, extra
 
 
+class _Redis:
+    """The Redis a cell's column uses: the suite's embedded server, or a deployment of the scenario."""
+
+    def __init__(self, ctx: CellContext, column: Column) -> None:
+        self.ctx = ctx
+        self.dep = ctx.deployments.get(column.deployment) if column.deployment else None
+        if column.deployment and self.dep is None:
+            raise RuntimeError(f"the {column.deployment} deployment is not running")
+        self.url = self.dep.url if self.dep is not None else ctx.redis_url
+        self.used = column.kind != KIND_UNSAFE
+
+    def flush(self) -> None:
+        self.ctx.redis.flushall()
+        if self.dep is not None:
+            self.dep.flush()
+
+    def stats(self) -> dict[str, Any]:
+        st = redis_stats(self.ctx.redis)
+        if self.dep is not None:
+            st["cpu_s"] = self.dep.cpu_s()
+        return st
+
+    def figures(self, r0: dict[str, Any], r1: dict[str, Any]) -> dict[str, Any]:
+        if not self.used:
+            return {"used_memory_mib": None, "delta_bytes": None, "keys": None, "cpu_s": None}
+        local = self.dep is None  # a deployment's memory and keys are spread over its nodes: not reported
+        return {
+            "used_memory_mib": r1["used_memory"] / MiB if local else None,
+            "delta_bytes": r1["used_memory"] - r0["used_memory"] if local else None,
+            "keys": r1["keys"] if local else None,
+            "cpu_s": r1["cpu_s"] - r0["cpu_s"],
+        }
+
+
 def run_cell(
     ctx: CellContext,
     scenario: Scenario,
@@ -146,10 +182,10 @@ def run_cell(
     name = _slug(f"{scenario.name}-{row.key}-{column.name}-r{rep}")
     cell_dir = ctx.scratch / name
     root = cell_dir / "repo"
-    run_dir = cell_dir / "run"
     service = None
+    rds = _Redis(ctx, column)
     try:
-        ctx.redis.flushall()
+        rds.flush()
         corpus, extra_files = prepare_root(scenario, row, root)
         preload = None
         if row.preload_sessions:
@@ -158,56 +194,68 @@ def run_cell(
         if column.kind == KIND_HTTP:
             from .httpserver import HttpService
 
-            service = HttpService(root, ctx.redis_url, cell_dir / "service", durability=column.durability or "none")
+            service = HttpService(root, rds.url, cell_dir / "service", durability=column.durability or "none")
             service.start()
             url, token = service.url, service.token
-        spec = spec_for(column, str(root), ctx.redis_url, url=url, token=token)
-        r0 = redis_stats(ctx.redis)
-        duration = ctx.duration_s * row.duration_factor
+        spec = spec_for(column, str(root), rds.url, url=url, token=token)
+        r0 = rds.stats()
         ticks0 = machine_cpu_ticks()
-        if row.mode == "raw":
-            outcome = _run_raw_cell(spec, root, corpus.files[0], duration, profile_dir)
-        else:
-            outcome = _run_fleet_cell(
-                ctx, scenario, row, column, spec, root, run_dir, corpus, duration, progress, profile_dir
-            )
+        outcome = _run_mode(ctx, scenario, row, column, spec, root, cell_dir / "run", corpus, progress, profile_dir)
         ticks1 = machine_cpu_ticks()
-        r1 = redis_stats(ctx.redis)
-        server = service.usage() if service is not None else None
         rec = outcome.record
-        uses_redis = column.kind != KIND_UNSAFE
-        rec["redis"] = {
-            "used_memory_mib": r1["used_memory"] / MiB if uses_redis else None,
-            "delta_bytes": r1["used_memory"] - r0["used_memory"] if uses_redis else None,
-            "keys": r1["keys"] if uses_redis else None,
-            "cpu_s": r1["cpu_s"] - r0["cpu_s"] if uses_redis else None,
-        }
+        rec["redis"] = rds.figures(r0, rds.stats())
         if preload is not None:
             rec["preload"] = preload
-        cpu = rec["cpu"]
-        cpu["redis_s"] = rec["redis"]["cpu_s"] or 0.0
-        cpu["server_s"] = server["cpu_s"] if server else 0.0
-        cpu["total_s"] = (cpu["clients_s"] or 0.0) + cpu["redis_s"] + cpu["server_s"]
-        # How busy the whole machine was meanwhile, and how much of that was this cell (the rest: other
-        # tenants of a shared machine, which the figures cannot control for, only report).
-        busy = machine_busy(ticks0, ticks1)
-        cores = os.cpu_count() or 1
-        if busy is not None and rec.get("wall_s"):
-            ours = (cpu["total_s"] + (cpu.get("harness_s") or 0.0)) / rec["wall_s"] / cores
-            busy["ours"] = ours
-            busy["others"] = max(busy["busy"] - ours, 0.0)
-        rec["machine_cpu"] = busy
-        acked = rec["acknowledged"]
-        rec["cpu_ms_per_edit"] = cpu["total_s"] / acked * 1000.0 if acked else None
-        rec["cpu_ms_per_edit_clients"] = (cpu["clients_s"] or 0.0) / acked * 1000.0 if acked else None
-        if server:
-            rec["server"] = server
+        _resource_figures(rec, service.usage() if service is not None else None, machine_busy(ticks0, ticks1))
         rec["rep"] = rep
         return outcome
     finally:
         if service is not None:
             service.stop()
         shutil.rmtree(cell_dir, ignore_errors=True)
+
+
+def _run_mode(
+    ctx: CellContext,
+    scenario: Scenario,
+    row: Row,
+    column: Column,
+    spec: Any,
+    root: Path,
+    run_dir: Path,
+    corpus: Any,
+    progress: Callable[[Progress], None] | None,
+    profile_dir: Path | None,
+) -> CellOutcome:
+    duration = ctx.duration_s * row.duration_factor
+    if row.mode == "raw":
+        return _run_raw_cell(spec, root, corpus.files[0], duration, profile_dir)
+    if row.mode == "async":
+        from .asyncrun import run_async_cell
+
+        return run_async_cell(spec, root, corpus, row, duration)
+    return _run_fleet_cell(ctx, scenario, row, column, spec, root, run_dir, corpus, duration, progress, profile_dir)
+
+
+def _resource_figures(rec: dict[str, Any], server: dict[str, Any] | None, busy: dict[str, float] | None) -> None:
+    """CPU per acknowledged edit (clients, Redis, the HTTP service) and how busy the machine was meanwhile."""
+    cpu = rec["cpu"]
+    cpu["redis_s"] = rec["redis"]["cpu_s"] or 0.0
+    cpu["server_s"] = server["cpu_s"] if server else 0.0
+    cpu["total_s"] = (cpu["clients_s"] or 0.0) + cpu["redis_s"] + cpu["server_s"]
+    # How busy the whole machine was meanwhile, and how much of that was this cell (the rest: other
+    # tenants of a shared machine, which the figures cannot control for, only report).
+    cores = os.cpu_count() or 1
+    if busy is not None and rec.get("wall_s"):
+        ours = (cpu["total_s"] + (cpu.get("harness_s") or 0.0)) / rec["wall_s"] / cores
+        busy["ours"] = ours
+        busy["others"] = max(busy["busy"] - ours, 0.0)
+    rec["machine_cpu"] = busy
+    acked = rec["acknowledged"]
+    rec["cpu_ms_per_edit"] = cpu["total_s"] / acked * 1000.0 if acked else None
+    rec["cpu_ms_per_edit_clients"] = (cpu["clients_s"] or 0.0) / acked * 1000.0 if acked else None
+    if server:
+        rec["server"] = server
 
 
 def _run_raw_cell(spec: Any, root: Path, path: str, duration: float, profile_dir: Path | None) -> CellOutcome:
@@ -218,6 +266,13 @@ def _run_raw_cell(spec: Any, root: Path, path: str, duration: float, profile_dir
     if profile is not None and profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
         profile.dump_stats(str(profile_dir / "raw.prof"))
+    return loop_outcome(r, workers=1)
+
+
+def loop_outcome(r: dict[str, Any], workers: int) -> CellOutcome:
+    """The record of a cell run by a loop of the suite's own (the bare loop, the asyncio harness), in the
+    shape of a fleet cell's: `r` has wall_s, attempts, acknowledged, refused, oracle (a report's dict),
+    cpu_s, latencies, lock_waits and lock_holds."""
     lat = r["latencies"]
     attempts = r["attempts"]
     stale = r["refused"].get("stale", 0)
@@ -234,21 +289,13 @@ def _run_raw_cell(spec: Any, root: Path, path: str, duration: float, profile_dir
         "change_latency_ms": _pcts(lat),
         "lock_wait_ms": _pcts(r["lock_waits"]),
         "lock_hold_ms": _pcts(r["lock_holds"]),
-        "oracle": {
-            "ok": r["lost_updates"] == 0 and not r["torn_files"],
-            "lost_updates": r["lost_updates"],
-            "torn_files": r["torn_files"],
-            "torn_reads": 0,
-            "phantom_writes": 0,
-            "mismatches": 0,
-            "verified": r["acknowledged"],
-            "details": [],
-        },
-        "lost_updates": r["lost_updates"],
+        "oracle": r["oracle"],
+        "lost_updates": r["oracle"]["lost_updates"],
         "cpu": {"clients_s": r["cpu_s"]},
         "rss_mib": {"max": None, "median": None},
-        "workers": 1,
-        "worker_errors": [],
+        "workers": workers,
+        "worker_errors": r.get("errors", []),
+        **{k: r[k] for k in ("loop_stall_ms", "loop_ticks") if k in r},
     }
     return CellOutcome(rec, lat, lat)
 
@@ -282,7 +329,7 @@ def _run_fleet_cell(
     )
     extras = WorkerExtras(str(run_dir / "usage"), str(profile_dir) if profile_dir else None)
     harness0 = resource.getrusage(resource.RUSAGE_SELF)
-    run = BenchFleet(cfg, extras).run(progress=progress)
+    run = bench_fleet(cfg, extras).run(progress=progress)
     harness1 = resource.getrusage(resource.RUSAGE_SELF)
     # Rebased edits write a merge of the session's change and the changes it had not seen: the result is
     # not the version the agent computed, so only the content checks (counters, tags) apply to them.

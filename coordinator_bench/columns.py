@@ -2,11 +2,14 @@
 
 A column is one way of doing the same edits: `unsafe` (no lock, no check), `naive-lock` (a redis-py Lock
 per file plus an mtime check, see `coordinator_bench.naive`), the coordinator in-process with each policy it
-offers and durability `none` or `fsync`, and the coordinator over HTTP when the service is installed.
-Which policies and transports exist is found out at run time, so the suite runs on any build.
+offers and durability `none` or `fsync`, the coordinator over HTTP (`edit-coordinator serve`, one worker)
+through the project's `HttpClient` or a plain httpx client (`coordinator_bench.plainhttp`), the coordinator on
+other Redis deployments (one redis-server, Sentinel, a 3-primary cluster: `coordinator_bench.deployments`), and
+`AsyncClient` in-process (the asyncio scenario). Which of them exist is found out at run time, so the suite
+runs on any build; the ones missing are reported with the reason.
 
 `BenchClientSpec` extends the fleet's `ClientSpec` with what the fleet does not pass on (the policy, the
-naive-lock baseline); `make_bench_client` builds the client in the worker process.
+baselines, the plain HTTP client); `make_bench_client` builds the client in the worker process.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ KIND_UNSAFE = "unsafe"
 KIND_NAIVE = "naive-lock"
 KIND_COORDINATOR = "coordinator"
 KIND_HTTP = "http"
+KIND_ASYNC = "async"
 
 
 @dataclass(frozen=True)
@@ -31,33 +35,46 @@ class Column:
     """One variant measured side by side with the others."""
 
     name: str
-    kind: str  # unsafe | naive-lock | coordinator | http
+    kind: str  # unsafe | naive-lock | coordinator | http | async
     policy: str | None = None
     durability: str | None = None
+    deployment: str | None = None  # Redis: None (the suite's embedded server) | server | sentinel | cluster
+    http_client: str | None = None  # http: "project" (HttpClient) | "plain" (httpx)
 
     @property
     def is_coordinator(self) -> bool:
-        """True for every column that goes through the coordinator (in-process or over HTTP)."""
-        return self.kind in (KIND_COORDINATOR, KIND_HTTP)
+        """True for every column that goes through the coordinator (in-process, over HTTP, asyncio)."""
+        return self.kind in (KIND_COORDINATOR, KIND_HTTP, KIND_ASYNC)
 
     @property
     def is_baseline(self) -> bool:
         return not self.is_coordinator
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "policy": self.policy, "durability": self.durability}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "policy": self.policy,
+            "durability": self.durability,
+            "deployment": self.deployment,
+            "http_client": self.http_client,
+        }
 
 
 UNSAFE = Column("unsafe", KIND_UNSAFE)
 NAIVE = Column("naive-lock", KIND_NAIVE)
+HTTP_PROJECT = Column("http-strict-none", KIND_HTTP, "strict", "none", http_client="project")
+HTTP_PLAIN = Column("http-plain", KIND_HTTP, "strict", "none", http_client="plain")
+ASYNC = Column("async", KIND_ASYNC, "strict", "none")
+DEPLOYMENTS = ("server", "sentinel", "cluster")
 
 
 def coordinator_column(policy: str, durability: str) -> Column:
     return Column(f"{policy}-{durability}", KIND_COORDINATOR, policy, durability)
 
 
-def http_column(policy: str = "strict", durability: str = "none") -> Column:
-    return Column(f"http-{policy}-{durability}", KIND_HTTP, policy, durability)
+def deployment_column(deployment: str) -> Column:
+    return Column(f"redis-{deployment}", KIND_COORDINATOR, "strict", "none", deployment=deployment)
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class BenchClientSpec(ClientSpec):
     """The fleet's `ClientSpec` plus the coordinator's policy and the naive-lock baseline."""
 
     policy: str = "strict"
+    http_client: str = "project"
 
     @property
     def local(self) -> bool:
@@ -85,6 +103,7 @@ def spec_for(
         token=token,
         durability=column.durability or "none",
         policy=column.policy or "strict",
+        http_client=column.http_client or "project",
     )
 
 
@@ -99,6 +118,11 @@ def make_bench_client(spec: ClientSpec) -> Client:
         if policy != "strict":
             options["policy"] = policy
         return InProcessClient.open(spec.root, spec.redis_url, **options)
+    if spec.kind == KIND_HTTP and getattr(spec, "http_client", "project") == "plain":
+        from .plainhttp import PlainHttpClient
+
+        assert spec.url is not None and spec.token is not None
+        return PlainHttpClient(spec.url, spec.token)
     if spec.kind == KIND_NAIVE:
         from .naive import NaiveLockClient
 
@@ -139,12 +163,42 @@ def http_available() -> bool:
     return os.name == "posix"
 
 
-def all_columns(redis_url: str, with_http: bool = True) -> list[Column]:
-    """Every column this build can run: baselines first, then the coordinator variants."""
+def async_available() -> str | None:
+    """None when `coordinator.AsyncClient` exists, else why the asyncio column cannot run."""
+    try:
+        from coordinator import AsyncClient  # type: ignore[attr-defined]  # noqa: F401
+    except ImportError:
+        return "this build has no `coordinator.AsyncClient` yet (issue 16): the asyncio scenario is skipped"
+    return None
+
+
+def all_columns(redis_url: str, with_http: bool = True) -> tuple[list[Column], list[dict[str, str]]]:
+    """Every column this build can run (baselines first, then the coordinator variants), and the ones it
+    cannot, each with the reason."""
+    from .deployments import deployments_available
+
     cols = [UNSAFE, NAIVE]
-    for policy in available_policies(redis_url):
+    absent: list[dict[str, str]] = []
+    policies = available_policies(redis_url)
+    for policy in policies:
         for durability in ("none", "fsync"):
             cols.append(coordinator_column(policy, durability))
+    if "rebase" not in policies:
+        absent.append({"column": "rebase-*", "why": "this build's Coordinator does not accept policy='rebase'"})
     if with_http and http_available():
-        cols.append(http_column())
-    return cols
+        cols += [HTTP_PROJECT, HTTP_PLAIN]
+    else:
+        why = "not asked for (--no-http)" if not with_http else "the HTTP service or its client is not installed"
+        absent.append({"column": "http-*", "why": why})
+    for dep in DEPLOYMENTS:
+        why = deployments_available(dep)
+        if why is None:
+            cols.append(deployment_column(dep))
+        else:
+            absent.append({"column": f"redis-{dep}", "why": why})
+    why = async_available()
+    if why is None:
+        cols.append(ASYNC)
+    else:
+        absent.append({"column": ASYNC.name, "why": why})
+    return cols, absent

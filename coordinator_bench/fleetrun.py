@@ -1,16 +1,16 @@
-"""A thin adapter over `worker.fleet`: the same fleet, with the benchmark's clients and per-worker usage.
+"""The benchmark's worker entry point for `worker.fleet.Fleet(target=...)`: the fleet's own loop, with the
+benchmark's clients and per-worker resource figures.
 
-`worker.fleet.Fleet` builds each worker's client with `worker.fleet.make_client`, which knows the
-coordinator (strict policy), HTTP and the unsafe baseline. The benchmarks also need the coordinator's other
-policies and the naive-lock baseline, and each worker's CPU seconds and peak RSS. `BenchFleet` therefore
-starts its workers with `bench_worker_main`, which is `worker.fleet._worker_main` with
-`coordinator_bench.columns.make_bench_client` as the factory, plus a `getrusage` at the end (and, when asked,
-cProfile around the agent). Everything else (start barrier, agents, records, oracle) is the fleet's own.
+`bench_worker_main` is `worker.fleet.worker_main` with `coordinator_bench.columns.make_bench_client` as the client
+factory (the naive-lock baseline, the plain HTTP client, Redis deployments), plus a `getrusage` at the end
+(and, when asked, cProfile around the agent). Everything else (start barrier, agents, records, oracle) is
+the fleet's own. `bench_fleet(config, extras)` is the fleet that runs it.
 """
 
 from __future__ import annotations
 
 import cProfile
+import functools
 import json
 import os
 import resource
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.fleet import Fleet, FleetConfig, WorkerSpec, _Shared, _worker_main
+from worker.fleet import Fleet, FleetConfig, SharedState, WorkerSpec, worker_main
 
 from .columns import make_bench_client
 
@@ -32,8 +32,8 @@ class WorkerExtras:
     profile_dir: str | None = None
 
 
-def bench_worker_main(spec: WorkerSpec, shared: _Shared, extras: WorkerExtras) -> None:
-    """Entry point of a benchmark worker: `worker.fleet._worker_main` with the benchmark's client factory,
+def bench_worker_main(spec: WorkerSpec, shared: SharedState, extras: WorkerExtras) -> None:
+    """Entry point of a benchmark worker: `worker.fleet.worker_main` with the benchmark's client factory,
     and the agent run wrapped to record its resource usage (and profile, when asked)."""
 
     def run(agent: Any) -> None:
@@ -61,31 +61,15 @@ def bench_worker_main(spec: WorkerSpec, shared: _Shared, extras: WorkerExtras) -
             if profile is not None and extras.profile_dir:
                 profile.dump_stats(os.path.join(extras.profile_dir, f"{spec.agent.session}.prof"))
 
-    _worker_main(spec, shared, make=make_bench_client, run=run)
+    worker_main(spec, shared, make=make_bench_client, run=run)
 
 
-class BenchFleet(Fleet):
-    """`worker.fleet.Fleet` whose workers run `bench_worker_main`."""
-
-    def __init__(self, config: FleetConfig, extras: WorkerExtras) -> None:
-        super().__init__(config)
-        self.extras = extras
-        Path(extras.usage_dir).mkdir(parents=True, exist_ok=True)
-        if extras.profile_dir:
-            Path(extras.profile_dir).mkdir(parents=True, exist_ok=True)
-
-    def _spawn(self, i: int) -> None:
-        # As Fleet._spawn, with the benchmark's entry point (and its extras) instead of _worker_main.
-        inc = self.incarnation.get(i, -1) + 1
-        self.incarnation[i] = inc
-        p = self.ctx.Process(
-            target=bench_worker_main,
-            args=(self._spec(i, inc), self.shared, self.extras),
-            name=f"ec-bench-worker-{i}.{inc}",
-        )
-        p.daemon = True
-        p.start()
-        self.procs[i] = p
+def bench_fleet(config: FleetConfig, extras: WorkerExtras) -> Fleet:
+    """A fleet whose workers run `bench_worker_main` with `extras`."""
+    Path(extras.usage_dir).mkdir(parents=True, exist_ok=True)
+    if extras.profile_dir:
+        Path(extras.profile_dir).mkdir(parents=True, exist_ok=True)
+    return Fleet(config, target=functools.partial(bench_worker_main, extras=extras))
 
 
 def read_usage(usage_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

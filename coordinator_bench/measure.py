@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import math
 import os
 import platform
 import statistics
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
+from worker.stats import percentiles
 
 REPO = Path(__file__).resolve().parent.parent
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -187,15 +188,6 @@ def machine_busy(before: tuple[int, int, int] | None, after: tuple[int, int, int
 # ---------------------------------------------------------------------------------------------------------
 # Statistics
 # ---------------------------------------------------------------------------------------------------------
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None when empty."""
-    if not values:
-        return None
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100.0 * len(s)) - 1))
-    return s[k]
-
-
 # The CDF grid kept for every cell: fine in the tail, where the interesting differences are.
 QUANTILE_GRID: tuple[float, ...] = (
     *[float(q) for q in range(0, 90)],
@@ -205,12 +197,8 @@ QUANTILE_GRID: tuple[float, ...] = (
 
 
 def quantiles(values: Sequence[float], grid: Sequence[float] = QUANTILE_GRID) -> list[float] | None:
-    """Values at the grid's percentiles (nearest rank), or None when there are none."""
-    if not values:
-        return None
-    s = sorted(values)
-    n = len(s)
-    return [s[max(0, min(n - 1, math.ceil(q / 100.0 * n) - 1))] for q in grid]
+    """Values at the grid's percentiles (the one definition, `worker.stats`), or None when there are none."""
+    return percentiles(values, grid)
 
 
 def spread(values: Iterable[float | None]) -> dict[str, float | None] | None:

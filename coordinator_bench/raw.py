@@ -3,8 +3,8 @@
 The fleet's agents record every call (two JSON lines) and plan each change from their view, which costs
 a few hundred microseconds per edit in every column alike; that dilutes the ratio to the unsafe floor.
 This loop shows the clients' own cost: it reads the file once, then increments the 200 slot lines of a
-counters file in turn (as `coordinator_bench.engine_bench` does), timing each call. The check at the end is the
-same as the oracle's for counters: every acknowledged increment must be in the file.
+counters file in turn, timing each call. The check at the end is the oracle's for counters
+(`worker.oracle.judge_counts`): every acknowledged increment must be in the file.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from coordinator.errors import CoordinatorError
 from worker.agent import READ_ALL_LINES, parse_counters
+from worker.oracle import judge_counts
 
 from .columns import BenchClientSpec, make_bench_client
 
@@ -77,18 +78,13 @@ def run_raw(
         after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         client.close()
-    final = parse_counters((root / path).read_text(encoding="utf-8"))
-    lost = 0
-    torn = final is None
-    if final is not None:
-        lost = sum(max(0, n - final.get(slot, 0)) for slot, n in acked.items())
+    oracle = judge_counts({(path, slot): n for slot, n in acked.items()}, {path: (root / path).read_bytes()})
     return {
         "wall_s": wall,
         "attempts": attempts,
         "acknowledged": sum(acked.values()),
         "refused": refused,
-        "lost_updates": lost,
-        "torn_files": [path] if torn else [],
+        "oracle": oracle.to_dict(),
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "latencies": latencies,
         "lock_waits": waits,

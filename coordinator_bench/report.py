@@ -38,9 +38,19 @@ COLUMN_TEXT = {
     "rebase-none": "the coordinator in-process, policy `rebase` (an edit on a stale view is carried over "
     "when the lines it touches did not change), durability `none`",
     "rebase-fsync": "the coordinator in-process, policy `rebase`, durability `fsync`",
-    "http-strict-none": "the coordinator over HTTP (`edit-coordinator serve`, 2 server workers, "
-    "`worker.http_client.HttpClient`), policy `strict`, durability `none`; its CPU includes the service's",
+    "http-strict-none": "the coordinator over HTTP (`edit-coordinator serve`, one server worker, the "
+    "project's `HttpClient`), policy `strict`, durability `none`; its CPU includes the service's",
+    "http-plain": "the coordinator over HTTP (`edit-coordinator serve`, one server worker) through a plain "
+    "`httpx.Client` with keep-alive and no idempotency key (`coordinator_bench.plainhttp`); its CPU includes the "
+    "service's",
+    "redis-server": "the coordinator in-process (strict, durability none) with its read state on one "
+    "redis-server over TCP (Debian's package)",
+    "redis-sentinel": "the same behind Sentinel (`redis+sentinel://`: a primary, a replica, 3 sentinels)",
+    "redis-cluster": "the same on a Redis Cluster (`redis+cluster://`: 3 primaries, a replica each)",
+    "async": "`AsyncClient` in-process (strict, durability none), coroutines on one event loop",
 }
+# The column a scenario's rows are compared with, beside `unsafe` and `naive-lock`.
+REFERENCE = {"http": "strict-none", "distributed": "redis-server"}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -91,6 +101,8 @@ def _esc(text: str) -> str:
 # Sections
 # ---------------------------------------------------------------------------------------------------------
 def _header(results: list[dict[str, Any]], raw_dir: str) -> list[str]:
+    skipped = [r for r in results if r.get("skipped")]
+    results = [r for r in results if not r.get("skipped")] or results
     first = results[0]
     m, v = first["machine"], first["versions"]
     starts = sorted(r["started"] for r in results)
@@ -110,7 +122,7 @@ def _header(results: list[dict[str, Any]], raw_dir: str) -> list[str]:
         "",
     ]
     if quick:
-        lines += ["**These are `--quick` results: a smoke test with one short repetition, no speed claims.**", ""]
+        lines += ["**These are `--quick` results: a smoke test with one short repetition, figures, no verdicts.**", ""]
     lines += [
         f"- **When:** {starts[0][:16].replace('T', ' ')} to {ends[-1][:16].replace('T', ' ')}; commit "
         f"{', '.join(f'`{x}`' for x in commits)}" + (" plus uncommitted changes in the working tree" if dirty else ""),
@@ -121,7 +133,8 @@ def _header(results: list[dict[str, Any]], raw_dir: str) -> list[str]:
         f"hiredis {v.get('hiredis')}, xxhash {v.get('xxhash')}, edit-coordinator {v.get('edit-coordinator')}.",
         f"- **Method:** {'/'.join(str(x) for x in reps)} repetition{'s' if reps != [1] else ''} of "
         f"{'/'.join(f'{d:g}' for d in durations)} s "
-        "per cell (zipf at 100 ms think time: 1.5x), interleaved: for each repetition, each row runs in "
+        "per cell (zipf at 100 ms think time: 1.5x; conflicts: 3x), interleaved: for each repetition, each "
+        "row runs in "
         "every column back to back, the column order rotated from one repetition to the next. Every figure "
         "is the median over the repetitions; [min-max] where shown. Each cell starts on a fresh repository "
         "and a flushed Redis (one embedded server for the suite). Sessions are real worker processes "
@@ -149,6 +162,8 @@ def _header(results: list[dict[str, Any]], raw_dir: str) -> list[str]:
     for name, why in absent.items():
         lines.append(f"- `{name}`: not in this run ({why})")
     lines.append("")
+    for r in skipped:
+        lines += [f"**Skipped: {r['scenario']['name']}** ({r['scenario']['title']}): {r['skipped']}.", ""]
     return lines
 
 
@@ -236,13 +251,11 @@ def _plots(plots: dict[str, Path], markdown: Path) -> list[str]:
 
 def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
     sc = res["scenario"]
+    if res.get("skipped"):
+        return [f"### {sc['title']}", "", sc["description"], "", f"**Skipped in this run:** {res['skipped']}.", ""]
     cols = [c["name"] for c in res["columns"]]
-    has_unsafe, has_naive = "unsafe" in cols, "naive-lock" in cols
-    head = ["row", "column", "edits/s [min-max]"]
-    if has_unsafe:
-        head.append("vs unsafe")
-    if has_naive:
-        head.append("vs naive-lock")
+    refs = [r for r in ("unsafe", "naive-lock", REFERENCE.get(sc["name"])) if r in cols]
+    head = ["row", "column", "edits/s [min-max]", *(f"vs {r}" for r in refs)]
     head += [
         "attempts",
         "acked",
@@ -257,6 +270,9 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
         "RSS MiB",
         "Redis MiB",
     ]
+    stall = sc["name"] == "asyncio"
+    if stall:
+        head.append("loop stall max ms")
     lines = [
         f"### {sc['title']}",
         "",
@@ -278,10 +294,7 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
             tput = _med(c, "throughput_per_s")
             vals = [f"**{row['key']}**" if first else "", f"`{col}`", _range(c, "throughput_per_s")]
             first = False
-            if has_unsafe:
-                vals.append(_ratio(tput, median_of(cell(res, row["key"], "unsafe"), "throughput_per_s")))
-            if has_naive:
-                vals.append(_ratio(tput, median_of(cell(res, row["key"], "naive-lock"), "throughput_per_s")))
+            vals += [_ratio(tput, median_of(cell(res, row["key"], r), "throughput_per_s")) for r in refs]
             other = {k: s["median"] for k, s in c["refused"].items() if k != "stale" and s and s["median"]}
             lost = c["agg"].get("lost_updates")
             lost_s = "-"
@@ -307,6 +320,9 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
                 _num(_med(c, "rss_max_mib"), 0),
                 "-" if redis_mib is None else f"{redis_mib:.1f}",
             ]
+            if stall:
+                st = c["agg"].get("loop_stall_ms")
+                vals.append("-" if st is None else f"{st['max']:.1f} (median {st['median']:.1f})")
             lines.append("| " + " | ".join(vals) + " |")
     lines.append("")
     if sc["name"] == "scale":

@@ -1,8 +1,10 @@
 """The scenarios: each named, parameterised and seeded; each row of a scenario is one workload point.
 
-Every row runs in every column of the scenario (the baselines and the coordinator variants), in the same
-run, repetitions interleaved. A row is a fleet of simulated agent sessions (`worker.fleet`, one process
-per session) for a fixed duration, except `solo`'s `raw` row, an in-process loop with no agent around it.
+Every row runs in every column of the scenario (the baselines and the coordinator variants it names), in
+the same run, repetitions interleaved. A row is a fleet of simulated agent sessions (`worker.fleet`, one
+process per session) for a fixed duration; a `raw` row is the bare in-process loop of `coordinator_bench.raw` (one
+session, edit after edit, nothing around the client), an `async` row the asyncio harness of
+`coordinator_bench.asyncrun` (coroutines on one event loop through `AsyncClient`).
 
 Counters files have 200 slot lines (`s00 = 17`), so that solo, disjoint and hot work on the same 200-line
 files; each session increments its own slot line. Think time is 0 unless a row says otherwise: the rows
@@ -33,7 +35,7 @@ class Row:
     think_ms: float = 0.0
     skew: float = 0.0
     disjoint: bool = False
-    mode: str = "fleet"  # fleet | raw
+    mode: str = "fleet"  # fleet | raw | async
     preload_sessions: int = 0  # read state already in Redis: sessions x preload_files entries
     preload_files: int = 0
     duration_factor: float = 1.0
@@ -47,7 +49,7 @@ class Row:
     @property
     def contended(self) -> bool:
         """More than one session may change the same file (lost updates are possible without a lock)."""
-        return not self.disjoint and self.sessions > 1
+        return not self.disjoint and self.sessions > 1 and self.mode != "raw"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -87,20 +89,34 @@ def _counters(key: str, sessions: int, files: int, x: float, **kw: Any) -> Row:
     return Row(key, "counters", sessions, files, x, **kw)
 
 
+IN_PROCESS = ("strict-none", "strict-fsync")
+POLICIES = ("strict-none", "rebase-none")
+CONTENDED = ("unsafe", "naive-lock", "strict-none", "rebase-none")
+
+
 def full_scenarios() -> list[Scenario]:
     """The full suite, in the order it runs."""
     return [
         Scenario(
             "solo",
             "solo: one session, consecutive edits on one 200-line file",
-            "One session increments its slot line of a 200-line counters file, edit after edit. `fleet` runs "
-            "it as a simulated agent (a worker process that records every call for the oracle, like every "
-            "other scenario); `raw` is the bare loop in one process (read once, then edit after edit), which "
-            "shows the engine's own cost without the agent around it.",
-            (
-                _counters("fleet", 1, 1, 1),
-                Row("raw", "counters", 1, 1, 1, mode="raw"),
-            ),
+            "One session increments the slot lines of a 200-line counters file in turn, edit after edit. `raw` "
+            "is the bare loop in one process (read once, then edit after edit: the clients' own cost); "
+            "`fleet` runs it as a simulated agent (a worker process that records every call for the oracle, "
+            "like every other scenario).",
+            (Row("raw", "counters", 1, 1, 1, mode="raw"), _counters("fleet", 1, 1, 1)),
+            columns=("unsafe", *IN_PROCESS),
+        ),
+        Scenario(
+            "http",
+            "http: the same bare loop over HTTP and in-process",
+            "The solo bare loop (one session, consecutive edits of a 200-line file) in-process and through "
+            "`edit-coordinator serve` with one worker: `http-plain` is a plain httpx client with keep-alive "
+            "and no idempotency key, `http-strict-none` the project's `HttpClient`. Durability none. The "
+            "service's CPU counts in the CPU per edit.",
+            (Row("raw", "counters", 1, 1, 1, mode="raw"),),
+            columns=("strict-none", "http-plain", "http-strict-none"),
+            durability=("none",),
         ),
         Scenario(
             "disjoint",
@@ -108,6 +124,7 @@ def full_scenarios() -> list[Scenario]:
             "N sessions, one process each, each incrementing its slot line of its own 200-line file: no "
             "contention, so throughput should grow with N up to the number of cores.",
             tuple(_counters(f"N={n}", n, n, n, disjoint=True) for n in (1, 2, 4, 8)),
+            columns=("unsafe", *IN_PROCESS),
             x_label="processes",
             extra_reps=2,
         ),
@@ -115,8 +132,10 @@ def full_scenarios() -> list[Scenario]:
             "hot",
             "hot: N sessions on one file, each on its own line",
             "N sessions increment their own slot lines of one shared 200-line file. Under the strict policy "
-            "every write by another session makes a session's view stale: it reads again and retries.",
+            "every write by another session makes a session's view stale: it reads again and retries. CPU "
+            "per acknowledged edit counts the workers and Redis.",
             tuple(_counters(f"N={n}", n, 1, n) for n in (2, 4, 8, 16, 32)),
+            columns=CONTENDED,
             x_label="sessions on one file",
         ),
         Scenario(
@@ -124,7 +143,24 @@ def full_scenarios() -> list[Scenario]:
             "hot-line: N sessions on the very same line",
             "N sessions increment the same line of one file (`value = 17 (by s03)`): the worst contention.",
             tuple(Row(f"N={n}", "hot-line", n, 1, n) for n in (2, 4, 8, 16, 32)),
+            columns=CONTENDED,
             x_label="sessions on one line",
+        ),
+        Scenario(
+            "conflicts",
+            "conflicts: 16 sessions, 200 ms think time, strict vs rebase",
+            "16 sessions think 200 ms (uniform in 100-300 ms) before each edit. `counters`: each increments "
+            "its own line of 4 shared 200-line files (the 16 lines are consecutive: every session's line is "
+            "adjacent to two others'); `markers`: each inserts marker lines into 8 shared copies of real "
+            "source files. The conflict rate is the share of edit calls refused as `stale`.",
+            (
+                _counters("counters", 16, 4, 16, think_ms=200.0, duration_factor=3.0),
+                Row("markers", "markers", 16, 8, 16, think_ms=200.0, duration_factor=3.0),
+            ),
+            columns=POLICIES,
+            coordinator_only=True,
+            durability=("none",),
+            x_label="workload",
         ),
         Scenario(
             "zipf",
@@ -138,6 +174,7 @@ def full_scenarios() -> list[Scenario]:
                 )
                 for t in (0, 10, 100)
             ),
+            columns=CONTENDED,
             x_label="mean think time (ms)",
         ),
         Scenario(
@@ -147,6 +184,7 @@ def full_scenarios() -> list[Scenario]:
             "rewrite the whole file 10 %, create a new file 10 %) on 32 files copied from this interpreter's "
             "standard library, file chosen uniformly.",
             (Row("mixed", "mixed", 16, 32, 16),),
+            columns=("unsafe", *POLICIES),
         ),
         Scenario(
             "scale",
@@ -158,21 +196,53 @@ def full_scenarios() -> list[Scenario]:
             tuple(
                 _counters(f"P={p}", 16, 64, p, skew=1.1, preload_sessions=p, preload_files=100) for p in (10, 10_000)
             ),
+            columns=("strict-none",),
             coordinator_only=True,
             durability=("none",),
             x_label="sessions with read state in Redis",
             extra_reps=2,
         ),
+        Scenario(
+            "distributed",
+            "distributed: one Redis server, Sentinel, a 3-primary cluster",
+            "The zipf workload without think time (16 sessions, 64 files, Zipf(1.1)) with the read state on "
+            "the embedded server (unix socket, `strict-none`), on one redis-server over TCP, behind Sentinel "
+            "(a primary, a replica, 3 sentinels) and on a Redis Cluster of 3 primaries with a replica each. "
+            "CPU per edit counts the workers and every process of the deployment.",
+            (_counters("zipf", 16, 64, 16, skew=1.1),),
+            columns=("strict-none", "redis-server", "redis-sentinel", "redis-cluster"),
+            coordinator_only=True,
+            durability=("none",),
+            x_label="deployment",
+        ),
+        Scenario(
+            "asyncio",
+            "asyncio: 16 coroutines over 8 sessions through AsyncClient, one event loop",
+            "16 coroutines on one event loop, two per session (8 sessions), each incrementing its own slot "
+            "line of 4 shared 200-line files through `AsyncClient` in-process, with no think time, so that "
+            "edits wait for contended locks. A ticker coroutine sleeps 1 ms in a loop and records how late "
+            "it wakes: the largest lateness is the loop's largest stall.",
+            (Row("16x8", "counters", 16, 4, 16, mode="async"),),
+            columns=("async",),
+            coordinator_only=True,
+            durability=("none",),
+            x_label="coroutines",
+        ),
     ]
 
 
 def quick_scenarios() -> list[Scenario]:
-    """`bench --quick`: a smoke test of the whole machinery in well under a minute (no speed claims)."""
+    """`bench --quick`: a smoke test of the whole machinery in well under a minute (figures, no verdicts)."""
     full = {s.name: s for s in full_scenarios()}
     return [
         replace(full["solo"], durability=("none",)),
+        full["http"],
         replace(full["hot"], rows=(_counters("N=4", 4, 1, 4),), durability=("none",)),
-        replace(full["hot-line"], rows=(Row("N=4", "hot-line", 4, 1, 4),), durability=("none",)),
+        replace(
+            full["conflicts"],
+            rows=tuple(replace(r, sessions=4, x=4, duration_factor=1.0) for r in full["conflicts"].rows),
+        ),
+        full["asyncio"],
     ]
 
 

@@ -14,11 +14,12 @@ missed, the cell is run once more with cProfile in its workers, and the summary 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,6 +63,7 @@ METRICS: dict[str, str] = {
     "redis_delta_bytes": "redis.delta_bytes",
     "server_rss_mib": "server.rss_mib",
     "preload_bytes_per_entry": "preload.bytes_per_entry",
+    "loop_stall_ms": "loop_stall_ms",
 }
 
 
@@ -124,29 +126,24 @@ class _Acc:
 
 
 def columns_for(scenario: Scenario, available: Sequence[Column], only: Sequence[str] | None) -> list[Column]:
-    cols = [
+    """The columns of `scenario` that this build has (in the scenario's order), limited to `only`."""
+    by_name = {c.name: c for c in available}
+    names = scenario.columns if scenario.columns is not None else [c.name for c in available]
+    cols = [by_name[n] for n in names if n in by_name]
+    return [
         c
-        for c in available
+        for c in cols
         if (c.durability is None or c.durability in scenario.durability)
         and not (scenario.coordinator_only and c.is_baseline)
-        and (scenario.columns is None or c.name in scenario.columns)
         and (not only or c.name in only)
     ]
-    if scenario.coordinator_only:
-        cols = [c for c in cols if c.kind == "coordinator"]
-    return cols
 
 
-def _absent(available: Sequence[Column], with_http: bool) -> list[dict[str, str]]:
-    """The columns this run could not have, and why (the report lists them)."""
-    names = {c.name for c in available}
-    out = []
-    if not any(n.startswith("rebase-") for n in names):
-        out.append({"column": "rebase-*", "why": "this build's Coordinator does not accept policy='rebase'"})
-    if not any(c.kind == "http" for c in available):
-        why = "not asked for (--no-http)" if not with_http else "the HTTP service or its client is not installed"
-        out.append({"column": "http-*", "why": why})
-    return out
+def _why_missing(scenario: Scenario, absent: Sequence[dict[str, str]]) -> str:
+    """Why a scenario has no column to run: the reasons its columns are absent."""
+    wanted = scenario.columns or ()
+    why = [a["why"] for a in absent if any(fnmatch.fnmatchcase(w, a["column"]) for w in wanted)]
+    return "; ".join(dict.fromkeys(why)) or "no column to run (--column left none of its columns)"
 
 
 def _aggregate(scenario: Scenario, row: Row, col: Column, acc: _Acc) -> dict[str, Any]:
@@ -185,8 +182,7 @@ def run_suite(opts: SuiteOptions) -> list[dict[str, Any]]:
     try:
         redis_url = ensure_embedded_redis(state_dir)
         client = redis.Redis.from_url(redis_url)
-        available = all_columns(redis_url, with_http=opts.with_http)
-        absent = _absent(available, opts.with_http)
+        available, absent = all_columns(redis_url, with_http=opts.with_http)
         meta = {
             "machine": machine(scratch),
             "versions": versions(redis_stats(client)["version"]),
@@ -201,9 +197,11 @@ def run_suite(opts: SuiteOptions) -> list[dict[str, Any]]:
         opts.reporter.plan(sum(len(sc.rows) * len(cols) * _reps(sc, opts) for sc, cols in plans))
         for sc, cols in plans:
             if not cols:
-                opts.reporter.note(f"{sc.name}: no column to run")
-                continue
-            result = _run_scenario(ctx, sc, cols, opts, meta, absent)
+                result = _skipped(sc, opts, meta, _why_missing(sc, absent))
+                opts.reporter.note(f"{sc.name}: skipped: {result['skipped']}")
+            else:
+                with _deployments(ctx, sc, cols, opts.reporter, absent) as running:
+                    result = _run_scenario(ctx, sc, running, opts, meta, absent)
             results.append(result)
             _write_json(opts.out / f"{sc.name}.json", result)
     finally:
@@ -215,6 +213,69 @@ def run_suite(opts: SuiteOptions) -> list[dict[str, Any]]:
             stop_embedded_redis(state_dir)
         shutil.rmtree(scratch, ignore_errors=True)
     return results
+
+
+def _skipped(sc: Scenario, opts: SuiteOptions, meta: dict[str, Any], why: str) -> dict[str, Any]:
+    """The result of a scenario that could not run in this build: what it would measure, and why not."""
+    return {
+        "schema": SCHEMA,
+        "scenario": sc.to_dict(),
+        "skipped": why,
+        "quick": opts.quick,
+        "reps": 0,
+        "duration_s": opts.duration_s,
+        "started": now_iso(),
+        "finished": now_iso(),
+        "elapsed_s": 0.0,
+        **meta,
+        "columns": [],
+        "cells": [],
+        "targets": [],
+    }
+
+
+@contextlib.contextmanager
+def _deployments(
+    ctx: CellContext, sc: Scenario, cols: list[Column], reporter: Reporter, absent: list[dict[str, str]]
+) -> Iterator[list[Column]]:
+    """Start the Redis deployments the scenario's columns use; yield the columns that can run (a
+    deployment that does not start, or whose URL this build's Coordinator refuses, drops its column)."""
+    from .deployments import started
+
+    with contextlib.ExitStack() as stack:
+        running = []
+        for col in cols:
+            if col.deployment is None:
+                running.append(col)
+                continue
+            reporter.note(f"{sc.name}: starting the {col.deployment} deployment")
+            try:
+                dep = stack.enter_context(started(col.deployment, ctx.scratch.parent / f"redis-{col.deployment}"))
+                _probe(dep.url, ctx.scratch.parent)
+            except Exception as exc:  # a build or machine without this deployment: say so, run the rest
+                why = f"could not run on {col.deployment}: {type(exc).__name__}: {str(exc)[:200]}"
+                absent.append({"column": col.name, "why": why})
+                reporter.note(f"{sc.name}: {col.name} {why}")
+                continue
+            ctx.deployments[col.deployment] = dep
+            running.append(col)
+        try:
+            yield running
+        finally:
+            ctx.deployments.clear()
+
+
+def _probe(url: str, scratch: Path) -> None:
+    """One read through a Coordinator on `url`: raises when this build cannot use the deployment."""
+    from coordinator import Coordinator
+
+    root = Path(tempfile.mkdtemp(prefix="probe-", dir=scratch))
+    try:
+        (root / "probe.txt").write_text("probe\n")
+        with Coordinator(root, url, durability="none") as c:
+            c.session("probe").read("probe.txt")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _reps(sc: Scenario, opts: SuiteOptions) -> int:
@@ -260,7 +321,7 @@ def _run_scenario(
         "profiles": {},
     }
     targets = evaluate(result)
-    if opts.profile_missed:
+    if opts.profile_missed and not opts.quick:
         _profile_missed(ctx, sc, cols, targets, result, rep_r)
     result["targets"] = [t.to_dict() for t in targets]
     return result

@@ -347,3 +347,74 @@ def test_stress_command_refuses_bad_runs(capsys: pytest.CaptureFixture[str], arg
 
     assert main(argv) == 2
     assert needle in capsys.readouterr().err.replace("\n", " ")
+
+
+# --- the one percentile definition, the oracle's own module, the fleet's public worker target ----------
+def test_percentiles_are_the_standard_librarys_inclusive_quantiles() -> None:
+    import statistics
+
+    from worker.stats import percentile, percentiles
+
+    data = [random.Random(5).random() for _ in range(997)]
+    cuts = statistics.quantiles(data, n=100, method="inclusive")
+    assert percentiles(data, [50, 95, 99]) == pytest.approx([cuts[49], cuts[94], cuts[98]])
+    assert percentile(data, 0) == min(data) and percentile(data, 100) == max(data)
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5  # interpolated, not a rank
+    assert percentile([7.0], 99) == 7.0 and percentile([], 50) is None
+    with pytest.raises(ValueError, match=r"multiple of 0\.1"):
+        percentile(data, 99.95)
+
+
+def test_oracle_lives_in_its_own_module_and_old_names_still_work() -> None:
+    from worker import fleet, oracle
+
+    for name in ("verify", "check_recovery", "pair_ops", "OracleReport", "Op", "local_reader", "MUTATING_OPS"):
+        assert getattr(fleet, name) is getattr(oracle, name)
+    assert fleet._worker_main is fleet.worker_main and fleet._Shared is fleet.SharedState
+
+
+def test_judge_counts_finds_lost_and_phantom_increments(tmp_path: Path) -> None:
+    from worker.oracle import judge_counts
+
+    text = counters_text("c00", ["s00", "s01"]).replace("s00 = 0", "s00 = 3").replace("s01 = 0", "s01 = 5")
+    final = {"c.txt": text.encode()}
+    assert judge_counts({("c.txt", "s00"): 3, ("c.txt", "s01"): 5}, final).ok
+    lost = judge_counts({("c.txt", "s00"): 4, ("c.txt", "s01"): 5}, final)
+    assert lost.lost_updates == 1 and not lost.ok
+    phantom = judge_counts({("c.txt", "s00"): 3, ("c.txt", "s01"): 4}, final)
+    assert phantom.phantom_writes == 1 and not phantom.ok
+    assert judge_counts({("c.txt", "s00"): 3, ("c.txt", "s01"): 4}, final, in_flight={("c.txt", "s01"): 1}).ok
+    torn = judge_counts({}, {"c.txt": text.encode()[:-5]})
+    assert torn.torn_files == ["c.txt"] and not torn.ok
+
+
+def _marking_target(spec, shared, marker_dir: str) -> None:  # type: ignore[no-untyped-def]
+    """A worker target of a caller's own: it leaves a mark, then runs the fleet's worker as usual."""
+    from worker.fleet import worker_main
+
+    Path(marker_dir, spec.agent.session).write_text("ran")
+    worker_main(spec, shared)
+
+
+def test_fleet_runs_a_given_worker_target(redis_root: Path, tmp_path: Path) -> None:
+    import functools
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    corpus = prepare_corpus(redis_root, "counters", 1, 2, 1)
+    url = ensure_embedded_redis(redis_root / ".edit-coordinator")
+    cfg = FleetConfig(
+        root=str(redis_root),
+        corpus=corpus,
+        client=ClientSpec("coordinator", root=str(redis_root), redis_url=url, durability="none"),
+        run_dir=str(tmp_path / "run"),
+        workers=2,
+        think_ms=0.0,
+        edits=20,
+        timeout_s=120.0,
+    )
+    run = Fleet(cfg, target=functools.partial(_marking_target, marker_dir=str(marks))).run()
+    assert not run.worker_errors, run.worker_errors
+    assert sorted(p.name for p in marks.iterdir()) == ["s00.0", "s01.0"]
+    report = verify(run)
+    assert report.ok and report.verified >= 20, report.details

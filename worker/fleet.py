@@ -13,16 +13,14 @@ milliseconds), lets them all start at once, and while they run can
 Workers write their records (see `worker.agent`) to files under the run folder; shared memory carries
 only counters and flags, so a worker killed at any instant can corrupt nothing the others need.
 
-`verify()` is the oracle. It trusts only the records and the final bytes on disk, never the system under
-test: every acknowledged change must be in the final files, nothing may be there that no session intended,
-and every file (and every sampled read) must be exactly one of the versions some intended change produced,
-or the original. A change whose worker was killed during the call ("in flight") may be present or absent.
+Each worker process runs `worker_main` unless the fleet is given another `target` (the benchmarks pass
+one that adds resource figures and profiles around the same loop). The oracle that judges a run lives in
+`worker.oracle` (`verify`, `check_recovery`, ...); its names are re-exported here, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import os
 import random
@@ -31,17 +29,16 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import RawArray, RawValue
 from pathlib import Path
 from typing import Any
 
-from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.errors import CoordinatorError
 from coordinator.layout import locks_dir, state_dir_of
 
 from .agent import (
-    TAG_RE,
     Agent,
     AgentConfig,
     Corpus,
@@ -54,9 +51,47 @@ from .agent import (
     slot_label,
 )
 from .client import Client
+from .oracle import (  # re-exported: the oracle used to live here
+    MUTATING_OPS,
+    TAGGED_OPS,
+    Op,
+    OracleReport,
+    check_recovery,
+    client_reader,
+    judge_counts,
+    local_reader,
+    pair_ops,
+    verify,
+)
+from .stats import percentile
 
-MUTATING_OPS = frozenset({"increment", "insert", "replace", "delete", "write", "create"})
-TAGGED_OPS = frozenset({"insert", "replace", "write", "create"})
+__all__ = [
+    "MUTATING_OPS",
+    "TAGGED_OPS",
+    "Chaos",
+    "ClientSpec",
+    "Fleet",
+    "FleetConfig",
+    "FleetRun",
+    "Op",
+    "OracleReport",
+    "Progress",
+    "SharedState",
+    "WorkerSpec",
+    "WorkerTarget",
+    "check_recovery",
+    "client_reader",
+    "judge_counts",
+    "local_reader",
+    "make_client",
+    "pair_ops",
+    "percentile",
+    "shutdown_fork_server",
+    "summarize",
+    "verify",
+    "worker_main",
+]
+
 _READY_TIMEOUT_S = 120.0
 _TICK_S = 0.005
 _REDIS_GRACE_S = 0.25
@@ -190,7 +225,9 @@ class WorkerSpec:
 # ---------------------------------------------------------------------------------------------------------
 # Shared memory (lock-free: a killed worker cannot leave anything held)
 # ---------------------------------------------------------------------------------------------------------
-class _Shared:
+class SharedState:
+    """What the fleet and its workers share: start time, stop flag and per-slot counters (lock-free)."""
+
     def __init__(self, n: int) -> None:
         self.start = RawValue("d", 0.0)
         self.stop = RawValue("b", 0)
@@ -204,7 +241,7 @@ class _Shared:
 class _SharedControl:
     """`worker.agent.Control` over the shared arrays, for worker slot `i`."""
 
-    def __init__(self, shared: _Shared, i: int, quota: int | None, duration_s: float | None) -> None:
+    def __init__(self, shared: SharedState, i: int, quota: int | None, duration_s: float | None) -> None:
         self.s = shared
         self.i = i
         self.quota = quota
@@ -226,9 +263,9 @@ class _SharedControl:
         self.s.conflicts[self.i] += conflicts
 
 
-def _worker_main(
+def worker_main(
     spec: WorkerSpec,
-    shared: _Shared,
+    shared: SharedState,
     make: Callable[[ClientSpec], Client] | None = None,
     run: Callable[[Agent], None] | None = None,
 ) -> None:
@@ -260,6 +297,15 @@ def _worker_main(
         with open(spec.errors, "w", encoding="utf-8") as f:
             f.write(traceback.format_exc())
         os._exit(1)
+
+
+# The entry point of a worker process: called as target(spec, shared) in the child. It must be picklable
+# (a module-level function, or a functools.partial of one), since workers start from a fork server.
+WorkerTarget = Callable[[WorkerSpec, SharedState], None]
+
+# Old names, kept working.
+_Shared = SharedState
+_worker_main = worker_main
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -299,10 +345,14 @@ class FleetRun:
 
 
 class Fleet:
-    """Runs `config.workers` worker processes until the duration or the edit count is reached."""
+    """Runs `config.workers` worker processes until the duration or the edit count is reached.
 
-    def __init__(self, config: FleetConfig) -> None:
+    target: what each worker process runs (default `worker_main`); see `WorkerTarget`.
+    """
+
+    def __init__(self, config: FleetConfig, target: WorkerTarget | None = None) -> None:
         self.cfg = config
+        self.target: WorkerTarget = target or worker_main
         if config.workers < 1:
             raise ValueError("a fleet needs at least one worker")
         if config.duration_s is None and config.edits is None:
@@ -315,7 +365,7 @@ class Fleet:
             self.ctx.set_forkserver_preload(["__main__", "worker.fleet"])
         self.rng = random.Random(config.seed ^ 0x5EED)
         self.events: list[dict[str, Any]] = []
-        self.shared = _Shared(config.workers)
+        self.shared = SharedState(config.workers)
         self.procs: dict[int, Any] = {}
         self.incarnation: dict[int, int] = {}
         Path(config.run_dir, "records").mkdir(parents=True, exist_ok=True)
@@ -353,7 +403,7 @@ class Fleet:
     def _spawn(self, i: int) -> None:
         inc = self.incarnation.get(i, -1) + 1
         self.incarnation[i] = inc
-        p = self.ctx.Process(target=_worker_main, args=(self._spec(i, inc), self.shared), name=f"ec-worker-{i}.{inc}")
+        p = self.ctx.Process(target=self.target, args=(self._spec(i, inc), self.shared), name=f"ec-worker-{i}.{inc}")
         p.daemon = True
         p.start()
         self.procs[i] = p
@@ -644,344 +694,8 @@ def shutdown_fork_server() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Operations: intents paired with outcomes
-# ---------------------------------------------------------------------------------------------------------
-@dataclass
-class Op:
-    session: str
-    seq: int
-    change_id: int
-    slot: str | None
-    file: str
-    op: str
-    t: float
-    expected: str | None
-    tag: str | None
-    gone: str | None
-    value: int | None
-    code: str | None = None  # None: in flight when its worker died
-    latency_s: float | None = None
-    lock_wait_s: float | None = None
-    lock_hold_s: float | None = None
-    mismatch: str | None = None
-    rebased_to: str | None = None  # policy rebase: the version the carried-over edit produced
-    t_end: float | None = None
-
-
-def pair_ops(records: Iterable[dict[str, Any]]) -> tuple[list[Op], list[dict[str, Any]]]:
-    """Intents matched with their outcomes, and the read records."""
-    ops: dict[tuple[str, int], Op] = {}
-    reads: list[dict[str, Any]] = []
-    outcomes: list[dict[str, Any]] = []
-    for r in records:
-        k = r.get("k")
-        if k == "i":
-            ops[(r["s"], r["n"])] = Op(
-                r["s"], r["n"], r.get("cid", 0), r.get("slot"), r["f"], r["op"], r["t"],
-                r.get("x"), r.get("m"), r.get("g"), r.get("v"),
-            )  # fmt: skip
-        elif k == "o":
-            outcomes.append(r)
-        elif k == "r":
-            reads.append(r)
-    for r in outcomes:
-        op = ops.get((r["s"], r["n"]))
-        if op is None:
-            continue
-        op.code = r["c"]
-        op.latency_s = r.get("lat")
-        op.lock_wait_s = r.get("w")
-        op.lock_hold_s = r.get("h")
-        op.mismatch = r.get("xm")
-        op.rebased_to = r.get("rb")
-        op.t_end = r.get("t")
-    return sorted(ops.values(), key=lambda o: o.t), reads
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The oracle
-# ---------------------------------------------------------------------------------------------------------
-@dataclass
-class OracleReport:
-    ok: bool = True
-    lost_updates: int = 0  # acknowledged changes missing from the final files
-    torn_files: list[str] = field(default_factory=list)  # final files that are no whole version
-    torn_reads: int = 0  # sampled reads that were no whole version
-    phantom_writes: int = 0  # changes present that no session made, or that were refused
-    mismatches: int = 0  # the engine wrote other bytes than the change computed
-    in_flight: int = 0  # calls cut short by a kill (allowed either way)
-    in_flight_landed: int = 0  # of those, how many are in the files (counters / hot-line: the surplus)
-    verified: int = 0  # acknowledged changes checked
-    locks_left_held: int = 0
-    stale_temp_files: list[str] = field(default_factory=list)
-    redis_windows: int = 0
-    written_while_down: list[str] = field(default_factory=list)
-    acked_while_down: int = 0
-    refused_while_down: int = 0
-    details: list[str] = field(default_factory=list)
-
-    def fail(self, message: str) -> None:
-        self.ok = False
-        if len(self.details) < 25:
-            self.details.append(message)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def local_reader(root: str | os.PathLike[str]) -> Callable[[str], bytes | None]:
-    def read(rel: str) -> bytes | None:
-        try:
-            return Path(root, rel).read_bytes()
-        except FileNotFoundError:
-            return None
-
-    return read
-
-
-def client_reader(client: Client, session: str = "oracle") -> Callable[[str], bytes | None]:
-    """Reads final files through a client (for a remote service); the text is encoded back as UTF-8."""
-
-    def read(rel: str) -> bytes | None:
-        try:
-            return client.read(session, rel, offset=None, limit=10**7).content.encode("utf-8")
-        except CoordinatorError as exc:
-            if exc.code == ErrorCode.FILE_NOT_FOUND:
-                return None
-            raise
-
-    return read
-
-
-def verify(
-    run: FleetRun, read: Callable[[str], bytes | None] | None = None, check_versions: bool | None = None
-) -> OracleReport:
-    """Judge a finished run against the final files (read with `read`; default: from the local root).
-
-    check_versions: require every final file and every sample to be a version some intent produced (or the
-    original); default: on for the coordinator clients, off for the unsafe baseline, whose writes are not
-    the changes the agents computed.
-    """
-    cfg = run.config
-    read = read or local_reader(cfg.root)
-    if check_versions is None:
-        check_versions = not cfg.client.unsafe
-    rep = OracleReport()
-    ops, _ = pair_ops(run.records)
-    ops = [o for o in ops if o.op in MUTATING_OPS]
-    rep.in_flight = sum(1 for o in ops if o.code is None)
-    if check_versions:
-        rep.mismatches = sum(1 for o in ops if o.mismatch)
-        if rep.mismatches:
-            rep.fail(f"{rep.mismatches} changes were written with other bytes than the change computed")
-    for err in run.worker_errors:
-        rep.fail("worker error: " + err.strip().splitlines()[-1] if err.strip() else "worker error")
-
-    files = list(cfg.corpus.files)
-    created = sorted({o.file for o in ops if o.op == "create" and o.code in ("ok", None)})
-    final = {rel: read(rel) for rel in files + created}
-
-    # Torn: every final file and every sampled read is a whole version (original or an intended result).
-    known: dict[str, set[str]] = defaultdict(set)
-    for rel, h in cfg.corpus.original.items():
-        known[rel].add(h)
-    unverifiable: set[str] = set()
-    rebase = getattr(cfg.client, "policy", "strict") == "rebase"
-    for o in ops:
-        if o.rebased_to is not None:
-            known[o.file].add(o.rebased_to)
-        elif o.code is None and rebase:
-            unverifiable.add(o.file)  # killed mid-call: it may have been carried over onto unknown bytes
-        elif o.code in ("ok", None):
-            if o.expected is None:
-                unverifiable.add(o.file)
-            else:
-                known[o.file].add(o.expected)
-    if check_versions:
-        for rel, data in final.items():
-            if data is None or rel in unverifiable:
-                continue
-            if content_hash(data) not in known[rel]:
-                rep.torn_files.append(rel)
-                rep.fail(f"{rel}: the final bytes are no version any change produced (torn or foreign)")
-        torn = 0
-        for rel, hashes in run.observed.items():
-            if rel not in unverifiable:
-                torn += len(hashes - known[rel])
-        rep.torn_reads = max(torn, run.torn_reads)
-    else:
-        rep.torn_reads = run.torn_reads
-    if rep.torn_reads:
-        rep.fail(f"{rep.torn_reads} sampled reads saw a file that was no whole version")
-
-    workload = cfg.corpus.workload
-    if workload == "counters":
-        _verify_counters(rep, ops, final)
-    elif workload == "hot-line":
-        _verify_hot(rep, ops, final)
-    else:
-        _verify_tags(rep, ops, final)
-
-    _verify_events(rep, run, ops)
-    return rep
-
-
-def _verify_counters(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]) -> None:
-    acked: Counter[tuple[str, str]] = Counter()
-    flying: Counter[tuple[str, str]] = Counter()
-    for o in ops:
-        if o.slot is None:
-            continue
-        if o.code == "ok":
-            acked[(o.file, o.slot)] += 1
-        elif o.code is None:
-            flying[(o.file, o.slot)] += 1
-    for rel, data in final.items():
-        values = parse_counters(data.decode("utf-8", "replace")) if data is not None else None
-        if values is None:
-            if rel not in rep.torn_files:
-                rep.torn_files.append(rel)
-            rep.fail(f"{rel}: not a well-formed counters file at the end (torn or truncated)")
-            values = {}
-        slots = {s for (f, s) in acked if f == rel} | set(values)
-        for slot in sorted(slots):
-            _judge_counter(rep, f"{rel} {slot}", acked[(rel, slot)], flying[(rel, slot)], values.get(slot, 0))
-
-
-def _judge_counter(rep: OracleReport, where: str, acked: int, flying: int, value: int) -> None:
-    """A counter must hold every acknowledged increment, plus at most the ones in flight when a kill hit."""
-    rep.verified += acked
-    if value < acked:
-        rep.lost_updates += acked - value
-        rep.fail(f"{where}: {acked} increments acknowledged, the file says {value}")
-    elif value > acked + flying:
-        rep.phantom_writes += value - acked - flying
-        rep.fail(f"{where}: the file says {value}, but only {acked} acknowledged (+{flying} in flight)")
-    else:
-        rep.in_flight_landed += value - acked
-
-
-def _verify_hot(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]) -> None:
-    acked: Counter[str] = Counter(o.file for o in ops if o.code == "ok")
-    flying: Counter[str] = Counter(o.file for o in ops if o.code is None)
-    for rel, data in final.items():
-        value = parse_hot(data.decode("utf-8", "replace")) if data is not None else None
-        if value is None:
-            if rel not in rep.torn_files:
-                rep.torn_files.append(rel)
-            rep.fail(f"{rel}: not a well-formed hot-line file at the end (torn or truncated)")
-            value = 0
-        _judge_counter(rep, rel, acked[rel], flying[rel], value)
-
-
-def _verify_tags(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None]) -> None:
-    """Markers and mixed: every acknowledged tag present once in its file, deleted lines stay deleted."""
-    found: dict[str, Counter[str]] = {}
-    for rel, data in final.items():
-        text = data.decode("utf-8", "replace") if data is not None else ""
-        found[rel] = Counter(m.group(0) for m in TAG_RE.finditer(text))
-    intended: dict[str, Op] = {o.tag: o for o in ops if o.tag}
-    for o in ops:
-        if o.op in TAGGED_OPS and o.tag:
-            n = found.get(o.file, Counter())[o.tag]
-            if o.code == "ok":
-                rep.verified += 1
-                if n == 0:
-                    rep.lost_updates += 1
-                    rep.fail(f"{o.file}: acknowledged {o.op} {o.tag} by {o.session} is missing")
-                elif n > 1:
-                    rep.phantom_writes += n - 1
-                    rep.fail(f"{o.file}: {o.tag} is there {n} times")
-            elif o.code is None:
-                rep.in_flight_landed += 1 if n else 0
-                if n > 1:
-                    rep.phantom_writes += n - 1
-                    rep.fail(f"{o.file}: {o.tag} (in flight) is there {n} times")
-            elif n:
-                rep.phantom_writes += n
-                rep.fail(f"{o.file}: {o.tag} was refused ({o.code}) but is in the file")
-        elif o.op == "delete" and o.code == "ok" and o.gone:
-            rep.verified += 1
-            data = final.get(o.file)
-            if data is not None and o.gone.encode("utf-8") in data:
-                rep.lost_updates += 1
-                rep.fail(f"{o.file}: a line deleted by {o.session} (acknowledged) is back")
-    for rel, tags in found.items():
-        for tag, n in tags.items():
-            o = intended.get(tag)
-            if o is None or o.file != rel:
-                rep.phantom_writes += n
-                rep.fail(f"{rel}: {tag} is in the file but no session put it there")
-
-
-def _verify_events(rep: OracleReport, run: FleetRun, ops: list[Op]) -> None:
-    for e in run.events:
-        if e["e"] == "kill" and e.get("lock_wait_s") == -1.0:
-            rep.locks_left_held += 1
-            rep.fail(f"the lock of {e.get('file')} was still held 5 s after its holder was killed")
-        elif e["e"] == "redis_window":
-            rep.redis_windows += 1
-            t_down, t_up = e["t_down"], e["t_up"]
-            for o in ops:
-                if t_down < o.t < t_up:
-                    if o.code == "ok":
-                        rep.acked_while_down += 1
-                        rep.fail(f"{o.file}: {o.op} by {o.session} was acknowledged while Redis was down")
-                    elif o.code == ErrorCode.STATE_UNAVAILABLE.value:
-                        rep.refused_while_down += 1
-            if e["changed"]:
-                # A call that passed Redis before it went down may still be writing; anything else is a
-                # write that failed to fail closed.
-                late = {o.file for o in ops if o.t < t_down and (o.t_end is None or o.t_end > (e["t_snap"] or t_down))}
-                for rel in e["changed"]:
-                    if rel not in late:
-                        rep.written_while_down.append(rel)
-                        rep.fail(f"{rel} changed while Redis was down")
-
-
-def check_recovery(rep: OracleReport, root: str, files: Iterable[str], redis_url: str | None) -> None:
-    """After a run (all workers gone): no temporary file in the repository, none left in the state folder
-    once a coordinator has opened it again (the recovery), and every file's lock free at once."""
-    from coordinator import Coordinator
-    from coordinator.layout import STATE_DIR_NAME, tmp_dir
-    from coordinator.locks import LockManager
-
-    state = Path(root, STATE_DIR_NAME)
-    for dirpath, dirnames, filenames in os.walk(root):
-        if Path(dirpath) == Path(root):
-            dirnames[:] = [d for d in dirnames if d != STATE_DIR_NAME]
-        for name in filenames:
-            if ".ec-" in name and name.endswith(".tmp"):
-                rel = os.path.relpath(os.path.join(dirpath, name), root)
-                rep.stale_temp_files.append(rel)
-                rep.fail(f"temporary file {rel} left in the repository")
-    Coordinator(root, redis_url).close()  # opening the root again is the recovery: it removes dead temps
-    tmp = tmp_dir(state)
-    left = sorted(n for n in os.listdir(tmp) if n.endswith(".tmp")) if tmp.is_dir() else []
-    for name in left:
-        rep.stale_temp_files.append(f"{STATE_DIR_NAME}/tmp/{name}")
-        rep.fail(f"temporary file {name} still in the state folder after recovery")
-    locks = LockManager(locks_dir(state))
-    for rel in files:
-        try:
-            locks.acquire(rel, timeout=1.0).release()
-        except CoordinatorError:
-            rep.locks_left_held += 1
-            rep.fail(f"the lock of {rel} is still held after the run")
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Summary figures
 # ---------------------------------------------------------------------------------------------------------
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100) of `values`; None when empty."""
-    if not values:
-        return None
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100.0 * len(s)) - 1))
-    return s[k]
-
-
 def summarize(run: FleetRun) -> dict[str, Any]:
     """The figures of a run: attempts, acknowledged, refusals by code, throughput, latency and lock wait."""
     ops, reads = pair_ops(run.records)
