@@ -1,35 +1,43 @@
 """Coordinator and Session: the one code path through which every read and write passes.
 
-The check-then-write, for `edit` / `multi_edit` / `write` / `undo` by session S on path P:
-1. Outside the lock: validate arguments, resolve P inside the root, fetch S's read state for P from Redis
-   (this round trip also proves Redis is up: if it is not, the call fails closed before anything is touched).
-2. Take the OS lock for P (a lock file under the state folder).
-3. Inside the lock, synchronously and with no network I/O: read the file bytes; hash them; compare with S's
-   recorded hash; decode, match, replace, encode; keep the pre-image in history; write a temporary file and
-   rename it over P; append the history index.
-4. Release the lock; then record S's new read state and P's new version in Redis.
+The check-then-write, for `edit` / `multi_edit` / `write` / `undo` by session S on path P (write.py, in
+named steps):
+1. Before the lock (`_pre_lock`): validate arguments (arguments.py), resolve P inside the root, know S's
+   view of P and the leases. The view comes from this process's cache when it holds one (state_check
+   "cached", the default: no round trip), else from Redis, failing closed (`state_unavailable`) when Redis
+   cannot be reached. Leases come from a snapshot at most `LEASE_SNAPSHOT_S` old (refreshed on the round
+   trips that reads and writes make anyway), else are fetched on the same round trip as the view.
+2. Take the OS lock for P (a lock file under the state folder). A caller that must not wait (an event
+   loop) gets `LockBusy` instead, whose `resume()` continues this same call (calls.py).
+3. Under the lock, synchronously and with no network I/O: read the file bytes; hash them; compare with S's
+   view; decode, match, replace, encode; record the pre-image and the index entry in history; write a
+   temporary file and rename it over P.
+4. After the lock (record.py): record S's new view, P's version and the change event in Redis, in one
+   round trip with the notices, a lease refresh when due, and the caller's post-write hook.
 
 Staleness rule: S's view is current iff the hash of the file now equals the hash S recorded at its last
 read or write of P. mtime and size are recorded and reported but never decide: a touched file with the
 same bytes is not stale, and a rewrite within the same mtime tick is.
 
-If step 4 fails, the write stands and S's next edit is refused (its recorded hash is the old one): the safe
-direction.
+If step 4 fails, the write stands (it is reported, with a warning, never as a failure) and S's next edit
+is looked up again: the safe direction.
 
 Policy `rebase` (per coordinator or per session; `strict` is the default): when the file changed since S's
-view, an edit is not refused outright. Under the lock, the content S last saw (kept in the history's
-content-addressed store: a read stores it unless it is there already, a write's pre-image is the next
-writer's hard link) is loaded from local disk, and `rebase.rebase_edits` carries the edit over onto the
-current text if no intervening change overlaps or touches it. S's read state then becomes its *view*
-(what it saw plus its own edit), never the current file: changes it has not seen stay unseen, and its next
-edit near them is checked again. Who made the intervening changes is looked up in the history index after
-the lock is released.
+view, an edit is not refused outright. Under the lock, the content S last saw (this process's text cache,
+else the history's content store) is loaded from local disk, and `rebase.rebase_edits` carries the edit
+over onto the current text if no intervening change overlaps or touches it. S's read state then becomes
+its *view* (what it saw plus its own edit), never the current file: changes it has not seen stay unseen,
+and its next edit near them is checked again. Who made the intervening changes is looked up in the history
+index after the lock is released (intervening.py).
 
-Leases (leases.py) are checked before the lock, on the read-state round trip (or, when this process's
-cached view saves that round trip, against a lease snapshot at most `LEASE_SNAPSHOT_S` old; a grant waits
-that long before it returns, so no process can miss it). A write under the writer's own lease is fenced
-under the lock against a local fence file. Every write publishes a change event (events.py) on the
-post-write pipeline, where notices about other files the session read also ride.
+Leases (leases.py): a grant waits `LEASE_SNAPSHOT_S` before it returns, so no process's snapshot can miss
+it. A write under the writer's own lease is fenced under the lock against a local fence file. Every write
+publishes a change event (events.py) on the post-write round trip, where notices about other files the
+session read also ride.
+
+Modules: results (ReadResult, WriteResult), plan (CurrentFile, WritePlan: the public types of
+`Coordinator.check_then_write`), calls (CallOptions, LockBusy, PostWriteHook), caches, leasing, reading,
+write, rebasing, record, intervening, coordinator (Coordinator), session (Session).
 """
 
 from ..arguments import POLICIES

@@ -56,12 +56,21 @@ class Coordinator(_WriteSteps, _ReadSteps):
         (`// ... rest of code ...`) where the file had code (placeholders.py); "allow" writes it literally.
     events: publish a change event per write (on the post-write pipeline; no extra round trip).
     notices: let results say which other files the session read have changed since (see events.py).
-    state_check: "always" (default) fetches the session's read state from Redis before every write, so a
-        Redis that is gone is noticed before anything is written (invariant 3, fail closed). "cached" skips
-        that round trip when this process already holds the session's view, and notices a lost Redis from
-        its connection instead (a closed socket); in the moments between a server's death and its socket's
-        close, an edit can then be written and acknowledged with a warning that the state was not updated.
-        Faster on consecutive edits; opt in where that trade is acceptable.
+    state_check: where the session's view comes from before a write (DESIGN.md invariant 4: the decision
+        is made against the bytes on disk; losing Redis may only cause refusals).
+        "cached" (default): a view this process holds (it recorded it at the session's last read or write
+        here) is used without asking Redis, so an edit whose view is held makes no round trip before the
+        lock. A session with no view held here is looked up in Redis, and refused (`state_unavailable`)
+        when Redis cannot be reached; a refusal made on a held view is checked once more in Redis (another
+        process of the same session may have read or written since). A Redis whose connection is known to
+        be closed refuses even a held view (a local check, no round trip); a Redis that stopped answering
+        without closing it lets a held view be used, and the write is acknowledged with a warning that its
+        record could not be made (that session's next edit is then looked up again, and refused while
+        Redis is away). A flushed or restarted Redis does not invalidate a held view: the disk decides.
+        "always": the view is fetched from Redis before every write (one more round trip per write). It
+        earns its place where Redis is the authority on views: a view removed from Redis (an operator's
+        reset, a flush, an expiry) then refuses the next edit at once, in every process, and no write is
+        made while Redis cannot be reached.
     """
 
     def __init__(
@@ -84,7 +93,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
         redis_client: redis.Redis | None = None,
         events: bool = True,
         notices: bool = True,
-        state_check: StateCheck = "always",
+        state_check: StateCheck = "cached",
     ) -> None:
         arguments.check_durability(durability)
         arguments.check_policy(policy)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import fsio
@@ -41,10 +41,11 @@ class _LeaseSteps:
         else:
             use_cache = False
             if leases is None:
+                taken = time.monotonic()
                 recorded, replies = self._state_call(
                     lambda: self.state.get_with(session, rp.key, self.lease_store.queue_live)
                 )
-                leases = self._set_lease_snapshot(replies[0])
+                leases = self._set_lease_snapshot(replies[0], taken)
             else:
                 recorded = self._state_call(lambda: self.state.get(session, rp.key))
         return recorded, use_cache, self._lease_decision(session, rp, leases)
@@ -58,15 +59,36 @@ class _LeaseSteps:
             return None
         return leases
 
-    def _set_lease_snapshot(self, raw: Any) -> list[Lease]:
+    def _set_lease_snapshot(self, raw: Any, taken: float) -> list[Lease]:
+        """`taken`: monotonic time before the fetch was sent (the snapshot is at least that old)."""
         leases = self.lease_store.live_from(raw)
         earliest = min((x.ends_at for x in leases), default=float("inf"))
-        self._lease_snapshot = (time.monotonic(), earliest, leases)
+        self._lease_snapshot = (taken, earliest, leases)
         return leases
 
     def _fetch_leases(self) -> list[Lease]:
+        taken = time.monotonic()
         replies = self._state_call(lambda: self.state.run_extra(self.lease_store.queue_live))
-        return self._set_lease_snapshot(replies[0])
+        return self._set_lease_snapshot(replies[0], taken)
+
+    def _lease_rider(self) -> tuple[Callable[[Any], None] | None, Callable[[Any], None]]:
+        """A lease-snapshot refresh to ride a round trip made anyway (after a write, a read), once the
+        snapshot is half-way to stale: in a steady stream of edits, the snapshot never goes stale and no
+        edit waits for it. Returns (the command to queue or None, what to do with its reply)."""
+        snap = self._lease_snapshot
+        if snap is not None and time.monotonic() - snap[0] < LEASE_SNAPSHOT_S / 2 and time.time() < snap[1]:
+            return None, _ignore
+        sent: list[float] = []
+
+        def queue(pipe: Any) -> None:
+            sent.append(time.monotonic())
+            self.lease_store.queue_live(pipe)
+
+        def apply(reply: Any) -> None:
+            if sent and not isinstance(reply, Exception):
+                self._set_lease_snapshot(reply, sent[0])
+
+        return queue, apply
 
     def _lease_decision(self, session: str, rp: fsio.ResolvedPath, leases: list[Lease]) -> LeaseCheck:
         """Refuse a write that another session's exclusive lease covers; find the writer's own lease (the
@@ -145,3 +167,7 @@ class _LeaseSteps:
                 del mine[i]
         self._lease_snapshot = None
         return n
+
+
+def _ignore(reply: Any) -> None:
+    return None

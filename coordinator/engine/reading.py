@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .. import fsio, semantics
 from ..arguments import opt_int
@@ -125,8 +126,18 @@ class _ReadSteps:
 
     def _record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
         """S's view of P becomes `rs` (one round trip, with the notice lookups); the previous one is returned."""
-        extra, finish = self._notice_extra(session, key)
+        notice_extra, finish = self._notice_extra(session, key)
+        lease_extra, apply_leases = self._lease_rider()
+
+        def extra(pipe: Any) -> None:
+            if lease_extra is not None:
+                lease_extra(pipe)  # first: its reply is replies[0]
+            if notice_extra is not None:
+                notice_extra(pipe)  # last: the notice reads the last replies
+
         prev, replies = self._state_call(lambda: self.state.record_read_with(session, key, rs, extra))
+        if lease_extra is not None:
+            apply_leases(replies[0])
         self._views.put(session, key, rs)
         if self.tracker is not None:
             self.tracker.saw(session, key, rs.hash)

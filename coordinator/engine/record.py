@@ -137,8 +137,8 @@ class _RecordSteps:
         key, session, version = pre.rp.key, req.session, written.entry.version
         ranges = [written.lines] if written.new_digest else []
         hook = req.options.post_write
-        span = [0, 0]
-        extra, finish = self._post_write_extra(req, key, version, ranges, now, written, hook, draft, span)
+        span = [0, 0, -1]  # the hook's replies [0:1], the lease refresh's reply [2] (-1: none)
+        extra, finish, apply_leases = self._post_write_extra(req, key, version, ranges, now, written, hook, draft, span)
         try:
             if rs is not None:
                 replies = self._state_call(
@@ -158,6 +158,8 @@ class _RecordSteps:
             _hook_done(hook, None)
             return "", (UNRECORDED_WARNING,)
         _hook_done(hook, replies[span[0] : span[1]])
+        if span[2] >= 0:
+            apply_leases(replies[span[2]])
         return finish(replies), ()
 
     def _post_write_extra(
@@ -171,14 +173,19 @@ class _RecordSteps:
         hook: PostWriteHook | None,
         draft: WriteResult,
         span: list[int],
-    ) -> tuple[Extra, Callable[[list[Any]], str]]:
-        """The commands that ride the post-write round trip; `span` gets where the hook's replies are."""
+    ) -> tuple[Extra, Callable[[list[Any]], str], Callable[[Any], None]]:
+        """The commands that ride the post-write round trip; `span` gets where the hook's replies are, and
+        the lease refresh's."""
         notice_extra, finish = self._notice_extra(req.session, key)
+        lease_extra, apply_leases = self._lease_rider()
         shown = req.finish(draft) if hook is not None else draft
 
         def extra(pipe: Any) -> None:
             base = len(pipe)
             self._refusals.queue_flush(pipe, self.state.refusals_key)
+            if lease_extra is not None:
+                span[2] = len(pipe) - base
+                lease_extra(pipe)
             if self.publish_events:
                 events_mod.queue_event(
                     pipe,
@@ -202,7 +209,7 @@ class _RecordSteps:
             if notice_extra is not None:
                 notice_extra(pipe)
 
-        return extra, finish
+        return extra, finish, apply_leases
 
     def _notice_extra(self, session: str, key: str) -> tuple[Extra | None, Callable[[list[Any]], str]]:
         """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
