@@ -31,10 +31,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import redis
-
 from .errors import CoordinatorError, ErrorCode
 from .leases import pattern_regex
+from .redisconn import redis_call
 
 STREAM_MAXLEN = 10_000
 _BLOCK_MS = 500
@@ -138,7 +137,7 @@ def since_id(since: str | float | None) -> str:
 
 
 def follow(
-    client: redis.Redis,
+    client: Any,
     namespace: str,
     *,
     since: str | float | None = None,
@@ -183,7 +182,7 @@ def follow(
             return
 
 
-def recent(client: redis.Redis, namespace: str, count: int = 50) -> list[ChangeEvent]:
+def recent(client: Any, namespace: str, count: int = 50) -> list[ChangeEvent]:
     """The newest `count` events, oldest first."""
     raw = _call(lambda: client.xrevrange(stream_key(namespace), count=count))
     out = [e for e in (parse_event(i, f) for i, f in raw) if e is not None]
@@ -298,10 +297,4 @@ def _s(v: Any) -> str:
 
 
 def _call(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except redis.RedisError as exc:
-        raise CoordinatorError(
-            ErrorCode.STATE_UNAVAILABLE,
-            f"The event stream (Redis) could not be reached ({type(exc).__name__}: {exc}). Try again in a moment.",
-        ) from exc
+    return redis_call(fn)

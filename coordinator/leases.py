@@ -6,26 +6,36 @@ sessions' exclusive leases (several sessions may share). Leases are advisory tow
 staleness rule still decides every write on the bytes on disk, so a lease can prevent wasted work and
 collisions, never cause a lost update.
 
-State in Redis (all keys of a repository share the `{ns}` hash tag):
+State in Redis (all keys of a repository share the `{ns}` hash tag, so every lease transaction is on one
+cluster slot):
     ec:{<ns>}:leases        sorted set; member: the lease as compact JSON; score: ends_at in ms
-    ec:{<ns>}:lease-token   counter: INCR gives every grant a fencing token, strictly increasing
+    ec:{<ns>}:lease-token   counter: tokens of grants made without a local fence store (and the seed of one)
 An expired lease vanishes on its own: every reader asks only for members whose score is in the future, the
 set itself carries a PEXPIREAT at the latest end, and grants sweep expired members. A killed session's
 leases simply run out. Times are the clients' wall clocks (hosts sharing a Redis need NTP-synced clocks;
-lease TTLs are seconds to hours, so milliseconds of skew do not matter).
+lease TTLs are seconds to hours, so milliseconds of skew do not matter). Grants, renewals and releases are
+optimistic transactions (WATCH the set, read, MULTI/EXEC) on a transactional pipeline, which redis-py
+supports on a Redis Cluster too (its keys are all in one slot).
 
 Fencing (a write under an expired lease is refused; Kleppmann's "How to do distributed locking", 2016):
 the engine's critical section does no network I/O, so Redis cannot judge a write at the instant it
 happens. The fence is local instead, kept under the path's file lock:
-    <state dir>/fences/<lock name>.fence   8 bytes: the highest exclusive-lease token that has written it
-A write made under a lease (the writer's own live lease covering the path, seen in the pre-lock Redis
-fetch, or a lease this process granted to the session and still remembers) carries that lease's token
-and end time. Under the lock: the write is refused if the lease's end has passed (it ran out while the
-writer waited), or if the fence holds a higher token (a later exclusive lease, granted after ours ran out,
-has written the path). An exclusive write then advances the fence to its token. So a paused holder whose
-lease expired and was taken over can never write over the new holder's work, even if its pre-lock check
-saw the lease still alive. Writes by sessions without a lease neither read nor advance the fence: they pay
-nothing.
+    <state dir>/fences/token                8 bytes: the last token handed out (under an flock, fsynced)
+    <state dir>/fences/<lock name>.fence    8 bytes: the highest exclusive-lease token that has written the
+                                            path, then 16 bytes: the id of that lease
+Tokens come from the local store, not from Redis: a Redis failover can lose acknowledged writes (a
+forced takeover lost increments of a Redis counter in our tests), so a Redis counter may hand out one token
+twice; the file on the file-owning host's disk never does. And the fence compares the lease id as well as
+the token: two leases with one token (from an older fence, or a state folder restored from a copy) cannot
+both write. A write made under a lease (the writer's own live lease covering the path, seen in the pre-lock
+Redis fetch, or a lease this process granted to the session and still remembers) carries that lease's
+token, id and end time. Under the lock: the write is refused if the lease's end has passed (it ran out
+while the writer waited), if the fence holds a higher token (a later exclusive lease, granted after ours ran
+out, has written the path), or the same token of another lease. An exclusive write then advances the fence
+to its token and id. So a paused holder whose lease expired and was taken over can never write over the new
+holder's work, even if its pre-lock check saw the lease still alive. Writes by sessions without a lease
+neither read nor advance the fence: they pay nothing. (One file-owning host per repository is the
+supported topology, so every grant that can fence a write is made where its token store is.)
 
 Pattern syntax (relative to the root, `/` separators): `*` any run of characters within one path
 component, `**` any number of components, `?` one character, `[...]` a character class; a trailing `/`
@@ -34,6 +44,7 @@ means everything under that folder. A pattern without any of these is one exact 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -49,6 +60,7 @@ import redis
 
 from .errors import CoordinatorError, ErrorCode
 from .locks import lock_name
+from .redisconn import redis_call
 
 LeaseMode = Literal["exclusive", "shared"]
 MODES: tuple[str, ...] = ("exclusive", "shared")
@@ -223,7 +235,7 @@ def _literal_tail(p: str) -> str:
 class LeaseStore:
     """Leases of one repository namespace in Redis, plus the local fences under the state folder."""
 
-    def __init__(self, client: redis.Redis, namespace: str, fence_dir: Path | None = None) -> None:
+    def __init__(self, client: Any, namespace: str, fence_dir: Path | None = None) -> None:
         self.r = client
         self.ns = namespace
         self.key = f"ec:{{{namespace}}}:leases"
@@ -293,10 +305,9 @@ class LeaseStore:
         if isinstance(patterns, str) or not patterns:
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a non-empty list of patterns to lease.")
         ttl = _check_ttl(ttl_s)
-        # Tokens come from INCR before the transaction: strictly increasing across every grant ever made;
-        # a grant that is refused just leaves a gap.
-        last = int(_call(lambda: self.r.incrby(self.token_key, len(patterns))))
-        tokens = range(last - len(patterns) + 1, last + 1)
+        # Tokens are drawn before the transaction: strictly increasing across every grant ever made here; a
+        # grant that is refused just leaves a gap.
+        tokens = self._draw_tokens(len(patterns))
 
         def attempt(pipe: Any) -> list[Lease]:
             now = round(time.time(), 3)
@@ -393,7 +404,7 @@ class LeaseStore:
         """Optimistic transaction on the lease set: WATCH, read, decide, MULTI/EXEC; again if it moved."""
 
         def go() -> Any:
-            with self.r.pipeline() as pipe:
+            with self.r.pipeline(transaction=True) as pipe:
                 for _ in range(_GRANT_RETRIES):
                     try:
                         pipe.watch(self.key)
@@ -408,6 +419,37 @@ class LeaseStore:
             )
 
         return _call(go)
+
+    def _draw_tokens(self, n: int) -> range:
+        """`n` fresh fencing tokens: from the local token store when there is a fence folder (never the same
+        token twice, whatever Redis loses), else from the Redis counter."""
+        if self.fence_dir is None:
+            last = int(_call(lambda: self.r.incrby(self.token_key, n)))
+            return range(last - n + 1, last + 1)
+        path = self.fence_dir / "token"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except FileNotFoundError:
+            self.fence_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 8, 0)
+            if len(raw) == 8:
+                last = int.from_bytes(raw, "little")
+            else:  # first grant with a local store: continue after the tokens Redis handed out before
+                last = int(_call(lambda: self.r.get(self.token_key)) or 0)
+            os.pwrite(fd, (last + n).to_bytes(8, "little"), 0)
+            os.fsync(fd)
+        except OSError as exc:
+            raise CoordinatorError(
+                ErrorCode.IO_ERROR,
+                f"The lease token store {path} could not be updated ({exc}); no lease was granted. Check that "
+                "the state folder is writable and the disk is not full, then try again.",
+            ) from exc
+        finally:
+            os.close(fd)  # releases the flock
+        return range(last + 1, last + n + 1)
 
     # -- fencing (local, under the path's file lock) -------------------------------------------------------
     def fence_path(self, path_key: str) -> Path:
@@ -440,8 +482,18 @@ class LeaseStore:
             self.fence_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
-            raw = os.pread(fd, 8, 0)
-            fence = int.from_bytes(raw, "little") if len(raw) == 8 else 0
+            raw = os.pread(fd, 24, 0)
+            fence = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
+            fence_id = raw[8:24].decode("ascii", "replace").rstrip("\x00") if len(raw) > 8 else ""
+            if fence == lease.token and fence_id and fence_id != lease.id:
+                raise CoordinatorError(
+                    ErrorCode.LEASED,
+                    f"Your lease on {lease.pattern!r} (token {lease.token}, id {lease.id}) is not the lease "
+                    f"that last wrote {path_key} under this token (id {fence_id}): the token was handed out "
+                    "twice. Nothing was written. Lease the path again, read the file again, then redo the change.",
+                    token=lease.token,
+                    fence=fence,
+                )
             if fence > lease.token:
                 raise CoordinatorError(
                     ErrorCode.LEASED,
@@ -452,8 +504,8 @@ class LeaseStore:
                     token=lease.token,
                     fence=fence,
                 )
-            if lease.exclusive and lease.token > fence:
-                os.pwrite(fd, lease.token.to_bytes(8, "little"), 0)
+            if lease.exclusive and (lease.token > fence or (lease.token == fence and not fence_id)):
+                os.pwrite(fd, lease.token.to_bytes(8, "little") + lease.id.encode("ascii")[:16].ljust(16, b"\x00"), 0)
         finally:
             os.close(fd)
 
@@ -535,11 +587,4 @@ def _ms(t: float) -> int:
 
 
 def _call(fn: Any) -> Any:
-    try:
-        return fn()
-    except redis.RedisError as exc:
-        raise CoordinatorError(
-            ErrorCode.STATE_UNAVAILABLE,
-            f"The lease table (Redis) could not be reached ({type(exc).__name__}: {exc}); nothing was changed. "
-            "Wait a moment and try again.",
-        ) from exc
+    return redis_call(fn)

@@ -2,47 +2,56 @@
 
 Redis holds coordination state that is safe to lose: a session whose read state is gone reads again. It
 never decides alone whether a write is safe; the engine decides that against the bytes on disk, under the
-file lock. Any Redis error becomes `state_unavailable` so that callers fail closed.
+file lock. Every Redis failure becomes `state_unavailable` (coordinator.redisconn, the one translator), so
+callers fail closed.
 
-Key schema (every key of one path shares the `{...}` hash tag, so one operation's keys share a cluster slot):
+Key schema (every key of one operation shares a `{...}` hash tag, so it lives in one cluster slot):
     ec:{<ns>:<path hash>}:rs:<session>   packed ReadState, with a TTL (default 24 h)
     ec:{<ns>:<path hash>}:meta           hash: version, writer, time, op, path, hash (content after the write)
-    ec:{<ns>}:sessions                   sorted set: session id -> last activity (unix time)
+    ec:{<ns>:sessions:<k>}:s             sorted set, one of SHARDS: session id -> last activity (unix time);
+                                         k is a hash of the session id
+    ec:{<ns>:refusals:<k>}:n             hash, one of SHARDS: refusals by code; k is chosen per process
+    ec:{<ns>}:epoch                      "<id>|<created unix time>|<1: created after lost state>" (no TTL)
 Leases (leases.py) and change events (events.py) have their own keys under `ec:{<ns>}:`; the calls here take
 an `extra` callback that adds their commands to the same pipeline, so they ride on a round trip that is
 made anyway.
-`ns` names the repository (a hash of its real root path unless given), so one Redis serves many roots.
+
+No hot key per repository on the edit path: a read or a write touches its path's keys; the session registry
+is refreshed at most every `REGISTER_EVERY_S` per session and process, in one of `SHARDS` sorted sets; the
+refusal counters are spread over `SHARDS` hashes (each process adds to its own). Keys of older versions
+(`ec:{<ns>}:sessions`, `ec:{<ns>}:refusals`) are still read by the listings.
+
+No server-side scripts: the write record is two plain commands on one slot (SET, HSET) in the pipeline, so
+the same code runs on one server, behind Sentinel and on a Redis Cluster (redis-py blocks EVALSHA inside
+cluster pipelines). They need not be atomic: a reader that sees one without the other only reads again.
+
+`ns` names the repository; the engine takes it from the state folder (a repository id, see layout.py), so
+one Redis serves many roots and a checkout keeps its state wherever it is mounted.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
-import redis
 import xxhash
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from .errors import CoordinatorError, ErrorCode
+from . import redisconn
+from .redisconn import redis_call
 
 T = TypeVar("T")
 
 # hash (16 bytes) | mtime_ns | size | offset | limit | time | kind
 _PACK = struct.Struct("<16sqqiidc")
 REGISTER_EVERY_S = 10.0
-
-# KEYS: read-state key, meta key (same hash tag).
-# ARGV: packed state, ttl, version, writer, time, op, path, content hash after the write.
-_RECORD_WRITE_LUA = """
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('HSET', KEYS[2], 'version', ARGV[3], 'writer', ARGV[4], 'time', ARGV[5], 'op', ARGV[6], 'path', ARGV[7],
-           'hash', ARGV[8])
-return 1
-"""
+SHARDS = 16
 
 Extra = Callable[[Any], None]  # adds commands to a pipeline; their replies come back in order
 
@@ -73,32 +82,59 @@ class ReadState:
         return cls(h.hex(), mtime_ns, size, offset, limit, t, kind)
 
 
+@dataclass(frozen=True)
+class Epoch:
+    """The generation of a namespace's coordination state in Redis.
+
+    Created once per server lifetime (the key has no TTL); `reset` is true when it was created while the
+    state folder remembered an earlier epoch, i.e. Redis lost the earlier state (flushed, or a new server)."""
+
+    id: str
+    created: float
+    reset: bool
+
+    def encode(self) -> str:
+        return f"{self.id}|{self.created!r}|{1 if self.reset else 0}"
+
+    @classmethod
+    def decode(cls, raw: Any) -> Epoch | None:
+        try:
+            text = raw.decode() if isinstance(raw, bytes) else str(raw)
+            eid, created, reset = text.split("|")
+            return cls(eid, float(created), reset == "1")
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            return None
+
+
 def path_hash(key: str) -> str:
     return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogateescape"))
 
 
-def connect(url: str, timeout: float = 2.0) -> redis.Redis:
-    """A client with short timeouts and a single immediate reconnect attempt (a restarted server is found
-    again at once; a dead one is reported within `timeout`, not after a long back-off)."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=min(timeout, 1.0),
-        retry=Retry(NoBackoff(), 1),
-        health_check_interval=0,
-    )
+def connect(url: str, timeout: float = 2.0) -> Any:
+    """A client for any supported Redis URL (see coordinator.redisconn.connect)."""
+    return redisconn.connect(url, timeout=timeout)
 
 
 class StateStore:
-    """Read state, versions and the session registry for one repository namespace."""
+    """Read state, versions and the session registry for one repository namespace.
 
-    def __init__(self, client: redis.Redis, namespace: str, ttl_s: int = 86400) -> None:
+    epoch_file: where the state folder remembers the epoch it last saw (None: no reset detection).
+    """
+
+    def __init__(self, client: Any, namespace: str, ttl_s: int = 86400, epoch_file: Path | None = None) -> None:
         self.r = client
         self.ns = namespace
         self.ttl_s = ttl_s
+        self.cluster = redisconn.is_cluster(client)
+        # The single registry key of older versions: still read by the listings (so writers that use it
+        # keep working), no longer written by the engine.
         self.sessions_key = f"ec:{{{namespace}}}:sessions"
-        self.refusals_key = f"ec:{{{namespace}}}:refusals"
-        self._record_write_script = client.register_script(_RECORD_WRITE_LUA)
+        self.legacy_refusals_key = f"ec:{{{namespace}}}:refusals"
+        # This process's refusal counter shard (the engine adds to it in its post-write pipeline).
+        self.refusals_key = self._refusals_shard(random.randrange(SHARDS))
+        self.epoch_key = f"ec:{{{namespace}}}:epoch"
+        self.epoch_file = epoch_file
+        self._epoch_synced = False
         self._registered: dict[str, float] = {}
 
     # -- keys ---------------------------------------------------------------------------------------------
@@ -111,17 +147,19 @@ class StateStore:
     def meta_key(self, key: str) -> str:
         return f"{self._tag(key)}:meta"
 
+    def session_key(self, session: str) -> str:
+        """The registry shard of `session`."""
+        return f"ec:{{{self.ns}:sessions:{int(path_hash(session), 16) % SHARDS}}}:s"
+
+    def _refusals_shard(self, k: int) -> str:
+        return f"ec:{{{self.ns}:refusals:{k}}}:n"
+
     # -- calls --------------------------------------------------------------------------------------------
     def _call(self, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except redis.RedisError as exc:
-            raise CoordinatorError(
-                ErrorCode.STATE_UNAVAILABLE,
-                "The coordination state (Redis) could not be reached, so nothing was read or written "
-                f"({type(exc).__name__}: {exc}). Wait a moment and try again; after it is back, read the "
-                "file again before editing.",
-            ) from exc
+        return redis_call(fn)
+
+    def _pipe(self) -> Any:
+        return self.r.pipeline(transaction=False)
 
     def ping(self) -> bool:
         return bool(self._call(self.r.ping))
@@ -130,26 +168,26 @@ class StateStore:
         """Fail closed without a round trip: check out a pooled connection, which makes redis-py look at the
         socket (a server that went away has closed it, so the socket reads EOF) and reconnect if needed.
         Raises state_unavailable when the server cannot be reached. A silent network partition is not seen
-        here; the write's own Redis update then fails, and the session's next edit is refused."""
+        here; the write's own Redis update then fails, and the session's next edit is refused. On a Redis
+        Cluster (connections per node) this is a real round trip to the node of the epoch key."""
+        if self.cluster:
+            self._call(lambda: self.r.exists(self.epoch_key))
+            return
+        self._call(self._probe_pool)
 
-        def probe() -> None:
-            pool = self.r.connection_pool
-            conn = pool.get_connection()
+    def _probe_pool(self) -> None:
+        pool = self.r.connection_pool
+        conn = pool.get_connection()
+        try:
             try:
-                try:
-                    stale = conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
-                except (redis.ConnectionError, OSError):
-                    stale = True
-                if stale:
-                    conn.disconnect()
-                    try:
-                        conn.connect()
-                    except OSError as exc:
-                        raise redis.ConnectionError(str(exc)) from exc
-            finally:
-                pool.release(conn)
-
-        self._call(probe)
+                stale = conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
+            except redisconn.CLIENT_ERRORS:
+                stale = True
+            if stale:
+                conn.disconnect()
+                conn.connect()
+        finally:
+            pool.release(conn)
 
     def get(self, session: str, key: str) -> ReadState | None:
         raw = self._call(lambda: self.r.get(self.rs_key(session, key)))
@@ -159,7 +197,7 @@ class StateStore:
         """`get`, plus the commands `extra` adds, in one round trip."""
 
         def go() -> Any:
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self._pipe()
             pipe.get(self.rs_key(session, key))
             extra(pipe)
             return pipe.execute()
@@ -171,7 +209,7 @@ class StateStore:
         """Only the commands `extra` adds, in one round trip."""
 
         def go() -> Any:
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self._pipe()
             extra(pipe)
             return pipe.execute()
 
@@ -184,18 +222,27 @@ class StateStore:
     def record_read_with(
         self, session: str, key: str, rs: ReadState, extra: Extra | None
     ) -> tuple[ReadState | None, list[Any]]:
-        """`record_read`, plus the commands `extra` adds, in the same round trip."""
+        """`record_read`, plus the commands `extra` adds, in the same round trip (the session registry and,
+        once per process, the epoch ride along)."""
+        register = self._needs_register(session, rs.time)
+        sync_epoch = not self._epoch_synced
 
         def go() -> Any:
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self._pipe()
             pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s, get=True)
-            pipe.zadd(self.sessions_key, {session: rs.time})
+            if register:
+                pipe.zadd(self.session_key(session), {session: rs.time})
+            if sync_epoch:
+                pipe.get(self.epoch_key)
             if extra is not None:
                 extra(pipe)
             return pipe.execute()
 
         replies = self._call(go)
-        return _unpack(replies[0]), replies[2:]
+        skip = 1 + register + sync_epoch
+        if sync_epoch:
+            self._sync_epoch(replies[skip - 1])
+        return _unpack(replies[0]), replies[skip:]
 
     def record_write(
         self,
@@ -212,44 +259,37 @@ class StateStore:
         default `rs.hash`; they differ after a rebased edit, whose read state is the session's own view)
         move on.
 
-        One command (a script over the path's two keys, which share a hash tag), so one round trip; the
-        session registry is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process, and
-        `extra` (change event, notice lookups) adds its commands there too. Returns the replies of `extra`.
+        Two commands on the path's slot (SET, HSET) in one pipeline, so one round trip; the session registry
+        is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process, and `extra` (change
+        event, notice lookups) adds its commands there too. Returns the replies of `extra`.
         """
+        meta = {
+            "version": version,
+            "writer": session,
+            "time": repr(rs.time),
+            "op": op,
+            "path": key,
+            "hash": digest or rs.hash,
+        }
+        register = self._needs_register(session, rs.time)
 
         def go() -> Any:
-            keys = [self.rs_key(session, key), self.meta_key(key)]
-            args = [rs.pack(), self.ttl_s, version, session, repr(rs.time), op, key, digest or rs.hash]
-            register = self._needs_register(session, rs.time)
-            if not register and extra is None:
-                self._record_write_script(keys=keys, args=args)
-                return []
-            # EVALSHA straight into the pipeline: redis-py's pipelined Script would first ask SCRIPT EXISTS,
-            # a second round trip on every write. A server that lost the script (restarted) answers
-            # NOSCRIPT for that one command; the rest of the pipeline has run, so only the script is redone.
-            pipe = self.r.pipeline(transaction=False)
-            pipe.evalsha(self._record_write_script.sha, len(keys), *keys, *args)
+            pipe = self._pipe()
+            pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
+            pipe.hset(self.meta_key(key), mapping=meta)
             if register:
-                pipe.zadd(self.sessions_key, {session: rs.time})
+                pipe.zadd(self.session_key(session), {session: rs.time})
             if extra is not None:
                 extra(pipe)
-            replies = pipe.execute(raise_on_error=False)
-            if isinstance(replies[0], redis.exceptions.NoScriptError):
-                self._record_write_script(keys=keys, args=args)  # loads it, then runs it
-            for reply in replies:
-                if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
-                    raise reply
-            if isinstance(replies[0], Exception) and not isinstance(replies[0], redis.exceptions.NoScriptError):
-                raise replies[0]
-            return replies[2 if register else 1 :]
+            return pipe.execute()
 
-        return self._call(go)
+        return self._call(go)[2 + register :]
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
         """After a write removed the file (undo of a creation): no read state; the path's version moves on."""
 
         def go() -> Any:
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self._pipe()
             pipe.delete(self.rs_key(session, key))
             pipe.hset(
                 self.meta_key(key),
@@ -286,13 +326,102 @@ class StateStore:
 
     def error_counts(self) -> dict[str, int]:
         """Refusals of writes by code, over every process of this repository (flushed after writes)."""
-        raw = self._call(lambda: self.r.hgetall(self.refusals_key))
-        return {_s(k): int(v) for k, v in raw.items()}
+
+        def go() -> Any:
+            pipe = self._pipe()
+            for k in range(SHARDS):
+                pipe.hgetall(self._refusals_shard(k))
+            pipe.hgetall(self.legacy_refusals_key)
+            return pipe.execute()
+
+        out: dict[str, int] = {}
+        for raw in self._call(go):
+            for k, v in raw.items():
+                out[_s(k)] = out.get(_s(k), 0) + int(v)
+        return out
 
     def sessions(self, since_s: float | None = None) -> list[tuple[str, float]]:
+        """Sessions seen (at most `REGISTER_EVERY_S` late), oldest activity first."""
         lo = "-inf" if since_s is None else time.time() - since_s
-        raw = self._call(lambda: self.r.zrangebyscore(self.sessions_key, lo, "+inf", withscores=True))
-        return [(_s(m), float(score)) for m, score in raw]
+
+        def go() -> Any:
+            pipe = self._pipe()
+            for k in range(SHARDS):
+                pipe.zrangebyscore(f"ec:{{{self.ns}:sessions:{k}}}:s", lo, "+inf", withscores=True)
+            pipe.zrangebyscore(self.sessions_key, lo, "+inf", withscores=True)
+            return pipe.execute()
+
+        best: dict[str, float] = {}
+        for raw in self._call(go):
+            for m, score in raw:
+                name = _s(m)
+                best[name] = max(best.get(name, 0.0), float(score))
+        return sorted(best.items(), key=lambda kv: kv[1])
+
+    def register(self, session: str, when: float | None = None) -> None:
+        """Put `session` in the registry now (e.g. an MCP server announcing its session)."""
+        t = time.time() if when is None else when
+        self._call(lambda: self.r.zadd(self.session_key(session), {session: t}))
+        self._registered[session] = t
+
+    def last_seen(self, session: str) -> float | None:
+        """When `session` was last registered (None: never, or its registry entry is gone)."""
+
+        def go() -> Any:
+            pipe = self._pipe()
+            pipe.zscore(self.session_key(session), session)
+            pipe.zscore(self.sessions_key, session)
+            return pipe.execute()
+
+        scores = [float(x) for x in self._call(go) if x is not None]
+        return max(scores) if scores else None
+
+    # -- epoch: was the coordination state lost? ---------------------------------------------------------
+    def epoch(self) -> Epoch:
+        """The current epoch, created if Redis has none (one or two round trips; used on refusal paths)."""
+        return self._sync_epoch(self._call(lambda: self.r.get(self.epoch_key)))
+
+    def _sync_epoch(self, raw: Any) -> Epoch:
+        current = Epoch.decode(raw) if raw is not None else None
+        if current is None:
+            known = self._remembered_epoch()
+            fresh = Epoch(uuid.uuid4().hex[:16], round(time.time(), 3), known is not None)
+            won = self._call(lambda: self.r.set(self.epoch_key, fresh.encode(), nx=True))
+            current = fresh if won else Epoch.decode(self._call(lambda: self.r.get(self.epoch_key))) or fresh
+        if self._remembered_epoch() != current.id:
+            self._remember_epoch(current.id)
+        self._epoch_synced = True
+        return current
+
+    def _remembered_epoch(self) -> str | None:
+        if self.epoch_file is None:
+            return None
+        try:
+            return self.epoch_file.read_text(encoding="ascii").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _remember_epoch(self, eid: str) -> None:
+        if self.epoch_file is None:
+            return
+        tmp = self.epoch_file.with_name(f".{self.epoch_file.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(eid + "\n", encoding="ascii")
+            os.replace(tmp, self.epoch_file)
+        except OSError:
+            pass  # best effort: without it a later reset is reported as a plain not_read
+
+
+def reset_note(epoch: Epoch | None) -> str:
+    """The sentence a `not_read` carries when the coordination state was reset ("" otherwise)."""
+    if epoch is None or not epoch.reset:
+        return ""
+    when = time.strftime("%H:%M:%S", time.localtime(epoch.created))
+    return (
+        f" The coordination state was reset at {when} (the Redis server lost its data: restarted without it, "
+        "replaced or flushed), so reads made before then are no longer known; read the file again, then redo "
+        "the change."
+    )
 
 
 def _unpack(raw: Any) -> ReadState | None:

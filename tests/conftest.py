@@ -1,13 +1,77 @@
+"""Shared fixtures.
+
+Redis topologies: a test marked `@pytest.mark.topology` runs once per deployment:
+    default    its ordinary setup (the `coord` fixture on fakeredis; `real_redis_root` on the embedded server)
+    sentinel   a primary + replica + 3 sentinels (redis+sentinel://), started once per test session
+    cluster    a 6-node Redis Cluster (redis+cluster://), started once per test session
+For sentinel and cluster, `EDIT_COORDINATOR_REDIS_URL` is set for the test, so every Coordinator it makes,
+in this process or in the processes it starts, uses that deployment; `coord` is built on it too. Each test
+has its own repository (its own namespace), so tests share a deployment without seeing each other's keys.
+The deployments are started from the system's redis-server (Debian's package; CI installs it); without one
+the sentinel and cluster variants are skipped, saying so. Tests that kill servers start their own
+deployment (`coordinator.localredis`).
+"""
+
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest
 
 from coordinator import Coordinator
+from coordinator.localredis import LocalCluster, LocalSentinel, start_cluster, start_sentinel, system_redis_server
+
+TOPOLOGIES = ("default", "sentinel", "cluster")
+NO_SERVER = "redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A deployment named in the caller's environment never leaks into the tests (topology runs set it).
+    os.environ.pop("EDIT_COORDINATOR_REDIS_URL", None)
+    config.addinivalue_line(
+        "markers", "topology: run the test once per Redis deployment (default, sentinel, cluster)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("topology") and "redis_topology" in metafunc.fixturenames:
+        metafunc.parametrize("redis_topology", TOPOLOGIES, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def cluster_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    if system_redis_server() is None:
+        pytest.skip(NO_SERVER)
+    with start_cluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def sentinel_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
+    if system_redis_server() is None:
+        pytest.skip(NO_SERVER)
+    with start_sentinel(tmp_path_factory.mktemp("sentinel")) as s:
+        yield s
+
+
+@pytest.fixture
+def redis_topology(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The deployment of this run of the test ("default" unless the test is marked `topology`)."""
+    kind: str = getattr(request, "param", "default")
+    if kind != "default":
+        deployment: Any = request.getfixturevalue(f"{kind}_deployment")
+        monkeypatch.setenv("EDIT_COORDINATOR_REDIS_URL", deployment.url)
+    return kind
+
+
+@pytest.fixture
+def redis_url(redis_topology: str) -> str | None:
+    """The URL of this run's deployment; None for the default (the embedded server)."""
+    return None if redis_topology == "default" else os.environ["EDIT_COORDINATOR_REDIS_URL"]
 
 
 @pytest.fixture
@@ -18,16 +82,20 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def coord(root: Path) -> Iterator[Coordinator]:
-    """A coordinator on fakeredis: fast, single-process unit tests only."""
-    c = Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none")
+def coord(root: Path, redis_url: str | None) -> Iterator[Coordinator]:
+    """A coordinator on fakeredis (fast, single-process unit tests), or on this run's deployment."""
+    if redis_url is None:
+        c = Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none")
+    else:
+        c = Coordinator(root, redis_url=redis_url, durability="none")
     yield c
     c.close()
 
 
 @pytest.fixture
-def real_redis_root(tmp_path: Path) -> Iterator[Path]:
-    """A repository root whose embedded (real) Redis server is stopped at the end."""
+def real_redis_root(tmp_path: Path, redis_topology: str) -> Iterator[Path]:
+    """A repository root whose embedded (real) Redis server is stopped at the end (on the sentinel and
+    cluster runs of a `topology` test, its coordinators use that deployment instead)."""
     from coordinator.embedded import stop_embedded_redis
 
     r = tmp_path / "repo"
