@@ -7,11 +7,22 @@ Layout (everything but the socket lives in the state dir, normally ``<root>/.edi
     <state_dir>/redis/redis.pid     written by the server
     <state_dir>/redis/redis.log     the server's log (tailed into start errors)
     <state_dir>/redis/socket        text: the socket path, for tools (``redis-cli -s "$(cat ...)"``)
+    <state_dir>/redis/appendonly.aof (Redis 6; ``appendonlydir/`` on Redis 7)  the server's data
     <runtime>/ec-<xxh3-64 of the resolved state dir>/redis.sock
 
 The socket lives in a short runtime folder because unix socket paths are limited to 107 bytes and a state
-dir can be arbitrarily deep. The server holds only coordination state, which is safe to lose: it never
-persists anything (no RDB, no AOF), and a server that stops answering is replaced by a fresh one.
+dir can be arbitrarily deep. The server holds only coordination state, which is safe to lose, but keeps it
+anyway: it appends every write to an append-only file in the state folder, fsynced every second (no RDB
+snapshots), so views and leases survive ``edit-coordinator redis stop``, a crash of the server and a
+reboot; the next start loads them. A crash loses at most the last second of updates, which costs only
+refusals (a session reads again). A server that stops answering is replaced by one that loads the file.
+
+The state folder must be on a local filesystem. One host owns a repository's files and runs its engines
+(library processes and/or ``edit-coordinator serve``); agents on other hosts reach it over HTTP or through
+``edit-coordinator mcp --server URL``. Several hosts sharing one checkout over NFS, SMB/CIFS or a FUSE
+network filesystem (sshfs, ...) is not supported (OS file locks there are leases in disguise, and each host
+would start its own server), so the embedded server refuses to start on one (`check_local_filesystem`);
+``EDIT_COORDINATOR_ALLOW_NETWORK_FS=1`` overrides that for a network mount used by one host only.
 
 Decisions:
 
@@ -168,6 +179,70 @@ def _prepare_runtime_dir(path: Path) -> None:
         )
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
+
+
+# --- the filesystem of the state folder ------------------------------------------------------------------
+
+#: Filesystem types (as /proc/mounts names them) that are shared between hosts.
+NETWORK_FS_TYPES = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "ceph", "glusterfs", "lustre", "gpfs", "9p"}
+    | {"davfs", "coda", "ocfs2", "gfs2", "beegfs", "orangefs", "pvfs2", "virtiofs"}
+)
+#: FUSE filesystems that reach other hosts (`fuse.<name>` in /proc/mounts).
+NETWORK_FUSE = frozenset(
+    {"sshfs", "s3fs", "rclone", "gcsfuse", "glusterfs", "cephfs", "juicefs", "davfs2", "goofys", "mfs", "lizardfs"}
+)
+ALLOW_NETWORK_FS_ENV = "EDIT_COORDINATOR_ALLOW_NETWORK_FS"
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path`` (symlinks resolved as far as it exists), from the longest
+    mount point that contains it in /proc/mounts (or ``mounts``, text in that format); None where that
+    cannot be told."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    target = os.path.realpath(path)
+    best, best_type = "", None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = fields[1].replace("\\040", " ").replace("\\011", "\t")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, fields[2]
+    return best_type
+
+
+def is_network_filesystem(fs_type: str | None) -> bool:
+    if fs_type is None:
+        return False
+    if fs_type.startswith("fuse."):
+        return fs_type[len("fuse.") :] in NETWORK_FUSE
+    return fs_type in NETWORK_FS_TYPES
+
+
+def check_local_filesystem(state_dir: Path, mounts: str | None = None) -> None:
+    """Refuse (state_unavailable) a state folder on a network filesystem; see the module docstring."""
+    if os.environ.get(ALLOW_NETWORK_FS_ENV, "") == "1":
+        return
+    fs_type = filesystem_type(state_dir, mounts)
+    if not is_network_filesystem(fs_type):
+        return
+    raise CoordinatorError(
+        ErrorCode.STATE_UNAVAILABLE,
+        f"The state folder {state_dir} is on a network filesystem ({fs_type}), so the embedded Redis server "
+        "was not started: several hosts writing one checkout over a shared filesystem is not a supported "
+        "topology (file locks there are not reliable, and each host would keep its own state). Run the "
+        "coordinator on the one host that owns the files (library processes and/or `edit-coordinator "
+        "serve`), and let agents on other hosts reach it over HTTP or with `edit-coordinator mcp --server "
+        f"URL --token T`. If only this host ever uses the checkout, set {ALLOW_NETWORK_FS_ENV}=1.",
+        path=str(state_dir),
+        filesystem=fs_type,
+    )
 
 
 # --- talking to a server ---------------------------------------------------------------------------------
@@ -347,7 +422,8 @@ def ensure_embedded_redis(state_dir: Path, timeout: float = 10.0) -> str:
     The server outlives the caller: it daemonizes in a session of its own, so neither the caller's exit
     nor a signal to the caller's process group stops it. Use ``stop_embedded_redis`` to stop it.
 
-    Raises ``CoordinatorError(STATE_UNAVAILABLE)`` if no server answers within ``timeout`` seconds.
+    Raises ``CoordinatorError(STATE_UNAVAILABLE)`` if no server answers within ``timeout`` seconds, or if
+    the state folder is on a network filesystem (see the module docstring).
     """
     live = _live_socket(state_dir)
     if live is not None:
@@ -355,6 +431,7 @@ def ensure_embedded_redis(state_dir: Path, timeout: float = 10.0) -> str:
 
     deadline = time.monotonic() + timeout
     state_dir = state_dir.resolve()
+    check_local_filesystem(state_dir)
     redis_dir = _redis_dir(state_dir)
     try:
         ensure_state_dir(state_dir)
@@ -412,7 +489,8 @@ def _start_locked(state_dir: Path, redis_dir: Path, deadline: float, timeout: fl
         "--logfile", str(logfile),
         "--loglevel", "notice",
         "--save", "",
-        "--appendonly", "no",
+        "--appendonly", "yes",
+        "--appendfsync", "everysec",
         "--databases", "1",
         "--maxmemory-policy", "noeviction",
         "--timeout", "0",

@@ -69,9 +69,12 @@ class RedisTarget:
 
     def redacted(self) -> str:
         """The URL without its password (for messages and logs)."""
-        if self.password is None:
+        scheme, sep, rest = self.url.partition("://")
+        netloc, slash, tail = rest.partition("/")
+        if "@" not in netloc:
             return self.url
-        return self.url.replace(f":{self.password}@", ":***@", 1)
+        user = netloc.rsplit("@", 1)[0].partition(":")[0]
+        return f"{scheme}{sep}{user}:***@{netloc.rsplit('@', 1)[1]}{slash}{tail}"
 
 
 def _bad_url(url: str, why: str) -> CoordinatorError:
@@ -162,7 +165,9 @@ def connect(url: str, timeout: float = 2.0) -> Any:
     auth: dict[str, Any] = {"username": t.username, "password": t.password}
     tls = _tls_kwargs(t)
     if t.kind == "sentinel":
-        sentinel_kwargs = dict(common, **tls)
+        # Each sentinel is asked once per lookup (the Sentinel client goes on to the next one itself):
+        # redis-py's default retry (3 times, back-off up to 10 s) would make a lookup take seconds.
+        sentinel_kwargs = dict(common, retry=Retry(NoBackoff(), 0), **tls)
         if t.options.get("sentinel_password"):
             sentinel_kwargs["password"] = t.options["sentinel_password"]
         sentinel = Sentinel(list(t.nodes), sentinel_kwargs=sentinel_kwargs, **common)
@@ -219,9 +224,14 @@ def _hint(exc: BaseException) -> str:
 def translate(exc: BaseException, where: str | None = None) -> CoordinatorError:
     """The `state_unavailable` refusal for any exception a Redis client raised (the one message)."""
     at = f" at {where}" if where else ""
+    text = str(exc)
+    if isinstance(exc, redis.sentinel.MasterNotFoundError):
+        text = text.split(" : ", 1)[0]  # the rest is the repr of every sentinel client
+    if len(text) > 300:
+        text = text[:300] + "..."
     return CoordinatorError(
         ErrorCode.STATE_UNAVAILABLE,
-        f"The coordination state (Redis{at}) could not be used ({type(exc).__name__}: {exc}), so this "
+        f"The coordination state (Redis{at}) could not be used ({type(exc).__name__}: {text}), so this "
         f"request changed nothing.{_hint(exc)} Wait a moment and try again; once Redis answers again, read "
         "the file again before editing it.",
         cause=type(exc).__name__,

@@ -32,9 +32,7 @@ NO_SERVER = "redis-server is not installed (apt-get install -y redis-server; .ci
 def pytest_configure(config: pytest.Config) -> None:
     # A deployment named in the caller's environment never leaks into the tests (topology runs set it).
     os.environ.pop("EDIT_COORDINATOR_REDIS_URL", None)
-    config.addinivalue_line(
-        "markers", "topology: run the test once per Redis deployment (default, sentinel, cluster)"
-    )
+    config.addinivalue_line("markers", "topology: run the test once per Redis deployment (default, sentinel, cluster)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

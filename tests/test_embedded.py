@@ -175,7 +175,8 @@ def test_start_once_then_reuse(state_dirs: Callable[..., Path]) -> None:
     client = _client(url)
     try:
         assert client.config_get("save")["save"] == ""
-        assert client.config_get("appendonly")["appendonly"] == "no"
+        assert client.config_get("appendonly")["appendonly"] == "yes"  # persists to the state folder
+        assert client.config_get("appendfsync")["appendfsync"] == "everysec"
         assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
     finally:
         client.close()
@@ -352,3 +353,90 @@ def test_failed_start_is_state_unavailable(state_dirs: Callable[..., Path], monk
         ensure_embedded_redis(state_dirs(), timeout=2)
     assert info.value.code is ErrorCode.STATE_UNAVAILABLE
     assert "failed to start" in info.value.message
+
+
+# --- persistence and the local-filesystem rule -----------------------------------------------------------
+
+
+def test_views_and_leases_survive_redis_stop_and_the_next_start(state_dirs: Callable[..., Path]) -> None:
+    from coordinator import Coordinator
+    from coordinator.cli import main as cli_main
+
+    state = state_dirs()
+    root = state.parent
+    root.mkdir(parents=True)
+    (root / "f.txt").write_text("a\n")
+    with Coordinator(root, durability="none") as c:
+        c.session("A").read("f.txt")
+        (lease,) = c.session("B").lease(["g.txt"], ttl_s=600)
+    assert cli_main(["redis", "stop", "--root", str(root)]) == 0
+    assert embedded_status(state) is None
+    with Coordinator(root, durability="none") as c:  # a new server process, loading the state folder's file
+        c.session("A").edit("f.txt", "a", "b")  # A's view survived: no not_read
+        assert [x.id for x in c.leases()] == [lease.id]
+        with pytest.raises(CoordinatorError) as ei:
+            c.session("A").write("g.txt", "x\n")
+        assert ei.value.code is ErrorCode.LEASED
+    assert (root / "f.txt").read_text() == "b\n" and not (root / "g.txt").exists()
+
+
+def test_a_killed_server_keeps_what_was_written_a_second_before(state_dirs: Callable[..., Path]) -> None:
+    from coordinator import Coordinator
+
+    state = state_dirs()
+    root = state.parent
+    root.mkdir(parents=True)
+    (root / "f.txt").write_text("a\n")
+    with Coordinator(root, durability="none") as c:
+        c.session("A").read("f.txt")
+    status = embedded_status(state)
+    assert status is not None
+    time.sleep(1.5)  # appendfsync everysec: after a second the append-only file holds the read state
+    os.kill(status["pid"], signal.SIGKILL)
+    _wait_dead(status["pid"])
+    with Coordinator(root, durability="none") as c:
+        c.session("A").edit("f.txt", "a", "b")
+    assert (root / "f.txt").read_text() == "b\n"
+
+
+MOUNTS = """\
+/dev/sda1 / ext4 rw,relatime 0 0
+server:/export /mnt/nfs nfs4 rw,relatime 0 0
+//host/share /mnt/smb cifs rw 0 0
+me@host:/src /mnt/ssh\\040dir fuse.sshfs rw 0 0
+/dev/sdb1 /mnt/nfs/local ext4 rw 0 0
+tmpfs /tmp tmpfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "fs_type", "network"),
+    [
+        ("/home/u/repo/.edit-coordinator", "ext4", False),
+        ("/mnt/nfs/repo/.edit-coordinator", "nfs4", True),
+        ("/mnt/nfs/local/repo", "ext4", False),  # a local disk mounted inside the NFS mount
+        ("/mnt/smb/x", "cifs", True),
+        ("/mnt/ssh dir/repo", "fuse.sshfs", True),
+        ("/tmp/x", "tmpfs", False),
+    ],
+)
+def test_filesystem_type_is_that_of_the_nearest_mount(path: str, fs_type: str, network: bool) -> None:
+    found = embedded.filesystem_type(Path(path), MOUNTS)
+    assert found == fs_type and embedded.is_network_filesystem(found) is network
+
+
+def test_state_folder_on_a_network_filesystem_is_refused_naming_the_topology(
+    state_dirs: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = state_dirs()
+    mounts = f"/dev/sda1 / ext4 rw 0 0\nserver:/x {state.parent.parent} nfs rw 0 0\n"
+    real = embedded.filesystem_type
+    monkeypatch.setattr(embedded, "filesystem_type", lambda p, m=None: real(p, mounts))
+    with pytest.raises(CoordinatorError) as ei:
+        ensure_embedded_redis(state)
+    err = ei.value
+    assert err.code is ErrorCode.STATE_UNAVAILABLE and err.details["filesystem"] == "nfs"
+    assert "serve" in err.message and "mcp --server" in err.message and "HTTP" in err.message
+    assert not state.exists() and embedded_status(state) is None  # nothing started, nothing created
+    monkeypatch.setenv(embedded.ALLOW_NETWORK_FS_ENV, "1")
+    assert ensure_embedded_redis(state).startswith("unix://")

@@ -18,6 +18,7 @@ from coordinator.cli import main as cli_main
 from coordinator.events import ReadTracker, parse_event, queue_event, since_id
 
 
+@pytest.mark.topology
 def test_every_write_publishes_one_event(root: Path, coord: Coordinator) -> None:
     (root / "a.py").write_text("one\ntwo\nthree\n")
     s = coord.session("A")
@@ -68,6 +69,7 @@ def test_event_encoding_round_trip() -> None:
     assert since_id(None) == "$" and since_id(1.5) == "1500-0" and since_id("0") == "0"
 
 
+@pytest.mark.topology
 def test_notices_name_other_files_changed_since_read(root: Path, coord: Coordinator) -> None:
     assert coord.tracker is not None
     coord.tracker.interval_s = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 import fakeredis
@@ -19,6 +20,7 @@ from coordinator.leases import (
     normalize_pattern,
     pattern_regex,
 )
+from coordinator.redisconn import connect
 
 
 def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
@@ -70,10 +72,14 @@ def test_overlap_is_never_underestimated() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LeaseStore:
-    return LeaseStore(fakeredis.FakeRedis(), "ns", fence_dir=tmp_path / "fences")
+def store(tmp_path: Path, redis_url: str | None) -> LeaseStore:
+    """On fakeredis, or on the Sentinel / Cluster deployment of a `topology` run (own namespace)."""
+    if redis_url is None:
+        return LeaseStore(fakeredis.FakeRedis(), "ns", fence_dir=tmp_path / "fences")
+    return LeaseStore(connect(redis_url), uuid.uuid4().hex, fence_dir=tmp_path / "fences")
 
 
+@pytest.mark.topology
 def test_exclusive_shared_and_tokens(store: LeaseStore) -> None:
     (a,) = store.grant("A", ["src/**"], "exclusive", 30)
     err = refused(ErrorCode.LEASED, store.grant, "B", ["src/x.py"], "shared", 30)
@@ -90,6 +96,7 @@ def test_exclusive_shared_and_tokens(store: LeaseStore) -> None:
     assert check_leases(store.live(), "D", "docs/a.md").conflict is None  # shared leases never block writes
 
 
+@pytest.mark.topology
 def test_renew_release_and_break(store: LeaseStore) -> None:
     (a,) = store.grant("A", ["a.txt"], "exclusive", 1)
     renewed = store.renew("A", a.id, 60)
@@ -139,6 +146,7 @@ def test_invalid_arguments(store: LeaseStore) -> None:
 # --- through the engine -------------------------------------------------------------------------------
 
 
+@pytest.mark.topology
 def test_exclusive_lease_refuses_other_writers_but_not_readers(root: Path, coord: Coordinator) -> None:
     (root / "src").mkdir()
     (root / "src" / "a.py").write_text("x = 1\n")
@@ -182,6 +190,7 @@ def test_broken_lease_is_reported_to_its_holder(root: Path, coord: Coordinator) 
     refused(ErrorCode.LEASED, a.edit, "f.txt", "2", "3")
 
 
+@pytest.mark.topology
 def test_lease_taken_over_fences_the_old_holder(root: Path, coord: Coordinator) -> None:
     """A's lease ran out; B leased the file and wrote. A write carrying A's old token is refused under
     the lock, even if its pre-lock check had still seen the lease alive."""
