@@ -10,9 +10,12 @@ Every process that touches a repository's coordination state on disk finds it th
         history/                         pre-images and indexes (history.py owns what is inside)
         redis/                           the embedded server's pid, log, socket record (embedded.py)
         retention.json                   the history retention policy (retention.py)
+        repository-id                    the repository's Redis namespace (`namespace_for`)
+        epoch                            the Redis state generation last seen (state.py, reset detection)
 
-The Redis namespace of a repository (`namespace_for`) is derived here too, from the real path of its root,
-so that every process (library, service, commands, benchmarks) on the same checkout meets the same keys.
+The Redis namespace of a repository (`namespace_for`) is decided here too: an id kept in the state folder,
+so that every process (library, service, commands, benchmarks) on the same checkout meets the same keys,
+wherever the checkout is mounted, and two checkouts at the same path on two hosts sharing one Redis do not.
 
 This module does no I/O beyond creating the state folder and its `.gitignore`, and imports nothing else of
 the package at load time: any module may depend on it.
@@ -22,11 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from pathlib import Path
 
 __all__ = [
     "STATE_DIR_NAME",
     "ensure_state_dir",
+    "epoch_file",
     "fences_dir",
     "history_dir",
     "is_state_key",
@@ -45,6 +50,9 @@ FENCES = "fences"
 HISTORY = "history"
 REDIS = "redis"
 RETENTION_CONFIG = "retention.json"
+REPOSITORY_ID = "repository-id"
+EPOCH = "epoch"
+_PRIOR_STATE = (LOCKS, HISTORY, FENCES, REDIS)
 
 PathLike = str | os.PathLike[str]
 
@@ -98,8 +106,46 @@ def is_state_key(key: str) -> bool:
     return key == STATE_DIR_NAME or key.startswith(STATE_DIR_NAME + "/")
 
 
-def namespace_for(root: PathLike) -> str:
-    """The Redis namespace of the repository at `root`: a hash of its real path."""
+def epoch_file(state_dir: PathLike) -> Path:
+    return Path(state_dir) / EPOCH
+
+
+def namespace_for(root: PathLike, state_dir: PathLike | None = None) -> str:
+    """The Redis namespace of the repository at `root`: the id in its state folder's `repository-id`.
+
+    A state folder without one gets one (created once, atomically: concurrent first users agree): a
+    random id for a new folder; for a folder that already holds state from before ids were kept (locks,
+    history, fences or the embedded server's folder), the hash of the root's real path that named it
+    then, so existing namespaces keep working. Where there is no state folder yet (a command that only
+    inspects, in a folder nobody has used), nothing is created and that path hash is returned.
+    """
+    sd = Path(state_dir) if state_dir is not None else state_dir_of(root)
+    id_file = sd / REPOSITORY_ID
+    found = _read_id(id_file)
+    if found is not None:
+        return found
     from .state import path_hash  # late: state imports redis, which this module does not need
 
-    return path_hash(os.path.realpath(os.fspath(root)))
+    legacy = path_hash(os.path.realpath(os.fspath(root)))
+    if not sd.is_dir():
+        return legacy
+    chosen = legacy if any((sd / name).exists() for name in _PRIOR_STATE) else uuid.uuid4().hex
+    tmp = sd / f".{REPOSITORY_ID}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(chosen + "\n", encoding="ascii")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, id_file)  # create-if-absent: the first writer wins
+    except OSError:
+        return legacy  # a read-only state folder: the path hash, as before ids were kept
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return _read_id(id_file) or chosen
+
+
+def _read_id(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text and all(c in "0123456789abcdef" for c in text) and len(text) <= 64 else None

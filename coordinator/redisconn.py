@@ -45,6 +45,8 @@ T = TypeVar("T")
 #: Everything a Redis client may raise. `RedisClusterException` is not a `RedisError`.
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, RedisClusterException, OSError)
 
+#: The environment variable naming the default Redis URL of the library and of every command.
+REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")

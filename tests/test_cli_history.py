@@ -492,7 +492,7 @@ def test_status_shows_sessions_writes_locks_and_redis(repo: tuple[Path, Coordina
     c.session("agent-y").read("f.txt")
     c.session("agent-y").write("f.txt", "final\n")
     # agent-x was last seen long ago: idle.
-    c.redis.zadd(c.state.sessions_key, {"agent-x": time.time() - 3600})
+    c.state.register("agent-x", time.time() - 3600)
     held = c.locks.acquire("f.txt")
     try:
         data = cli_json(capsys, root, "status", "--active-window", "60")

@@ -125,13 +125,16 @@ def test_redis_stopped_mid_run_fails_closed_then_recovers(real_redis_root):
             assert ei.value.code == ErrorCode.STATE_UNAVAILABLE
             assert "try again" in ei.value.message.lower()
         assert f.read_text() == "b\n" and not (real_redis_root / "n.txt").exists()
-        ensure_embedded_redis(state_dir)  # back, empty: read state was lost
-        with pytest.raises(CoordinatorError) as ei:
-            s.edit("r.txt", "b", "c")
-        assert ei.value.code == ErrorCode.NOT_READ
-        s.read("r.txt")
+        ensure_embedded_redis(state_dir)  # back, with its append-only file: the read state survived
         s.edit("r.txt", "b", "c")
-        assert f.read_text() == "c\n"
+        coord.redis.flushall()  # now the state is lost (a server replaced without its data)
+        with pytest.raises(CoordinatorError) as ei:
+            s.edit("r.txt", "c", "d")
+        assert ei.value.code == ErrorCode.NOT_READ
+        assert "coordination state was reset" in ei.value.message and ei.value.details["state_reset"]
+        s.read("r.txt")
+        s.edit("r.txt", "c", "d")
+        assert f.read_text() == "d\n"
 
 
 def test_second_coordinator_finds_same_server_and_state(real_redis_root):

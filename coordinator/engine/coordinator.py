@@ -19,6 +19,7 @@ from ..errors import CoordinatorError, ErrorCode
 from ..history import History, HistoryEntry
 from ..leases import Lease, LeaseStore, normalize_pattern
 from ..locks import LockManager
+from ..redisconn import REDIS_URL_ENV
 from ..state import StateStore, connect
 from .caches import _RefusalCounts, _TextCache, _ViewCache
 from .calls import CallOptions, PostWriteHook
@@ -37,13 +38,16 @@ _T = TypeVar("_T")
 class Coordinator(_WriteSteps, _ReadSteps):
     """Coordinates reads and writes of many sessions on one repository root.
 
-    redis_url: None starts (or finds) the embedded Redis in `<root>/.edit-coordinator/`; otherwise a
-        `redis://`, `rediss://` or `unix://` URL of a real server.
+    redis_url: None takes `$EDIT_COORDINATOR_REDIS_URL` if it is set, else starts (or finds) the embedded
+        Redis in `<root>/.edit-coordinator/`; otherwise a URL: `redis://`, `rediss://` or `unix://` for one
+        server, `redis+sentinel://h:p[,h:p]/SERVICE` for a Sentinel-managed primary, `redis+cluster://h:p
+        [,h:p]` for a Redis Cluster (TLS: `rediss+sentinel://`, `rediss+cluster://`); see redisconn.py.
     durability: "fsync" (default) fsyncs every new file and its folder; "none" relies on the atomic rename.
     lock_timeout: seconds to wait for a file's lock before `lock_timeout`.
     max_file_bytes: hard cap for any file (read or written). max_read_bytes: size above which a read needs
         an explicit limit.
-    namespace: names this repository in Redis (default: a hash of the real root path).
+    namespace: names this repository in Redis (default: the repository id kept in the state folder, see
+        layout.namespace_for).
     redis_client: an already-made client (e.g. fakeredis in unit tests); overrides redis_url.
     policy: "strict" (default) refuses every edit of a file that changed since the session's view;
         "rebase" carries an edit over onto changes that do not overlap or touch it (see rebase.py). A
@@ -107,6 +111,8 @@ class Coordinator(_WriteSteps, _ReadSteps):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root_real!r} is not a folder.")
         self.root = root_real
         self.state_dir = layout.ensure_state_dir(state_dir if state_dir else layout.state_dir_of(root_real))
+        # Before anything else is created in a new state folder (that is how it is told from an old one).
+        self.namespace = namespace or layout.namespace_for(root_real, self.state_dir)
         self.durability: Durability = durability
         self.policy: Policy = policy
         self.fsync = durability == "fsync"
@@ -119,8 +125,9 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
         self.redis_url, self.redis = _redis_of(self.state_dir, redis_url, redis_client, redis_timeout)
         redis_client = self.redis
-        self.namespace = namespace or layout.namespace_for(root_real)
-        self.state = StateStore(redis_client, self.namespace, ttl_s=read_state_ttl)
+        self.state = StateStore(
+            redis_client, self.namespace, ttl_s=read_state_ttl, epoch_file=layout.epoch_file(self.state_dir)
+        )
         self.read_state_ttl = read_state_ttl
         self._views = _ViewCache(read_state_ttl)
         self._refusals = _RefusalCounts()
@@ -311,10 +318,12 @@ def _open_tmp_dir(tmp_dir: Path) -> int:
 def _redis_of(
     state_dir: Path, redis_url: str | None, client: redis.Redis | None, timeout: float
 ) -> tuple[str | None, redis.Redis]:
-    """The Redis client: the one given, else one to `redis_url`, else to the embedded server (started if
-    none is running for this state folder)."""
+    """The Redis client: the one given, else one to `redis_url`, else to `$EDIT_COORDINATOR_REDIS_URL`, else
+    to the embedded server (started if none is running for this state folder)."""
     if client is not None:
         return redis_url, client
+    if redis_url is None:
+        redis_url = os.environ.get(REDIS_URL_ENV) or None
     if redis_url is None:
         from ..embedded import ensure_embedded_redis
 

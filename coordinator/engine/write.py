@@ -24,7 +24,7 @@ from ..errors import CoordinatorError, ErrorCode
 from ..history import HistoryEntry, PendingWrite, content_hash
 from ..leases import LeaseCheck
 from ..locks import HeldLock
-from ..state import ReadState
+from ..state import ReadState, reset_note
 from .calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from .intervening import _InterveningSteps
 from .leasing import _LeaseSteps
@@ -354,7 +354,16 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
     def _decorate_refusal(
         self, exc: CoordinatorError, key: str, recorded: ReadState | None, session: str
     ) -> CoordinatorError:
-        """Say who changed the file in a `stale` refusal (after the lock: these lookups may do I/O)."""
+        """Say who changed the file in a `stale` refusal, and that the coordination state was reset in a
+        `not_read` after lost state (after the lock: these lookups may do I/O)."""
+        if exc.code == ErrorCode.NOT_READ:
+            try:
+                note = reset_note(self.state.epoch())
+            except CoordinatorError:
+                note = ""
+            if note:
+                exc.message += note
+                exc.details["state_reset"] = True
         if exc.code == ErrorCode.STALE:
             if "changes" in exc.details and recorded is not None:  # a refused rebase: name who changed it
                 exc.message += self._intervening_detail(key, recorded, session, exc)
