@@ -606,10 +606,9 @@ def serve_stdio(coord: Coordinator, session_id: str) -> None:
 def _announce(coord: Coordinator, session_id: str) -> None:
     """Put the session in the registry at once, so that `edit-coordinator status` lists it before its first
     call. Best effort: a Redis failure here only shows up later, per call, as state_unavailable."""
-    import time
 
     try:
-        coord.state.r.zadd(coord.state.sessions_key, {session_id: time.time()})
+        coord.state.register(session_id)
     except Exception as exc:
         log.warning("could not register session %s: %s", session_id, exc)
 

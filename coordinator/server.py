@@ -1218,7 +1218,7 @@ class App:
         store = self.coord.state
 
         def status() -> dict[str, Any]:
-            score = store._call(lambda: store.r.zscore(store.sessions_key, session))
+            score = store.last_seen(session)
             return {
                 "session": session,
                 "role": p.role,

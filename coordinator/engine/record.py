@@ -1,6 +1,6 @@
 """Step 4 of the check-then-write, after the lock: record the write in Redis and report it.
 
-One round trip: the session's new view, the path's version and content hash (one script), the session
+One round trip: the session's new view, the path's version and content hash (SET, HSET), the session
 registry now and then, the refusal counts of this process, the change event, the notice lookups, and the
 caller's post-write hook (calls.py), all on one pipeline. Losing it only costs a refusal later: the
 session's next edit is judged against a view that Redis no longer confirms.
