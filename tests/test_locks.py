@@ -5,12 +5,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.locks import HeldLock, LockManager, lock_name
+from coordinator.locks import HeldLock, LockManager, lock_name, waiter_stats
 
 
 def _hold_in_child(lock_dir: str, key: str, ready: mp.synchronize.Event, go: mp.synchronize.Event) -> None:
@@ -112,3 +114,46 @@ def test_acquire_times_out_with_lock_timeout(tmp_path: Path) -> None:
     assert info.value.code is ErrorCode.LOCK_TIMEOUT
     held.release()
     locks.acquire("k", timeout=0.05).release()
+
+
+def _wait_until(cond: Callable[[], bool]) -> None:
+    """Wait for a condition (no timed assertion: the test's own timeout bounds it)."""
+    while not cond():
+        time.sleep(0.001)
+
+
+def test_contended_acquisitions_reuse_pooled_waiter_threads(tmp_path: Path) -> None:
+    """A contended acquisition with a timeout hands its wait to a pooled thread: 30 of them in a row
+    start at most one new thread (one each before)."""
+    locks = LockManager(tmp_path / "locks")
+    started = waiter_stats()["started"]
+    for _ in range(30):
+        held = locks.acquire("k")
+        with pytest.raises(CoordinatorError) as info:
+            locks.acquire("k", timeout=0.001)  # busy: the wait goes to a pooled thread, then is abandoned
+        assert info.value.code is ErrorCode.LOCK_TIMEOUT
+        idle = waiter_stats()["idle"]
+        held.release()  # the abandoned waiter gets the lock, closes its descriptor, and goes back idle
+        _wait_until(lambda idle=idle: waiter_stats()["idle"] > idle)
+        locks.acquire("k", timeout=0.001).release()  # and the lock is free again: nothing leaked
+    assert waiter_stats()["started"] - started <= 1
+
+
+def test_pooled_waiters_hand_the_lock_over_across_processes(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    lock_dir = str(tmp_path / "locks")
+    locks = LockManager(Path(lock_dir))
+    for _ in range(2):
+        ready, go = ctx.Event(), ctx.Event()
+        child = ctx.Process(target=_hold_in_child, args=(lock_dir, "p", ready, go))
+        child.start()
+        assert ready.wait(60)
+        got: list[HeldLock] = []
+        t = threading.Thread(target=lambda got=got: got.append(locks.acquire("p", timeout=60)))
+        t.start()  # waits (in a pooled thread) while the child holds the lock
+        go.set()
+        t.join()
+        child.join(60)
+        assert len(got) == 1 and got[0].wait_s >= 0
+        assert locks.try_acquire("p") is None  # really held by this process now
+        got[0].release()
