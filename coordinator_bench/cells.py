@@ -295,7 +295,7 @@ def loop_outcome(r: dict[str, Any], workers: int) -> CellOutcome:
         "rss_mib": {"max": None, "median": None},
         "workers": workers,
         "worker_errors": r.get("errors", []),
-        **{k: r[k] for k in ("loop_stall_ms", "loop_ticks") if k in r},
+        **{k: v for k, v in r.items() if k.startswith("loop_")},
     }
     return CellOutcome(rec, lat, lat)
 

@@ -163,11 +163,21 @@ def http_available() -> bool:
     return os.name == "posix"
 
 
-def async_available() -> str | None:
-    """None when `coordinator.AsyncClient` exists, else why the asyncio column cannot run."""
+def async_client_class() -> type | None:
+    """`coordinator.AsyncClient` (or `coordinator.aio.AsyncClient` before it is exported), None before it exists."""
     try:
-        from coordinator import AsyncClient  # type: ignore[attr-defined]  # noqa: F401
+        from coordinator import AsyncClient  # type: ignore[attr-defined]
     except ImportError:
+        try:
+            from coordinator.aio import AsyncClient  # type: ignore[import-not-found,no-redef]
+        except ImportError:
+            return None
+    return AsyncClient  # type: ignore[no-any-return]
+
+
+def async_available() -> str | None:
+    """None when `AsyncClient` exists, else why the asyncio column cannot run."""
+    if async_client_class() is None:
         return "this build has no `coordinator.AsyncClient` yet (issue 16): the asyncio scenario is skipped"
     return None
 

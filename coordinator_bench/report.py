@@ -272,7 +272,7 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
     ]
     stall = sc["name"] == "asyncio"
     if stall:
-        head.append("loop stall max ms")
+        head.append("loop stall ms: max / p99 / ticker alone")
     lines = [
         f"### {sc['title']}",
         "",
@@ -321,8 +321,12 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
                 "-" if redis_mib is None else f"{redis_mib:.1f}",
             ]
             if stall:
-                st = c["agg"].get("loop_stall_ms")
-                vals.append("-" if st is None else f"{st['max']:.1f} (median {st['median']:.1f})")
+                st, p99, idle = (c["agg"].get(k) for k in ("loop_stall_ms", "loop_stall_p99_ms", "loop_stall_idle_ms"))
+                vals.append(
+                    "-"
+                    if st is None or p99 is None or idle is None
+                    else f"{st['max']:.1f} / {p99['median']:.1f} / {idle['max']:.1f}"
+                )
             lines.append("| " + " | ".join(vals) + " |")
     lines.append("")
     if sc["name"] == "scale":

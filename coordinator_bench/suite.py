@@ -64,6 +64,8 @@ METRICS: dict[str, str] = {
     "server_rss_mib": "server.rss_mib",
     "preload_bytes_per_entry": "preload.bytes_per_entry",
     "loop_stall_ms": "loop_stall_ms",
+    "loop_stall_p99_ms": "loop_stall_p99_ms",
+    "loop_stall_idle_ms": "loop_stall_idle_ms",
 }
 
 

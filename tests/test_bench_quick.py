@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main
+from coordinator_bench.deployments import deployments_available
 from coordinator_bench.report import BEGIN, END, HEADING, splice
 
 
@@ -119,3 +120,24 @@ def test_a_full_result_gets_verdicts_and_a_quick_one_only_figures() -> None:
     assert full.met is False and full.margin == "by 8.3 %"
     (quick,) = [t for t in evaluate({**result, "quick": True}) if t.id == "solo-raw"]
     assert quick.met is None and "no verdict" in quick.margin
+
+
+@pytest.mark.skipif(
+    deployments_available("server") is not None,
+    reason="needs Debian's redis-server (apt-get install -y redis-server)",
+)
+def test_distributed_scenario_runs_on_real_redis_servers_and_loses_nothing(tmp_path: Path) -> None:
+    """One redis-server over TCP (and Sentinel and Cluster where this build can launch them), side by side
+    with the embedded server; the oracle judges every cell, and the deployment's CPU counts per edit."""
+    out = tmp_path / "results"
+    argv = ["bench", "--quick", "--out", str(out), "--duration", "0.5", "--scenario", "distributed"]
+    assert main(argv) == 0
+    res = json.loads((out / "distributed.json").read_text())
+    cols = {c["column"]: c for c in res["cells"]}
+    assert {"strict-none", "redis-server"} <= set(cols)
+    absent = {a["column"] for a in res["columns_absent"]}
+    assert {"redis-sentinel", "redis-cluster"} <= set(cols) | absent, "each deployment ran or says why not"
+    for c in cols.values():
+        rep = c["reps"][0]
+        assert rep["acknowledged"] > 0 and rep["lost_updates"] == 0 and rep["oracle"]["ok"], c["column"]
+        assert rep["cpu"]["redis_s"] > 0, "the deployment's own CPU is counted"
