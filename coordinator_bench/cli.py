@@ -97,13 +97,14 @@ def _default_out(quick: bool) -> Path:
 
 def run_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from .plots import matplotlib_missing
 
     err = Console(stderr=True)
     missing = matplotlib_missing()
     if missing:
-        err.print(f"[yellow]bench:[/yellow] {missing}")
+        err.print(f"[yellow]bench:[/yellow] {escape(missing)}")
     out: Path = args.out or _default_out(args.quick)
     if args.report:
         return _report(out, args.markdown, err)
@@ -231,7 +232,9 @@ class ProgressReporter:
             self.progress.update(self.task, status=f"last: {record['throughput_per_s']:,.0f}/s, lost {lost:,}")
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"[dim]bench: {text}[/dim]")
+        from rich.markup import escape
+
+        self.progress.console.print(f"[dim]bench: {escape(text)}[/dim]")
 
 
 def main(argv: list[str] | None = None) -> int:

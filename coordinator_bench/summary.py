@@ -87,6 +87,7 @@ def _lost_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]
 
 
 def _targets_table(results: list[dict[str, Any]]) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     tt = Table(title="Targets", title_justify="left")
@@ -96,11 +97,12 @@ def _targets_table(results: list[dict[str, Any]]) -> Any:
         tt.add_row(*row)
     for res in results:
         if res.get("skipped"):
-            tt.add_row(res["scenario"]["name"], "", res["skipped"], "[yellow]skipped[/yellow]")
+            tt.add_row(res["scenario"]["name"], "", escape(res["skipped"]), "[yellow]skipped[/yellow]")
         for tg in res.get("targets", []):
             if not tg["id"].startswith("lost-"):
                 verdict = VERDICTS[tg["met"]]
-                tt.add_row(tg.get("label", tg["id"]), tg["column"] or "", tg["measured"].split(" (")[0], verdict)
+                measured = escape(tg["measured"].split(" (")[0])
+                tt.add_row(escape(tg.get("label", tg["id"])), tg["column"] or "", measured, verdict)
     return tt
 
 

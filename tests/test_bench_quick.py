@@ -141,3 +141,22 @@ def test_distributed_scenario_runs_on_real_redis_servers_and_loses_nothing(tmp_p
         rep = c["reps"][0]
         assert rep["acknowledged"] > 0 and rep["lost_updates"] == 0 and rep["oracle"]["ok"], c["column"]
         assert rep["cpu"]["redis_s"] > 0, "the deployment's own CPU is counted"
+
+
+def test_without_matplotlib_the_report_is_written_and_says_how_to_get_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from coordinator_bench import plots
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert plots.make_plots([], tmp_path) == {}
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "solo.json").write_text((Path(plots.__file__).parent / "results" / "solo.json").read_text())
+    md = tmp_path / "B.md"
+    assert main(["bench", "--report", "--out", str(out), "--markdown", str(md)]) == 0
+    assert 'pip install -e ".[bench]"' in capsys.readouterr().err.replace("\n", "")
+    assert "### Targets" in md.read_text() and not list(out.glob("*.png"))
