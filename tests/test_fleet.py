@@ -158,9 +158,10 @@ def test_the_same_workload_as_plain_read_modify_write_loses_updates(tmp_path: Pa
 
 @pytest.mark.parametrize("workload", ["markers", "mixed"])
 def test_real_source_workloads_keep_every_acknowledged_change(redis_root: Path, workload: str) -> None:
-    run, report = run_fleet(redis_root, workload, workers=3, files=3, duration=1.5, think_ms=0.5)
+    # A count of edits, not a duration: how many land in a given time depends on the machine's load.
+    run, report = run_fleet(redis_root, workload, workers=3, files=3, edits=60, think_ms=0.5)
     assert report.ok, report.details
-    assert report.verified > 20
+    assert report.verified > 40
     kinds = {o.op for o in pair_ops(run.records)[0] if o.code == "ok"}
     assert "insert" in kinds
     if workload == "mixed":
@@ -170,7 +171,7 @@ def test_real_source_workloads_keep_every_acknowledged_change(redis_root: Path, 
 def test_rebase_policy_keeps_every_change_and_refuses_less(redis_root: Path) -> None:
     """Under policy rebase the oracle still finds every acknowledged change, and the edits it carried over
     are whole versions (the oracle knows them by the hash the engine reported)."""
-    run, report = run_fleet(redis_root, "mixed", workers=4, files=2, duration=2.0, think_ms=0.5, policy="rebase")
+    run, report = run_fleet(redis_root, "mixed", workers=4, files=2, edits=80, think_ms=0.5, policy="rebase")
     assert report.ok, report.details
     ops = pair_ops(run.records)[0]
     assert any(o.rebased_to for o in ops), "some edits were carried over others' changes"
