@@ -6,20 +6,35 @@ with Coordinator(root) as coord:
     s = coord.session("agent-7")
     s.read("src/app.py")
     s.edit("src/app.py", "old", "new")
+
+The same operations through the `Client` interface, in this process or remote:
+
+from coordinator import HttpClient, LocalClient
+
+client = HttpClient("http://127.0.0.1:8765", token=token)   # or LocalClient(coord)
+client.edit("agent-7", "src/app.py", "old", "new")
 """
 
+from .client import BoundSession, Client, EventPage, HttpClient, InProcessClient, LocalClient, SessionStatus
 from .engine import Coordinator, EditResult, ReadResult, Session, WriteResult
 from .errors import CoordinatorError, ErrorCode
 from .history import HistoryEntry
 
 __all__ = [
+    "BoundSession",
+    "Client",
     "Coordinator",
     "CoordinatorError",
     "EditResult",
     "ErrorCode",
+    "EventPage",
     "HistoryEntry",
+    "HttpClient",
+    "InProcessClient",
+    "LocalClient",
     "ReadResult",
     "Session",
+    "SessionStatus",
     "WriteResult",
 ]
 

@@ -251,6 +251,11 @@ class ReadTracker:
             gone, _ = paths.popitem(last=False)
             self._told.pop((session, gone), None)
 
+    def seen(self, session: str) -> list[str]:
+        """The paths tracked for `session`, oldest first (what an on-demand notice check looks up)."""
+        with self._lock:
+            return list(self._seen.get(session, ()))
+
     def due(self, session: str, exclude: str, now: float | None = None) -> list[str]:
         """Paths to look up for `session` now (empty: no check due, or nothing else to check)."""
         with self._lock:

@@ -74,7 +74,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     os.mkdir(os.fsencode(root) + b"/caf\xe9")
     with open(os.fsencode(root) + b"/caf\xe9.txt", "wb") as f:
         f.write(b"non-utf8 name\n")
-    server = ServerProcess(root, "--max-body-bytes", str(1024 * 1024), "--lock-timeout", "2", workers=1)
+    server = ServerProcess(
+        root, "--max-body-bytes", str(1024 * 1024), "--lock-timeout", "2", "--max-poll-wait", "0.05", workers=1
+    )
     try:
         yield {"root": root, "outside": outside, "server": server}
     finally:

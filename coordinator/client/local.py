@@ -1,0 +1,166 @@
+"""`LocalClient`: the `Client` interface in this process, over the engine's sessions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..engine import Coordinator, ReadResult, Session, WriteResult
+from ..errors import CoordinatorError, ErrorCode
+from ..events import ChangeEvent, Notice
+from ..history import HistoryEntry
+from ..leases import Lease
+from .base import BoundSession, EventPage, SessionStatus
+
+MAX_EVENTS = 1000
+_CURSOR_RE = re.compile(r"^(\$|[0-9]{1,20}(-[0-9]{1,20})?)$")
+MAX_WAIT_S = 60.0
+
+
+class LocalClient:
+    """Calls the engine directly. `owns`: close the coordinator with the client. `policy`: the sessions'
+    policy ("strict" or "rebase"; None: the coordinator's)."""
+
+    def __init__(self, coord: Coordinator, owns: bool = False, policy: str | None = None) -> None:
+        self.coord = coord
+        self._owns = owns
+        self.policy = policy
+
+    def _session(self, session: str) -> Session:
+        return self.coord.session(session, self.policy)  # type: ignore[arg-type]
+
+    @classmethod
+    def open(cls, root: str, redis_url: str | None = None, **options: Any) -> LocalClient:
+        return cls(Coordinator(root, redis_url, **options), owns=True)
+
+    def session(self, session_id: str) -> BoundSession:
+        self.coord.session(session_id)  # validates the id
+        return BoundSession(self, session_id)
+
+    # -- files --------------------------------------------------------------------------------------------
+    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
+        return self._session(session).read(path, offset=offset, limit=limit)
+
+    def write(self, session: str, path: str, content: str) -> WriteResult:
+        return self._session(session).write(path, content)
+
+    def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
+        return self._session(session).edit(path, old_string, new_string, replace_all=replace_all)
+
+    def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult:
+        return self._session(session).multi_edit(path, edits)
+
+    def undo(self, session: str, path: str, version: int | None = None) -> WriteResult:
+        return self._session(session).undo(path, version=version)
+
+    def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
+        _check_count(limit, "limit", 10_000)
+        return self.coord.history(path)[:limit]
+
+    # -- leases -------------------------------------------------------------------------------------------
+    def lease(
+        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+    ) -> list[Lease]:
+        return self._session(session).lease(paths, mode=mode, ttl_s=ttl_s)
+
+    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+        return self._session(session).renew(lease_id, ttl_s=ttl_s)
+
+    def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
+        return self._session(session).release(lease_id, pattern)
+
+    def leases(self, session: str | None = None) -> list[Lease]:
+        if session is None:
+            return self.coord.leases()
+        return self._session(session).leases()
+
+    def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
+        if lease_id is None and session is None:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give the lease id or the session whose leases end.")
+        return self.coord.break_lease(lease_id=lease_id, session=session)
+
+    # -- events, notices, status --------------------------------------------------------------------------
+    def poll_events(
+        self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
+    ) -> EventPage:
+        """Events after `since` ("$" or None: from now; "0": the oldest kept), waiting up to `wait_s` for
+        the first. The cursor moves past every event read, shown or filtered out."""
+        _check_count(limit, "limit", MAX_EVENTS)
+        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or not 0 <= wait_s <= MAX_WAIT_S:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"wait_s must be between 0 and {MAX_WAIT_S:.0f}.")
+        if since is not None and not _CURSOR_RE.match(since):
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"since must be '$' (from now), '0' (the oldest kept) or an event id such as '1700000000000-0', "
+                f"not {since[:40]!r}.",
+            )
+        cursor = since
+        if since is None or since == "$":
+            newest = self.coord.recent_events(1)
+            cursor = newest[-1].id if newest else "0-0"
+        got: list[ChangeEvent] = []
+        stream = self.coord.events(
+            since=cursor, paths=None, timeout_s=max(float(wait_s), 0.001), stop=lambda: bool(got)
+        )
+        matchers = _matchers(self.coord, paths)
+        last = cursor
+        for event in stream:
+            last = event.id
+            if matchers is None or any(m.fullmatch(event.path) for m in matchers):
+                got.append(event)
+                if len(got) >= limit:
+                    break
+        return EventPage(tuple(got), str(last))
+
+    def events(
+        self, since: str | None = None, paths: Sequence[str] | None = None, timeout_s: float | None = None
+    ) -> Iterator[ChangeEvent]:
+        return self.coord.events(since=since, paths=paths, timeout_s=timeout_s)
+
+    def recent_events(self, count: int = 50) -> list[ChangeEvent]:
+        _check_count(count, "count", MAX_EVENTS)
+        return self.coord.recent_events(count)
+
+    def notices(self, session: str) -> Notice | None:
+        """Files `session` read through this process that another session has written since (each change is
+        told once). Known per process: a session served by several processes is told by each."""
+        self._session(session)
+        tracker = self.coord.tracker
+        keys = tracker.seen(session) if tracker is not None else []
+        if tracker is None or not keys:
+            return None
+        state = self.coord.state
+
+        def lookups(pipe: Any) -> None:
+            for k in keys:
+                pipe.hmget(state.meta_key(k), "hash", "writer")
+
+        return tracker.notice(session, keys, state.run_extra(lookups))
+
+    def status(self, session: str) -> SessionStatus:
+        s = self._session(session)
+        return SessionStatus(session, self.coord.state.last_seen(session), tuple(s.leases()))
+
+    def close(self) -> None:
+        if self._owns:
+            self.coord.close()
+
+    def __enter__(self) -> LocalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _matchers(coord: Coordinator, paths: Sequence[str] | None) -> list[Any] | None:
+    if not paths:
+        return None
+    from ..leases import normalize_pattern, pattern_regex
+
+    return [pattern_regex(normalize_pattern(p, coord.root)) for p in paths]
+
+
+def _check_count(value: object, name: str, most: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a whole number from 1 to {most}.")

@@ -1,0 +1,207 @@
+"""A small HTTP/1.1 keep-alive transport for plain http:// (httpx's transport interface), used by `HttpClient`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+_IDLE_EXPIRY_S = 4.0  # under uvicorn's default keep-alive (5 s): a pooled connection is never stale
+
+
+class Reply:
+    """An answer as the client needs it: status, headers (lower-case names), body."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class _Conn:
+    __slots__ = ("idle_since", "rfile", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.rfile = sock.makefile("rb")
+        self.idle_since = 0.0
+
+    def close(self) -> None:
+        self.rfile.close()
+        self.sock.close()
+
+
+class PlainHttpTransport(httpx.BaseTransport):
+    """HTTP/1.1 keep-alive transport for plain http:// on bare sockets, with a small response parser.
+
+    Why not httpx's default transport here: it writes a request's headers and its body with two separate
+    sends (so does `http.client`), and the service wakes up twice per call; this transport sends the request
+    line, headers and body in one segment, and parses the answer without building header objects (measured
+    on the 2-core machine: the client's CPU per call fell from ~0.95 ms to ~0.3 ms). https:// URLs go to
+    httpx's own transport. Errors are raised as httpx's transport errors, so retries work the same with
+    either. Thread-safe: each request has a connection to itself while it runs.
+    """
+
+    def __init__(self, max_connections: int = 16) -> None:
+        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+        self._lock = threading.Lock()
+        self._max_idle = max_connections
+        self._tls: httpx.HTTPTransport | None = None
+
+    # httpx's transport interface ------------------------------------------------------------------------
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            if self._tls is None:
+                self._tls = httpx.HTTPTransport()
+            return self._tls.handle_request(request)
+        head = b"".join(name + b": " + value + b"\r\n" for name, value in request.headers.raw)
+        reply = self.roundtrip(
+            (url.host, url.port or 80),
+            request.method,
+            url.raw_path.decode("ascii"),
+            head,
+            request.read(),
+            request.extensions.get("timeout", {}),
+            request=request,
+        )
+        return httpx.Response(reply.status_code, headers=reply.headers, content=reply.content, request=request)
+
+    # the fast path ---------------------------------------------------------------------------------------
+    def roundtrip(
+        self,
+        key: tuple[str, int],
+        method: str,
+        target: str,
+        head: bytes,
+        body: bytes,
+        timeout: Mapping[str, float | None],
+        request: httpx.Request | None = None,
+    ) -> Reply:
+        """One request on a pooled connection. `head`: header lines, each ending in CRLF (with Host)."""
+        payload = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + head + b"\r\n" + body
+        conn = self._checkout(key, timeout.get("connect"), request)
+        try:
+            conn.sock.settimeout(timeout.get("write"))
+            conn.sock.sendall(payload)  # one send: request line, headers and body together
+            conn.sock.settimeout(timeout.get("read"))
+            status, headers, content, will_close = _read_reply(conn.rfile, method)
+        except TimeoutError as exc:
+            conn.close()
+            raise httpx.ReadTimeout(f"no answer within the read timeout: {exc}", request=request) from exc
+        except (OSError, ValueError) as exc:
+            conn.close()
+            raise httpx.RemoteProtocolError(f"connection failed: {exc!r}", request=request) from exc
+        if will_close:
+            conn.close()
+        else:
+            self._checkin(key, conn)
+        return Reply(status, headers, content)
+
+    def _checkout(self, key: tuple[str, int], connect_timeout: float | None, request: httpx.Request | None) -> _Conn:
+        now = time.monotonic()
+        with self._lock:
+            pool = self._idle.get(key)
+            while pool:
+                conn = pool.pop()
+                if now - conn.idle_since < _IDLE_EXPIRY_S:
+                    return conn
+                conn.close()
+        try:
+            sock = socket.create_connection(key, timeout=connect_timeout)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"could not connect to {key[0]}:{key[1]}: {exc}", request=request) from exc
+        except OSError as exc:
+            raise httpx.ConnectError(f"could not connect to {key[0]}:{key[1]}: {exc}", request=request) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Conn(sock)
+
+    def _checkin(self, key: tuple[str, int], conn: _Conn) -> None:
+        conn.idle_since = time.monotonic()
+        with self._lock:
+            pool = self._idle.setdefault(key, [])
+            if len(pool) < self._max_idle:
+                pool.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._idle = self._idle, {}
+        for pool in pools.values():
+            for conn in pool:
+                conn.close()
+        if self._tls is not None:
+            self._tls.close()
+
+
+_MAX_LINE = 65536
+
+
+def _read_reply(rfile: Any, method: str) -> tuple[int, dict[str, str], bytes, bool]:
+    """Parse one HTTP/1.1 answer: (status, headers, body, connection closes). Raises ValueError when the
+    answer is malformed or cut short (the caller closes the connection)."""
+    version, status, headers = _read_head(rfile)
+    will_close = headers.get("connection", "").lower() == "close" or version == b"HTTP/1.0"
+    if method == "HEAD" or status in (204, 304):
+        return status, headers, b"", will_close
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return status, headers, _read_chunked(rfile), will_close
+    length = headers.get("content-length")
+    if length is not None:
+        n = int(length)
+        content = rfile.read(n)
+        if len(content) != n:
+            raise ValueError("the answer was cut short")
+        return status, headers, content, will_close
+    return status, headers, rfile.read(), True  # delimited by the end of the connection
+
+
+def _read_head(rfile: Any) -> tuple[bytes, int, dict[str, str]]:
+    """The status line and headers of the final answer (1xx interim answers, e.g. 100 Continue, skipped)."""
+    while True:
+        line = rfile.readline(_MAX_LINE)
+        if not line:
+            raise ValueError("the connection closed before an answer")
+        version, _, rest = line.partition(b" ")
+        status = int(rest[:3])
+        headers: dict[str, str] = {}
+        while True:
+            h = rfile.readline(_MAX_LINE)
+            if h in (b"\r\n", b"\n"):
+                break
+            if not h or len(headers) > 200:
+                raise ValueError("the answer's headers are cut short or too many")
+            name, _, value = h.partition(b":")
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        if status >= 200 or status == 101:
+            return version, status, headers
+
+
+def _read_chunked(rfile: Any) -> bytes:
+    chunks = []
+    while True:
+        size = int(rfile.readline(_MAX_LINE).split(b";", 1)[0].strip() or b"x", 16)
+        if size == 0:
+            while rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(chunks)
+        chunk = rfile.read(size)
+        if len(chunk) != size:
+            raise ValueError("the answer was cut short")
+        chunks.append(chunk)
+        rfile.readline(_MAX_LINE)

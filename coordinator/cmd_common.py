@@ -1,0 +1,202 @@
+"""What every `edit-coordinator` command shares: its options, their environment variables, the error format
+and exit statuses, and a way to look at a root's state without starting anything.
+
+Options and their variables (a flag wins over its variable, the variable over the default):
+    --root PATH        $EDIT_COORDINATOR_ROOT        repository root (default: the current folder)
+    --redis-url URL    $EDIT_COORDINATOR_REDIS_URL   Redis (default: the root's embedded server)
+    --session ID       $EDIT_COORDINATOR_SESSION     the session to act as
+    --server URL       $EDIT_COORDINATOR_SERVER      a remote `edit-coordinator serve` instead of a local engine
+    --token T          $EDIT_COORDINATOR_TOKEN       its bearer token
+    --json                                           JSON output
+
+Errors: one line on stderr, `edit-coordinator: [code] message`, and the exit status of the code's row in
+`coordinator.errors.CODES` (see `EXIT_STATUSES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import errors
+from .errors import CoordinatorError, ErrorCode
+
+ROOT_ENV = "EDIT_COORDINATOR_ROOT"
+REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
+SESSION_ENV = "EDIT_COORDINATOR_SESSION"
+SERVER_ENV = "EDIT_COORDINATOR_SERVER"
+TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
+
+EXIT_STATUSES = """exit statuses:
+  0  success
+  1  refused because of the file's state: not_read, stale (read the file again)
+  2  bad arguments: invalid_argument
+  3  the path: file_not_found, is_directory, binary_file, special_file, too_large, unsupported_encoding,
+     outside_root, permission_denied
+  4  held by another session: leased, lock_timeout
+  5  the coordination state or the service could not be reached: state_unavailable
+  6  the disk failed: io_error
+  7  the content: no_match, ambiguous, no_change, file_exists, placeholder
+  130 interrupted"""
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root",
+        default=_env(ROOT_ENV) or ".",
+        help=f"repository root (default: ${ROOT_ENV}, else the current folder)",
+    )
+
+
+def add_redis(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--redis-url",
+        default=_env(REDIS_URL_ENV),
+        metavar="URL",
+        help=f"redis://, rediss://, unix://, redis+sentinel:// or redis+cluster:// URL (default: ${REDIS_URL_ENV}, "
+        "else the root's embedded server)",
+    )
+
+
+def add_session(p: argparse.ArgumentParser, help: str = "the session to act as") -> None:
+    p.add_argument("--session", default=_env(SESSION_ENV), metavar="ID", help=f"{help} (default: ${SESSION_ENV})")
+
+
+def add_server(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server",
+        default=_env(SERVER_ENV),
+        metavar="URL",
+        help=f"a remote `edit-coordinator serve` to call instead of a local engine (default: ${SERVER_ENV})",
+    )
+    p.add_argument("--token", default=_env(TOKEN_ENV), help=f"bearer token for --server (default: ${TOKEN_ENV})")
+
+
+def add_json(p: argparse.ArgumentParser, help: str = "print JSON instead of text") -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_common(p: argparse.ArgumentParser, *, redis: bool = True, json: bool = True) -> None:
+    add_root(p)
+    if redis:
+        add_redis(p)
+    if json:
+        add_json(p)
+
+
+def fail(exc: CoordinatorError) -> int:
+    """The one error format: a line on stderr; the exit status of the code."""
+    print(f"edit-coordinator: [{exc.code.value}] {exc.message}", file=sys.stderr)
+    return errors.info(exc.code).exit_status
+
+
+def usage_error(message: str) -> int:
+    return fail(CoordinatorError(ErrorCode.INVALID_ARGUMENT, message))
+
+
+def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command handler whose refusals come out in the one error format."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args) or 0)
+        except CoordinatorError as exc:
+            return fail(exc)
+
+    return run
+
+
+def real_root(root: str) -> str:
+    real = os.path.realpath(root)
+    if not os.path.isdir(real):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root!r} is not a folder.")
+    return real
+
+
+def state_dir(root: str) -> Path:
+    from .layout import state_dir_of
+
+    return state_dir_of(real_root(root))
+
+
+def running_redis_url(root: str, redis_url: str | None) -> str | None:
+    """The Redis a command that only inspects may use: the given URL, else the root's embedded server if it
+    is running. None: nothing is running, and nothing is started (no state folder is created either)."""
+    if redis_url:
+        return redis_url
+    folder = state_dir(root)
+    if not folder.is_dir():
+        return None
+    from .embedded import embedded_status
+
+    found = embedded_status(folder)
+    return str(found["url"]) if found else None
+
+
+def not_running(root: str) -> str:
+    return (
+        f"No coordinator is running for {real_root(root)}: no Redis URL was given (--redis-url or "
+        f"${REDIS_URL_ENV}) and the root's embedded Redis server is not running (it starts on first use)."
+    )
+
+
+@dataclass
+class Inspector:
+    """A read-only look at a root's coordination state, on a Redis that already runs: leases and events."""
+
+    root: str
+    client: Any
+    namespace: str
+
+    @classmethod
+    def open(cls, root: str, redis_url: str | None) -> Inspector | None:
+        url = running_redis_url(root, redis_url)
+        if url is None:
+            return None
+        from .layout import namespace_for
+        from .state import connect
+
+        real = real_root(root)
+        return cls(real, connect(url), namespace_for(real))
+
+    def leases(self) -> list[Any]:
+        from .leases import LeaseStore
+
+        return LeaseStore(self.client, self.namespace).live()
+
+    def recent_events(self, count: int) -> list[Any]:
+        from .events import recent
+
+        return recent(self.client, self.namespace, count)
+
+    def follow(self, since: str, paths: list[str] | None, timeout_s: float | None) -> Any:
+        from .events import follow
+        from .leases import normalize_pattern
+
+        pats = [normalize_pattern(p, self.root) for p in paths] if paths else None
+        return follow(self.client, self.namespace, since=since, paths=pats, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_client(args: argparse.Namespace, **options: Any) -> Any:
+    """The `Client` a command acts through: `HttpClient` with --server, else a local engine on --root."""
+    from .client import HttpClient, LocalClient
+
+    if getattr(args, "server", None):
+        if not args.token:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"--server needs --token (or ${TOKEN_ENV}).")
+        return HttpClient(args.server, token=args.token)
+    return LocalClient.open(real_root(args.root), args.redis_url, **options)

@@ -1,0 +1,61 @@
+"""The coordinator as an HTTP/JSON service: `edit-coordinator serve`.
+
+An adapter over the `Client` interface: it authenticates, validates, limits and translates; the engine
+decides. Every route, its models, its authentication and the statuses it may answer with are declared once,
+in `routes.ROUTES`; the router and the OpenAPI document are both made from that table. Every error code's
+status comes from `coordinator.errors.CODES`.
+
+Stack (measured, see docs/http.md): a plain ASGI application (no framework) on uvicorn with httptools and
+uvloop, several worker processes sharing one listening socket (supervisor.py). Request bodies are validated
+by pydantic straight from bytes; engine calls run in a thread pool.
+
+Modules: common (settings, service refusals, JSON), models (requests, answers, ServerConfig), auth (secret
+and tokens), idempotency, routes (the table and the OpenAPI document), requests (reading a request), app
+(the ASGI application), serve (the command line), supervisor and worker (several processes).
+"""
+
+from .app import App, app_from_env, create_app
+from .auth import Principal, load_secret, mint_token, state_dir_of, verify_token
+from .common import (
+    CONFIG_ENV,
+    OPENAPI_PATH,
+    RETRY_AFTER_S,
+    SECRET_ENV,
+    SECRET_FILE_ENV,
+    SERVICE_CODES,
+    STATUS_FOR_CODE,
+    TRANSIENT_CODES,
+    ServiceError,
+    status_for,
+)
+from .idempotency import IdempotencyStore
+from .models import ServerConfig
+from .routes import ROUTES, Route, openapi_document
+from .serve import register
+
+__all__ = [
+    "CONFIG_ENV",
+    "OPENAPI_PATH",
+    "RETRY_AFTER_S",
+    "ROUTES",
+    "SECRET_ENV",
+    "SECRET_FILE_ENV",
+    "SERVICE_CODES",
+    "STATUS_FOR_CODE",
+    "TRANSIENT_CODES",
+    "App",
+    "IdempotencyStore",
+    "Principal",
+    "Route",
+    "ServerConfig",
+    "ServiceError",
+    "app_from_env",
+    "create_app",
+    "load_secret",
+    "mint_token",
+    "openapi_document",
+    "register",
+    "state_dir_of",
+    "status_for",
+    "verify_token",
+]

@@ -1,0 +1,163 @@
+"""Authentication: the coordinator secret and the bearer tokens it signs.
+
+A coordinator secret (``--secret-file``, ``$EDIT_COORDINATOR_SECRET``, ``$EDIT_COORDINATOR_SECRET_FILE``,
+or one generated on first use in ``<state dir>/server.secret``) signs tokens with HMAC-SHA256. A session
+token names one session id and an expiry; whoever holds it acts as that session and no other. An admin
+token may act as any session.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import CoordinatorError, ErrorCode
+from .common import MIN_SECRET_BYTES, SECRET_ENV, SECRET_FILE_ENV, SECRET_FILE_NAME, SESSION_RE, ServiceError
+
+TOKEN_VERSION = "ec1"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a session (acting only as `session`) or the admin (acting as anyone)."""
+
+    role: Literal["session", "admin"]
+    session: str | None
+    expires_at: float
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _signing_key(secret: bytes) -> bytes:
+    # A derived key: the raw secret is used for nothing else, so another use of it cannot forge tokens.
+    return hmac.new(secret, b"edit-coordinator/token/v1", hashlib.sha256).digest()
+
+
+def mint_token(secret: bytes, *, session: str | None = None, admin: bool = False, ttl_s: float = 24 * 3600) -> str:
+    """A signed token. A session token (admin=False) needs `session`; an admin token acts as anyone."""
+    if not admin and (session is None or not SESSION_RE.match(session)):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "A session token needs a session id of 1-200 characters from letters, digits and . _ : @ + / = -",
+        )
+    payload: dict[str, Any] = {"r": "admin" if admin else "session", "e": int(time.time() + ttl_s)}
+    if not admin:
+        payload["s"] = session
+    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+    signed = f"{TOKEN_VERSION}.{body}"
+    sig = hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{_b64(sig)}"
+
+
+def verify_token(secret: bytes, token: str, now: float | None = None) -> Principal:
+    """The principal a token names; raises ServiceError('unauthorized') for anything not valid now."""
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != TOKEN_VERSION:
+        raise ServiceError(
+            "unauthorized",
+            "The bearer token is malformed. Use a token issued by this coordinator "
+            "(`edit-coordinator token`, or POST /v1/tokens with the admin token).",
+            reason="malformed",
+        )
+    signed = f"{parts[0]}.{parts[1]}"
+    want = hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()
+    try:
+        got = _unb64(parts[2])
+    except (ValueError, TypeError):
+        got = b""
+    if not hmac.compare_digest(want, got):
+        raise ServiceError(
+            "unauthorized",
+            "The bearer token's signature is not valid for this coordinator (wrong or rotated secret). "
+            "Get a new token.",
+            reason="bad_signature",
+        )
+    try:
+        payload = json.loads(_unb64(parts[1]))
+        role = payload["r"]
+        exp = float(payload["e"])
+        session = payload.get("s")
+        if role not in ("session", "admin") or (role == "session" and not isinstance(session, str)):
+            raise ValueError(role)
+    except (ValueError, TypeError, KeyError):
+        raise ServiceError("unauthorized", "The bearer token's content is malformed.", reason="malformed") from None
+    if (now if now is not None else time.time()) >= exp:
+        raise ServiceError(
+            "unauthorized",
+            "The bearer token has expired. Get a new token and repeat the call (nothing was done).",
+            reason="expired",
+            expired_at=exp,
+        )
+    return Principal(role=role, session=session if role == "session" else None, expires_at=exp)
+
+
+def state_dir_of(root: str | os.PathLike[str]) -> Path:
+    from ..layout import state_dir_of
+
+    return state_dir_of(root)
+
+
+def load_secret(
+    root: str | os.PathLike[str], secret_file: str | None = None, create: bool = True
+) -> tuple[bytes, str | None]:
+    """The coordinator secret and the file it came from (None when it came from the environment).
+
+    Order: `secret_file`, $EDIT_COORDINATOR_SECRET, $EDIT_COORDINATOR_SECRET_FILE, then
+    `<state dir>/server.secret`, generated (mode 0600) when missing and `create` is true.
+    """
+    source: str | None
+    if secret_file:
+        source = secret_file
+    elif os.environ.get(SECRET_ENV):
+        raw = os.environ[SECRET_ENV].strip().encode()
+        _check_secret(raw, f"${SECRET_ENV}")
+        return raw, None
+    elif os.environ.get(SECRET_FILE_ENV):
+        source = os.environ[SECRET_FILE_ENV]
+    else:
+        path = state_dir_of(root) / SECRET_FILE_NAME
+        if not path.exists() and create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_urlsafe(48) + "\n")
+        source = str(path)
+    try:
+        raw = Path(source).read_bytes().strip()
+    except OSError as exc:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"Cannot read the coordinator secret from {source}: {exc.strerror or exc}. Pass --secret-file, "
+            f"or set ${SECRET_ENV}.",
+        ) from None
+    _check_secret(raw, source)
+    return raw, source
+
+
+def _check_secret(raw: bytes, source: str) -> None:
+    if len(raw) < MIN_SECRET_BYTES:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"The coordinator secret from {source} is shorter than {MIN_SECRET_BYTES} bytes; use a long "
+            "random one (for example `python -c 'import secrets; print(secrets.token_urlsafe(48))'`).",
+        )

@@ -1,0 +1,97 @@
+"""Idempotency: answers of mutating requests, kept in Redis by (session, Idempotency-Key)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+import xxhash
+
+from ..errors import CoordinatorError, ErrorCode
+from .common import ServiceError
+
+
+class WouldBlock(Exception):
+    """Raised on the event-loop thread where the call would have to wait (a taken file lock, a duplicate
+    request still running). Nothing has been read under a lock or written when it is raised; the caller runs
+    the whole call again in the thread pool, where it waits as usual."""
+
+
+_RELEASE_SCRIPT = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class IdempotencyStore:
+    """Answers of mutating requests, by (session, Idempotency-Key), in Redis.
+
+    Value layout: b"P" + fingerprint(16) while the first request runs (with a TTL longer than any request
+    can take), then b"D" + fingerprint + status (3 digits) + response body (TTL `ttl_s`).
+    Invariant: at most one request per (session, key) runs the operation; SET NX decides which.
+    """
+
+    def __init__(self, client: redis.Redis, namespace: str, ttl_s: int, wait_s: float) -> None:
+        self.r = client
+        self.ns = namespace
+        self.ttl_s = ttl_s
+        self.wait_s = wait_s
+        self.pending_ms = int(max(60.0, 3 * wait_s) * 1000)
+        self._release = client.register_script(_RELEASE_SCRIPT)
+
+    def key(self, session: str, idem_key: str) -> str:
+        h = xxhash.xxh3_128_hexdigest(f"{session}\x00{idem_key}".encode())
+        return f"ec:idem:{{{self.ns}}}:{h}"
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except redis.RedisError as exc:
+            raise CoordinatorError(
+                ErrorCode.STATE_UNAVAILABLE,
+                "The coordination state (Redis) could not be reached to record this request's idempotency "
+                f"key, so nothing was read or written ({type(exc).__name__}). Try again in a moment.",
+            ) from exc
+
+    def begin(self, k: str, fingerprint: bytes, may_wait: bool = True) -> tuple[int, bytes] | None:
+        """None: the caller owns the key and must run the operation. Otherwise the answer to replay.
+
+        A duplicate of a request still running waits for its answer, up to `wait_s`; with `may_wait` false
+        it raises WouldBlock instead (it is on the event loop and must not sleep)."""
+        pending = b"P" + fingerprint
+        deadline = time.monotonic() + self.wait_s
+        delay = 0.002
+        while True:
+            if self._call(lambda: self.r.set(k, pending, nx=True, px=self.pending_ms)):
+                return None
+            raw = self._call(lambda: self.r.get(k))
+            if raw is None:
+                continue  # the first request gave up its claim: try to take it
+            if raw[1:17] != fingerprint:
+                raise ServiceError(
+                    "idempotency_key_reused",
+                    "This Idempotency-Key was already used for a different request. Use a new key for "
+                    "each distinct call, and the same key only to retry the same call.",
+                )
+            if raw[:1] == b"D":
+                return int(raw[17:20]), bytes(raw[20:])
+            if not may_wait:
+                raise WouldBlock
+            if time.monotonic() >= deadline:
+                raise ServiceError(
+                    "request_in_progress",
+                    "A request with this Idempotency-Key is still being processed. Retry the same call "
+                    "with the same key in a moment to get its answer.",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def finish(self, k: str, fingerprint: bytes, status: int, body: bytes) -> None:
+        self._call(lambda: self.r.set(k, b"D" + fingerprint + b"%03d" % status + body, ex=self.ttl_s))
+
+    def release(self, k: str, fingerprint: bytes) -> None:
+        with contextlib.suppress(CoordinatorError):
+            self._call(lambda: self._release(keys=[k], args=[b"P" + fingerprint]))

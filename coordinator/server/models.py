@@ -1,0 +1,293 @@
+"""The service's request and answer models (the OpenAPI document is generated from these), and its
+configuration."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..history import HistoryEntry
+from .common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
+
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+SessionField = Field(
+    default=None,
+    pattern=SESSION_PATTERN,
+    description="The session to act as. A session token may only name its own session (or omit it); "
+    "an admin token may name any session (default: 'admin').",
+)
+Policy = Literal["strict", "rebase"]
+PolicyField = Field(
+    default=None,
+    description="'strict' refuses an edit of a file that changed since this session's view; 'rebase' carries "
+    "it over onto the changes when they do not overlap. Omitted: the coordinator's default.",
+)
+PathField = Field(
+    min_length=1,
+    max_length=MAX_PATH_CHARS,
+    description="Path relative to the repository root (forward slashes), or absolute inside it.",
+)
+
+
+class ReadRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    offset: int | None = Field(default=None, ge=0, le=MAX_INT, description="1-based first line.")
+    limit: int | None = Field(default=None, ge=1, le=MAX_INT, description="Number of lines.")
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class WriteRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    content: str = Field(description="The whole new content, written as given.")
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class EditRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    old_string: str = Field(description="Exact text to replace ('' creates a missing or empty file).")
+    new_string: str = Field(description="The replacement text.")
+    replace_all: bool = False
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class EditItem(BaseModel):
+    model_config = _STRICT
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+class MultiEditRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    edits: list[EditItem] = Field(min_length=1, description="Applied in order, all or nothing.")
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class UndoRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_INT,
+        description="Restore the content from before this version. Omitted: before this session's last "
+        "write. Undoing writes of other sessions needs the admin token.",
+    )
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class HistoryRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    limit: int = Field(default=100, ge=1, le=10_000, description="Newest entries to return.")
+
+
+class TokenRequest(BaseModel):
+    model_config = _STRICT
+    session: str = Field(pattern=SESSION_PATTERN)
+    ttl_s: int = Field(default=24 * 3600, ge=1, le=366 * 24 * 3600)
+
+
+class LeaseRequest(BaseModel):
+    model_config = _STRICT
+    paths: list[str] = Field(min_length=1, max_length=100, description="Paths or globs (`src/**/*.py`, `docs/`).")
+    mode: Literal["exclusive", "shared"] = "exclusive"
+    ttl_s: float = Field(default=300.0, gt=0, le=24 * 3600, description="Seconds until the lease ends.")
+    session: str | None = SessionField
+
+
+class RenewRequest(BaseModel):
+    model_config = _STRICT
+    lease_id: str | None = Field(default=None, max_length=200, description="Omitted: every lease of the session.")
+    ttl_s: float = Field(default=300.0, gt=0, le=24 * 3600, description="The lease then ends this long from now.")
+    session: str | None = SessionField
+
+
+class ReleaseRequest(BaseModel):
+    model_config = _STRICT
+    lease_id: str | None = Field(default=None, max_length=200, description="One lease by id.")
+    pattern: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="The leases on this pattern.")
+    session: str | None = SessionField
+
+
+class BreakLeaseRequest(BaseModel):
+    model_config = _STRICT
+    lease_id: str | None = Field(default=None, max_length=200, description="End this lease, whoever holds it.")
+    session: str | None = Field(default=None, pattern=SESSION_PATTERN, description="End every lease of this session.")
+
+
+class EventsRequest(BaseModel):
+    model_config = _STRICT
+    since: str | None = Field(
+        default=None,
+        pattern=r"^(\$|[0-9]{1,20}(-[0-9]{1,20})?)$",
+        description="'$' or omitted: events from now on; '0': from the oldest kept; else the cursor of the "
+        "previous answer (or an event id).",
+    )
+    paths: list[str] | None = Field(default=None, max_length=100, description="Only paths matching these globs.")
+    wait_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="Wait up to this long for the first event (long poll; the service "
+        "may wait less, see `serve --max-poll-wait`).",
+    )
+    limit: int = Field(default=200, ge=1, le=1000)
+
+
+class RecentEventsRequest(BaseModel):
+    model_config = _STRICT
+    count: int = Field(default=50, ge=1, le=1000)
+
+
+class NoticesRequest(BaseModel):
+    model_config = _STRICT
+    session: str | None = SessionField
+
+
+class HistoryResponse(BaseModel):
+    path: str
+    entries: list[HistoryEntry]
+
+
+class LeaseInfo(BaseModel):
+    id: str
+    session: str
+    pattern: str
+    mode: Literal["exclusive", "shared"]
+    token: int = Field(description="The fencing token: later grants have larger ones.")
+    granted_at: float
+    ends_at: float
+
+
+class LeasesResponse(BaseModel):
+    leases: list[LeaseInfo]
+
+
+class ReleaseResponse(BaseModel):
+    released: int = Field(description="How many leases ended.")
+
+
+class ChangeEventInfo(BaseModel):
+    id: str = Field(description="The event's stream id.")
+    path: str
+    session: str
+    version: int
+    operation: str
+    ranges: list[list[int]] = Field(description="Changed lines of the new version, 1-based, inclusive [first, last].")
+    time: float
+    hash: str | None
+    rebased: bool
+
+
+class EventsResponse(BaseModel):
+    events: list[ChangeEventInfo]
+    cursor: str = Field(description="Pass as `since` to the next call to continue without a gap.")
+
+
+class NoticeInfo(BaseModel):
+    paths: list[str]
+    writers: list[str]
+    text: str
+
+
+class NoticesResponse(BaseModel):
+    notice: NoticeInfo | None = Field(description="Files the session read that others have written since.")
+
+
+class SessionStatusResponse(BaseModel):
+    session: str
+    role: Literal["session", "admin"]
+    token_expires_at: float
+    last_seen: float | None = Field(description="Unix time of the session's last read or write, if known.")
+    leases: list[LeaseInfo] = Field(default_factory=list, description="The session's live leases.")
+
+
+class SessionInfo(BaseModel):
+    session: str
+    last_seen: float
+
+
+class SessionsResponse(BaseModel):
+    sessions: list[SessionInfo]
+
+
+class TokenResponse(BaseModel):
+    token: str
+    session: str
+    expires_at: float
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "degraded", "draining"]
+    version: str
+    redis: bool
+    draining: bool
+    pid: int
+
+
+class ShutdownResponse(BaseModel):
+    status: Literal["shutting_down"]
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    code: str = Field(
+        description="A library error code (coordinator.ErrorCode) or one of the service's own: "
+        + ", ".join(sorted(SERVICE_CODES))
+    )
+    message: str = Field(description="What went wrong and what to do next, written for the model.")
+    details: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerConfig:
+    """What every worker process needs to serve one root. Carries no secret (only where to find it)."""
+
+    root: str
+    redis_url: str | None = None
+    durability: str = "fsync"
+    lock_timeout: float = 10.0
+    secret_file: str | None = None
+    max_body_bytes: int = 16 * MiB
+    max_path_chars: int = MAX_PATH_CHARS
+    max_string_chars: int = 16 * MiB
+    max_edits: int = 1000
+    max_concurrency: int = 64
+    idempotency_ttl_s: int = 24 * 3600
+    session_token_ttl_s: int = 24 * 3600
+    max_poll_wait_s: float = 30.0  # a long poll for change events waits at most this long
+    supervisor_pid: int | None = None
+    inline: bool = True  # engine calls on the event loop while they need not wait (see App.run)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerConfig:
+        return cls(**json.loads(text))
+
+    def validate(self) -> None:
+        if self.durability not in ("fsync", "none"):
+            raise ValueError("durability must be 'fsync' or 'none'")
+        for name in ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.max_path_chars > MAX_PATH_CHARS:
+            raise ValueError(f"max_path_chars cannot exceed {MAX_PATH_CHARS}")

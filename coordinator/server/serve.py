@@ -1,0 +1,176 @@
+"""Command line: `edit-coordinator serve` (the HTTP service) and `edit-coordinator token`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import cmd_common
+from ..errors import CoordinatorError
+from .auth import load_secret, mint_token
+from .common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, MiB
+from .models import ServerConfig
+
+_DEFAULTS = argparse.ArgumentDefaultsHelpFormatter
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP service",
+        description="Serve the coordinator over HTTP/JSON (OpenAPI document at /openapi.json). Binds "
+        "127.0.0.1 unless told otherwise. Every call but /v1/health needs a bearer token: see "
+        "`edit-coordinator token`.",
+        formatter_class=_DEFAULTS,
+    )
+    cmd_common.add_root(p)
+    cmd_common.add_redis(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind")
+    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes")
+    p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
+    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
+    p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
+    p.add_argument("--max-body-bytes", type=int, default=16 * MiB, help="largest request body, in bytes")
+    p.add_argument("--max-path-chars", type=int, default=MAX_PATH_CHARS, help="longest path")
+    p.add_argument("--max-string-chars", type=int, default=16 * MiB, help="longest content / old_string / new_string")
+    p.add_argument("--max-edits", type=int, default=1000, help="most edits in one multi_edit")
+    p.add_argument("--max-concurrency", type=int, default=64, help="requests in progress per worker")
+    p.add_argument("--idempotency-ttl", type=int, default=24 * 3600, help="seconds answers are kept")
+    p.add_argument("--max-poll-wait", type=float, default=30.0, help="longest wait of a long poll for events, s")
+    p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let calls finish")
+    p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(func=_cmd_serve)
+
+    t = subparsers.add_parser(
+        "token",
+        help="print a bearer token for the HTTP service",
+        description="Print a token signed with the coordinator secret of --root (the same one `serve` uses).",
+        formatter_class=_DEFAULTS,
+    )
+    cmd_common.add_root(t)
+    t.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
+    who = t.add_mutually_exclusive_group(required=True)
+    who.add_argument("--session", help="a session token for this session id")
+    who.add_argument("--admin", action="store_true", help="an admin token")
+    t.add_argument("--ttl", type=int, default=24 * 3600, help="seconds until it expires")
+    t.set_defaults(func=cmd_common.guarded(_cmd_token))
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    secret, _ = load_secret(args.root, args.secret_file, create=True)
+    print(mint_token(secret, session=args.session, admin=args.admin, ttl_s=args.ttl))
+    return 0
+
+
+def _bind(host: str, port: int, backlog: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)  # connections queue from now on, before the workers are up
+    sock.set_inheritable(True)
+    return sock
+
+
+def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | None]:
+    from ..engine import Coordinator
+
+    # Start (or find) the embedded Redis once, here, so that the workers share it from the start.
+    with Coordinator(root, args.redis_url, durability=args.durability) as coord:
+        redis_url = coord.redis_url
+        coord.state.ping()
+    _, secret_source = load_secret(root, args.secret_file, create=True)
+    config = ServerConfig(
+        root=root,
+        redis_url=redis_url,
+        durability=args.durability,
+        lock_timeout=args.lock_timeout,
+        secret_file=secret_source,
+        max_body_bytes=args.max_body_bytes,
+        max_path_chars=args.max_path_chars,
+        max_string_chars=args.max_string_chars,
+        max_edits=args.max_edits,
+        max_concurrency=args.max_concurrency,
+        idempotency_ttl_s=args.idempotency_ttl,
+        max_poll_wait_s=args.max_poll_wait,
+        supervisor_pid=os.getpid(),
+    )
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise CoordinatorError(cmd_common.ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+    return config, secret_source
+
+
+def _uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "lifespan": "on",
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "access_log": args.access_log,
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": args.graceful_timeout,
+        "timeout_keep_alive": 30,
+        "server_header": False,
+        "proxy_headers": False,
+    }
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        return cmd_common.usage_error("--workers must be at least 1.")
+    root = os.path.realpath(args.root)
+    try:
+        config, secret_source = _config(args, root)
+    except CoordinatorError as exc:
+        return cmd_common.fail(exc)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: binding {args.host}: tokens travel in clear text over plain HTTP; put a TLS proxy in "
+            "front of the service.",
+            file=sys.stderr,
+        )
+    try:
+        sock = _bind(args.host, args.port, backlog=2048)
+    except OSError as exc:
+        return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    os.environ[CONFIG_ENV] = config.to_json()
+    print(f"edit-coordinator serving {root} on {url} ({args.workers} workers; secret: "
+          f"{secret_source or '$' + SECRET_ENV})", flush=True)  # fmt: skip
+    if args.url_file:
+        tmp = f"{args.url_file}.tmp"
+        Path(tmp).write_text(url + "\n")
+        os.replace(tmp, args.url_file)
+    try:
+        return _run(args, sock)
+    finally:
+        sock.close()
+
+
+def _run(args: argparse.Namespace, sock: socket.socket) -> int:
+    options = _uvicorn_options(args)
+    if args.workers > 1:
+        from .supervisor import supervise
+
+        return supervise(args.workers, sock, options, args.graceful_timeout)
+    import uvicorn
+
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully; with this handler in
+    # place that is a normal exit (status 0), not death by SIGTERM.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        uvicorn.Server(uvicorn.Config("coordinator.server:app_from_env", factory=True, **options)).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    return 0
