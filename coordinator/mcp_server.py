@@ -1,25 +1,24 @@
 """`edit-coordinator mcp`: an MCP server over stdio for one agent session.
 
-Each agent gets its own server process (its MCP client starts it); every process routes its tool calls
-through a `Coordinator` session on the shared Redis, so any number of agents share one view of the
-repository. The tools carry the names, input schemas and rules of Claude Code's Read / Write / Edit /
-MultiEdit: `read_file`, `write_file`, `edit_file`, `multi_edit`.
-
-This is an adapter: it translates arguments and results, and never decides. Refusals come back as MCP tool
-errors (`isError: true`) whose text is `[<code>] <message>` and whose structured content is
+Each agent gets its own server process (its MCP client starts it). With `--root`, the process routes its
+tool calls through a local engine on the shared Redis; with `--server URL --token T` it forwards them to a
+remote `edit-coordinator serve` and runs no engine and no Redis of its own. Either way any number of agents
+share one view of the repository. The tools (mcp_tools.py, mcp_coordination.py) are adapters over the
+`coordinator.Client` interface: they translate arguments and results, and never decide. Refusals come back
+as MCP tool errors (`isError: true`) whose text is `[<code>] <message>` and whose structured content is
 `{"code": ..., "message": ...}`, with the engine's codes unchanged.
 
 Decisions:
-* Session id: `--session`, else `$EDIT_COORDINATOR_SESSION`, else a fresh `mcp-<host>-<pid>-<random>` (one
-  server process serves one agent conversation, so a fresh id is the safe default: it starts with no read
-  state and must read before it edits).
-* The "unchanged since your last read" short answer is given only for a view that this process has already
-  returned in full. A session id fixed in a config file outlives a conversation; a new conversation with the
-  same id has seen nothing, so it gets the full text the first time.
-* Engine calls are blocking (file locks, disk, Redis): they run in worker threads so that the server keeps
-  answering (pings, cancellations) while one waits for a lock.
+* Session id: `--session`, else `$EDIT_COORDINATOR_SESSION`; else, remote, the session of the token; else a
+  fresh `mcp-<host>-<pid>-<random>` (one server process serves one agent conversation, so a fresh id is
+  the safe default: it starts with no read state and must read before it edits).
+* Engine calls are blocking (file locks, disk, Redis, HTTP): they run in worker threads so that the server
+  keeps answering (pings, cancellations) while one waits for a lock.
+* Started from a terminal (stdin is a tty), it says on stderr what it is and how to register it. Ctrl-C
+  (SIGINT) ends it at once: a write in progress is atomic on disk, and at worst its Redis update is lost
+  (the session then reads again).
 * Requires the MCP Python SDK 2.x (`mcp>=2.3`): the low-level `Server` with constructor handlers, so that
-  the input schemas are exactly the ones below rather than derived from Python signatures.
+  the input schemas are exactly the ones of the tool specs rather than derived from Python signatures.
 """
 
 from __future__ import annotations
@@ -29,505 +28,25 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import sys
-import threading
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from . import semantics
-from .engine import Coordinator, ReadResult, Session, WriteResult
-from .errors import CoordinatorError, ErrorCode
+from . import cmd_common
+from .errors import CoordinatorError
+from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, error_payload, tool_specs
 
-SESSION_ENV = "EDIT_COORDINATOR_SESSION"
-REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
+SESSION_ENV = cmd_common.SESSION_ENV
+REDIS_URL_ENV = cmd_common.REDIS_URL_ENV
 SERVER_NAME = "edit-coordinator"
+
+__all__ = ["ERROR_GUIDE", "SessionTools", "ToolOutcome", "ToolSpec", "build_server", "serve_stdio", "tool_specs"]
 
 log = logging.getLogger("coordinator.mcp")
 
-# ---------------------------------------------------------------------------------------------------------
-# What each error code means to the model, and what to do about it
-# ---------------------------------------------------------------------------------------------------------
-ERROR_GUIDE: dict[str, str] = {
-    "not_read": "you have not read this file in this session (or that read expired): call read_file "
-    "on it, then make your change.",
-    "stale": "the file changed since you last read or wrote it (another agent or an outside program "
-    "edited it): call read_file again and redo your change on the current content. Do not repeat the same "
-    "call unchanged.",
-    "no_match": "old_string is not in the file: read the file again and copy the text exactly "
-    "(whitespace and indentation included, line-number prefixes excluded).",
-    "ambiguous": "old_string occurs more than once: add surrounding lines so that it is unique, or set "
-    "replace_all to true to change every occurrence.",
-    "no_change": "old_string equals new_string, or the edit would leave the file as it is: nothing "
-    "was written; check new_string.",
-    "file_exists": "old_string is empty but the file has content: give the text to replace, or use "
-    "write_file (after read_file) to replace the whole file.",
-    "file_not_found": "there is no such file: check the path (the message may suggest one); create new "
-    "files with write_file.",
-    "is_directory": "the path is a folder: give the path of a file.",
-    "binary_file": "the file is binary: these tools handle text files only.",
-    "special_file": "the path is a device, FIFO or socket: these tools handle regular files only.",
-    "too_large": "the file (or the result) is over the size limit: read it in parts with offset and "
-    "limit; make smaller changes.",
-    "unsupported_encoding": "the file is not UTF-8 or UTF-16 with a BOM: it cannot be edited here.",
-    "outside_root": "the path (or a symlink on it) leads outside the repository root, or into the "
-    "coordinator's state folder: use a path inside the repository.",
-    "permission_denied": "the operating system refused access: this file cannot be changed from here.",
-    "lock_timeout": "another agent held this file's lock too long: nothing was written; retry the same "
-    "call in a moment.",
-    "state_unavailable": "the coordination service (Redis) could not be reached: nothing was written; "
-    "wait a moment, then read the file again and retry.",
-    "invalid_argument": "the arguments are malformed: fix them as the message says.",
-    "leased": "another session holds an exclusive lease on this path (the message says who, and until when): "
-    "nothing was written; work on something else and come back after the lease ends.",
-    "io_error": "an unexpected failure: read the file again before you retry, to see what it holds now.",
-    "placeholder": "new_string (or content) puts an omission marker such as `// ... rest of code ...` where the "
-    "file has code, which would delete that code: write the full text you mean to keep instead.",
-}
 
-_PATH_ERRORS = (
-    "file_not_found",
-    "is_directory",
-    "binary_file",
-    "special_file",
-    "too_large",
-    "unsupported_encoding",
-    "outside_root",
-    "permission_denied",
-)
-_SERVICE_ERRORS = ("state_unavailable", "invalid_argument", "io_error")
-_VIEW_ERRORS = ("not_read", "stale", "leased", "lock_timeout")
-_EDIT_ERRORS = ("no_match", "ambiguous", "no_change", "file_exists", "placeholder")
-_KNOWN_CODES = frozenset(c.value for c in ErrorCode)
-
-
-def _error_section(codes: tuple[str, ...]) -> str:
-    """The error guide for one tool: only codes this version of the engine has."""
-    lines = [
-        "Errors come back as tool errors whose text starts with the error code in brackets, e.g. "
-        '"[stale] ...". Nothing is written when an error is returned. The codes:'
-    ]
-    lines += [f"- {c}: {ERROR_GUIDE[c]}" for c in codes if c in _KNOWN_CODES]
-    return "\n".join(lines)
-
-
-_SHARED = (
-    "Other agents edit this repository at the same time, through the same coordinator: a change of theirs "
-    "between your read and your edit makes your edit fail with `stale` rather than overwrite their work."
-)
-_PATHS = (
-    "file_path is an absolute path inside the repository root, or a path relative to that root; it must not "
-    "lead outside the root."
-)
-
-
-def _read_description(default_lines: int) -> str:
-    return "\n".join(
-        [
-            "Reads a text file of the repository and returns its lines numbered.",
-            "",
-            "Usage:",
-            f"- {_PATHS}",
-            f"- By default it returns up to {default_lines} lines from the start of the file. offset (the "
-            "1-based line number to start at) and limit (how many lines) read part of a long file; prefer "
-            "reading the whole file when it fits.",
-            "- Lines are numbered like `cat -n`: spaces, the line number, a tab, then the line exactly as in "
-            "the file. The number and the tab are not part of the file: never put them in old_string or "
-            f"new_string. Lines longer than {semantics.MAX_LINE_CHARS} characters are cut in this view.",
-            "- Reading records what you saw. edit_file, multi_edit and write_file (on an existing file) only "
-            "work on a file that you have read and that has not changed since your last read or write of it.",
-            "- Reading the same part of a file again when it has not changed returns a short "
-            '"unchanged since your last read" answer instead of the lines: what you read before is current.',
-            f"- {_SHARED}",
-            "",
-            _error_section((*_PATH_ERRORS, *_SERVICE_ERRORS)),
-        ]
-    )
-
-
-_WRITE_DESCRIPTION = "\n".join(
-    [
-        "Writes a file of the repository: creates it, or replaces all of its content.",
-        "",
-        "Usage:",
-        f"- {_PATHS}",
-        "- To overwrite an existing file you must have read it first with read_file, and it must not have "
-        "changed since; otherwise the write is refused (not_read or stale). New files need no read; missing "
-        "folders are created.",
-        "- content is written exactly as given (line ends included). The file keeps its encoding "
-        "(UTF-8, UTF-8 with BOM, UTF-16).",
-        "- Prefer edit_file or multi_edit for changes to an existing file: they send only the changed text "
-        "and cannot drop another agent's changes elsewhere in the file.",
-        f"- {_SHARED}",
-        "",
-        _error_section((*_VIEW_ERRORS, *_PATH_ERRORS, *_SERVICE_ERRORS)),
-    ]
-)
-
-_EDIT_RULES = [
-    "- You must read the file with read_file before editing it, and it must not have changed since your last "
-    "read or write of it (not_read / stale otherwise).",
-    "- old_string must match the file's text exactly: whitespace and indentation as they appear after the "
-    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
-    "are treated as the same, and new_string then takes the file's quote style.",
-    "- old_string must occur exactly once, unless replace_all is true (then every occurrence is replaced). "
-    "Include enough surrounding context to make it unique.",
-    "- new_string must differ from old_string. An empty new_string deletes the text (a whole deleted line "
-    "takes its line end with it).",
-    "- An empty old_string creates a missing file (or fills an empty one) with new_string; it is refused on a "
-    "file that has content.",
-    "- The file keeps its line ends (CRLF stays CRLF) and encoding. The answer shows numbered lines around the change.",
-]
-
-_EDIT_DESCRIPTION = "\n".join(
-    [
-        "Performs an exact string replacement in a file of the repository.",
-        "",
-        "Usage:",
-        f"- {_PATHS}",
-        *_EDIT_RULES,
-        "- Use replace_all to rename a variable or change every copy of a string across the file.",
-        f"- {_SHARED}",
-        "",
-        _error_section((*_VIEW_ERRORS, *_EDIT_ERRORS, *_PATH_ERRORS, *_SERVICE_ERRORS)),
-    ]
-)
-
-_MULTI_EDIT_DESCRIPTION = "\n".join(
-    [
-        "Makes several exact string replacements in one file of the repository, all or nothing.",
-        "",
-        "Usage:",
-        f"- {_PATHS}",
-        "- The edits apply in order, each to the result of the previous ones, in one step: either all "
-        "succeed and the file is written once, or none is applied and the error names the failing edit.",
-        "- Each edit follows the rules of edit_file:",
-        *(f"  {rule}" for rule in _EDIT_RULES),
-        "- Plan the edits so that an earlier one does not change the text a later one looks for.",
-        f"- {_SHARED}",
-        "",
-        _error_section((*_VIEW_ERRORS, *_EDIT_ERRORS, *_PATH_ERRORS, *_SERVICE_ERRORS)),
-    ]
-)
-
-INSTRUCTIONS = (
-    "File tools for a repository that several agents edit at once. Read a file with read_file before you "
-    "change it with edit_file, multi_edit or write_file; if a change fails with `stale`, another agent or "
-    "program changed the file: read it again and redo your change on what is there now."
-)
-
-# ---------------------------------------------------------------------------------------------------------
-# Input schemas (Claude Code's Read / Write / Edit / MultiEdit)
-# ---------------------------------------------------------------------------------------------------------
-_SCHEMA = "http://json-schema.org/draft-07/schema#"
-
-READ_SCHEMA: dict[str, Any] = {
-    "$schema": _SCHEMA,
-    "type": "object",
-    "properties": {
-        "file_path": {"type": "string", "description": "The absolute path to the file to read"},
-        "offset": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "The line number to start reading from. Only provide if the file is too large to "
-            "read at once",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "The number of lines to read. Only provide if the file is too large to read at once.",
-        },
-    },
-    "required": ["file_path"],
-    "additionalProperties": False,
-}
-
-WRITE_SCHEMA: dict[str, Any] = {
-    "$schema": _SCHEMA,
-    "type": "object",
-    "properties": {
-        "file_path": {
-            "type": "string",
-            "description": "The absolute path to the file to write",
-        },
-        "content": {"type": "string", "description": "The content to write to the file"},
-    },
-    "required": ["file_path", "content"],
-    "additionalProperties": False,
-}
-
-EDIT_SCHEMA: dict[str, Any] = {
-    "$schema": _SCHEMA,
-    "type": "object",
-    "properties": {
-        "file_path": {"type": "string", "description": "The absolute path to the file to modify"},
-        "old_string": {"type": "string", "description": "The text to replace"},
-        "new_string": {
-            "type": "string",
-            "description": "The text to replace it with (must be different from old_string)",
-        },
-        "replace_all": {
-            "type": "boolean",
-            "default": False,
-            "description": "Replace all occurrences of old_string (default false)",
-        },
-    },
-    "required": ["file_path", "old_string", "new_string"],
-    "additionalProperties": False,
-}
-
-MULTI_EDIT_SCHEMA: dict[str, Any] = {
-    "$schema": _SCHEMA,
-    "type": "object",
-    "properties": {
-        "file_path": {"type": "string", "description": "The absolute path to the file to modify"},
-        "edits": {
-            "type": "array",
-            "minItems": 1,
-            "description": "Array of edit operations to perform sequentially on the file",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "old_string": {"type": "string", "description": "The text to replace"},
-                    "new_string": {"type": "string", "description": "The text to replace it with"},
-                    "replace_all": {
-                        "type": "boolean",
-                        "default": False,
-                        "description": "Replace all occurrences of old_string (default false).",
-                    },
-                },
-                "required": ["old_string", "new_string"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["file_path", "edits"],
-    "additionalProperties": False,
-}
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    description: str
-    schema: dict[str, Any]
-    read_only: bool
-
-
-def tool_specs(default_read_lines: int = 2000) -> list[ToolSpec]:
-    """The four tools, in the order they are listed."""
-    return [
-        ToolSpec("read_file", "Read file", _read_description(default_read_lines), READ_SCHEMA, True),
-        ToolSpec("write_file", "Write file", _WRITE_DESCRIPTION, WRITE_SCHEMA, False),
-        ToolSpec("edit_file", "Edit file", _EDIT_DESCRIPTION, EDIT_SCHEMA, False),
-        ToolSpec("multi_edit", "Edit file (several edits)", _MULTI_EDIT_DESCRIPTION, MULTI_EDIT_SCHEMA, False),
-    ]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The tools: plain functions from arguments to text, raising CoordinatorError (testable without MCP)
-# ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What a successful call returns: the text for the model, and a small structured summary."""
-
-    text: str
-    data: dict[str, Any] | None = None
-
-
-_MAX_SHOWN = 100_000
-
-
-@dataclass
-class SessionTools:
-    """The four tools for one session.
-
-    `shown` remembers which views (path, offset, limit, hash) this process has returned in full, so that
-    the engine's "unchanged since your last read" answer is passed on only for a view this conversation has
-    actually seen.
-    """
-
-    session: Session
-    shown: set[tuple[str, int, int, str]] = field(default_factory=set)
-    _mutex: threading.Lock = field(default_factory=threading.Lock)
-
-    def call(self, name: str, arguments: dict[str, Any] | None) -> ToolOutcome:
-        handler = self._handlers().get(name)
-        if handler is None:
-            raise CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"Unknown tool {name!r}; the tools are read_file, write_file, edit_file and multi_edit.",
-            )
-        args = arguments or {}
-        if not isinstance(args, dict):
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The arguments must be a JSON object.")
-        return handler(args)
-
-    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], ToolOutcome]]:
-        return {
-            "read_file": self.read_file,
-            "write_file": self.write_file,
-            "edit_file": self.edit_file,
-            "multi_edit": self.multi_edit,
-        }
-
-    def read_file(self, args: dict[str, Any]) -> ToolOutcome:
-        _check_keys(args, READ_SCHEMA)
-        path = _req_str(args, "file_path")
-        offset = _opt_whole(args, "offset", 0)
-        limit = _opt_whole(args, "limit", 1)
-        r = self.session.read(path, offset=offset, limit=limit)
-        view = (r.path, offset or 0, limit or 0, r.hash)
-        with self._mutex:
-            seen = view in self.shown
-            if len(self.shown) >= _MAX_SHOWN:
-                self.shown.clear()  # forgetting only costs a full answer where a short one would do
-            self.shown.add(view)
-        text = _render_read(r, full=not (r.unchanged and seen))
-        return ToolOutcome(text)
-
-    def write_file(self, args: dict[str, Any]) -> ToolOutcome:
-        _check_keys(args, WRITE_SCHEMA)
-        path = _req_str(args, "file_path")
-        content = _req_str(args, "content", allow_empty=True)
-        return _write_outcome(self.session.write(path, content))
-
-    def edit_file(self, args: dict[str, Any]) -> ToolOutcome:
-        _check_keys(args, EDIT_SCHEMA)
-        path = _req_str(args, "file_path")
-        old = _req_str(args, "old_string", allow_empty=True)
-        new = _req_str(args, "new_string", allow_empty=True)
-        replace_all = _opt_bool(args, "replace_all")
-        return _write_outcome(self.session.edit(path, old, new, replace_all=replace_all))
-
-    def multi_edit(self, args: dict[str, Any]) -> ToolOutcome:
-        _check_keys(args, MULTI_EDIT_SCHEMA)
-        path = _req_str(args, "file_path")
-        edits = args.get("edits")
-        if isinstance(edits, str):
-            # Some clients send a nested array as its JSON text; accept it when it parses to an array.
-            try:
-                edits = json.loads(edits)
-            except ValueError:
-                pass
-        if not isinstance(edits, list) or not edits:
-            raise CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT,
-                "edits must be a non-empty array of {old_string, new_string, replace_all?} objects.",
-            )
-        item_keys = set(MULTI_EDIT_SCHEMA["properties"]["edits"]["items"]["properties"])
-        for i, e in enumerate(edits):
-            if isinstance(e, dict):
-                extra = sorted(set(e) - item_keys)
-                if extra:
-                    raise CoordinatorError(
-                        ErrorCode.INVALID_ARGUMENT,
-                        f"edits[{i}] has unknown properties {extra}; each edit takes old_string, new_string "
-                        "and optionally replace_all.",
-                    )
-        return _write_outcome(self.session.multi_edit(path, edits))
-
-
-def _render_read(r: ReadResult, full: bool) -> str:
-    if not full or not r.unchanged:
-        if r.message and r.message not in ("unchanged", "empty", "offset_past_end"):
-            return f"{r.text}\n\n({r.message})"
-        return r.text
-    # The engine answered "unchanged" for a view this process never returned: give the lines.
-    lines = semantics.split_lines(r.content)
-    if r.total_lines == 0:
-        return f"The file {r.path} exists but is empty (0 lines)."
-    if not lines:
-        return (
-            f"The file {r.path} has {r.total_lines} lines; offset {r.start_line} is past the end. "
-            f"Use an offset between 1 and {r.total_lines}."
-        )
-    text = semantics.number_lines(lines, r.start_line)
-    end = r.start_line + len(lines) - 1
-    if end < r.total_lines:
-        text += f"\n\n(Showing lines {r.start_line}-{end} of {r.total_lines}; read on with offset={end + 1}.)"
-    return text
-
-
-def _write_outcome(w: WriteResult) -> ToolOutcome:
-    text = w.message
-    if w.snippet:
-        text += "\n" + w.snippet
-    data = {
-        "path": w.path,
-        "operation": w.operation,
-        "version": w.version,
-        "created": w.created,
-        "replacements": w.replacements,
-        "start_line": w.start_line,
-    }
-    return ToolOutcome(text, data)
-
-
-def _check_keys(args: dict[str, Any], schema: dict[str, Any]) -> None:
-    extra = sorted(set(args) - set(schema["properties"]))
-    if extra:
-        allowed = ", ".join(schema["properties"])
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"Unknown argument(s) {extra}; this tool takes: {allowed}.")
-
-
-def _req_str(args: dict[str, Any], name: str, allow_empty: bool = False) -> str:
-    if name not in args:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} is required.")
-    v = args[name]
-    if not isinstance(v, str):
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a string, not {_json_type(v)}.")
-    if not allow_empty and not v:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must not be empty.")
-    return v
-
-
-def _opt_whole(args: dict[str, Any], name: str, minimum: int) -> int | None:
-    """An optional whole number; JSON numbers like 10.0 are accepted as 10 (some clients send floats)."""
-    v = args.get(name)
-    if v is None:
-        return None
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a whole number, not {v!r}.")
-    if v < minimum:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be at least {minimum}; got {v}.")
-    return v
-
-
-def _opt_bool(args: dict[str, Any], name: str) -> bool:
-    v = args.get(name, False)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be true or false, not {v!r}.")
-    return v
-
-
-def _json_type(v: object) -> str:
-    return {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(v), "null" if v is None else type(v).__name__
-    )
-
-
-def error_payload(exc: BaseException) -> tuple[str, str]:
-    """(code, message) for any exception raised by a tool; unexpected ones become io_error."""
-    if isinstance(exc, CoordinatorError):
-        return exc.code.value, exc.message
-    return (
-        ErrorCode.IO_ERROR.value,
-        f"The coordinator failed unexpectedly ({type(exc).__name__}: {exc}). The file may or may not have "
-        "changed: read it again before your next change.",
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The MCP server
-# ---------------------------------------------------------------------------------------------------------
 def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
     """An MCP low-level `Server` exposing `tools`. Each call runs in a worker thread."""
     import anyio.to_thread
@@ -536,6 +55,7 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
 
     from . import __version__
 
+    specs = tool_specs(default_read_lines)
     listed = [
         types.Tool(
             name=spec.name,
@@ -550,7 +70,7 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
                 open_world_hint=False,
             ),
         )
-        for spec in tool_specs(default_read_lines)
+        for spec in specs
     ]
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
@@ -571,7 +91,7 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
             )
         return types.CallToolResult(content=[types.TextContent(text=out.text)], structured_content=out.data)
 
-    schemas = {spec.name: spec.schema for spec in tool_specs(default_read_lines)}
+    schemas = {spec.name: spec.schema for spec in specs}
     return Server(
         SERVER_NAME,
         version=__version__,
@@ -588,13 +108,13 @@ def default_session_id() -> str:
     return f"mcp-{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def serve_stdio(coord: Coordinator, session_id: str) -> None:
-    """Serve one session's tools over stdin/stdout until the client closes the connection."""
+def serve_stdio(session: Any, default_read_lines: int = 2000) -> None:
+    """Serve one session's tools (a `BoundSession`, or an engine `Session`) over stdin/stdout until the client
+    closes the connection."""
     import anyio
     from mcp.server.stdio import stdio_server
 
-    tools = SessionTools(coord.session(session_id))
-    server = build_server(tools, coord.default_read_lines)
+    server = build_server(SessionTools(session), default_read_lines)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
@@ -603,47 +123,71 @@ def serve_stdio(coord: Coordinator, session_id: str) -> None:
     anyio.run(main)
 
 
-def _announce(coord: Coordinator, session_id: str) -> None:
-    """Put the session in the registry at once, so that `edit-coordinator status` lists it before its first
-    call. Best effort: a Redis failure here only shows up later, per call, as state_unavailable."""
-
-    try:
-        coord.state.register(session_id)
-    except Exception as exc:
-        log.warning("could not register session %s: %s", session_id, exc)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "mcp",
-        help="an MCP server over stdio for one agent session (read_file, write_file, edit_file, multi_edit)",
+        help="an MCP server over stdio for one agent session (file tools, leases, history, undo)",
         description=(
-            "Serve the coordinator's file tools to one agent over the Model Context Protocol (stdio). Start "
-            "one process per agent; all of them share the read state in Redis."
+            "Serve the coordinator's tools to one agent over the Model Context Protocol (stdin/stdout). Start "
+            "one process per agent, from its MCP client: with --root on the host that holds the files (all "
+            "of them share the read state in Redis), or with --server URL --token T to forward to a remote "
+            "`edit-coordinator serve` (no local engine, no Redis). Register it, for example, with "
+            "`claude mcp add edit-coordinator -- edit-coordinator mcp --root /path/to/repo`."
         ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--root", default=".", help="repository root (default: the current folder)")
-    p.add_argument(
-        "--session",
-        default=None,
-        help=f"session id (default: ${SESSION_ENV}, else a fresh id for this process)",
-    )
-    p.add_argument(
-        "--redis-url",
-        default=None,
-        help=f"redis://, rediss:// or unix:// URL (default: ${REDIS_URL_ENV}, else the embedded server in "
-        "<root>/.edit-coordinator/)",
-    )
-    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write (default)")
+    cmd_common.add_root(p)
+    cmd_common.add_session(p, "session id (else, remote, the token's session; else a fresh id for this process)")
+    cmd_common.add_redis(p)
+    cmd_common.add_server(p)
+    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
-    p.add_argument("--log-level", default="WARNING", help="log level for stderr (default WARNING)")
+    p.add_argument("--log-level", default="WARNING", help="log level for stderr")
     p.add_argument(
         "--print-tools", action="store_true", help="print the tools (names, descriptions, schemas) as JSON and exit"
     )
     p.set_defaults(func=run)
+
+
+def _greet_terminal(target: str) -> None:
+    if sys.stdin.isatty():
+        print(
+            f"edit-coordinator mcp: speaks the Model Context Protocol on stdin/stdout ({target}); start it from "
+            "an MCP client, e.g. `claude mcp add edit-coordinator -- edit-coordinator mcp --root /path/to/repo`. "
+            "Ctrl-C quits.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _quit_on_interrupt() -> None:
+    """Ctrl-C ends the process at once: the stdio reader thread blocks in read(), so an orderly unwinding
+    would wait for the next line of input."""
+
+    def quit_now(*_: Any) -> None:
+        sys.stderr.flush()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, quit_now)
+
+
+def _open_session(args: argparse.Namespace) -> tuple[Any, Any, int]:
+    """(client, bound session, default read lines) for --server or --root."""
+    client = cmd_common.open_client(args, durability=args.durability, lock_timeout=args.lock_timeout)
+    try:
+        if args.server:
+            session_id = args.session or str(client.session_status()["session"])
+            return client, client.session(session_id), 2000
+        session_id = args.session or default_session_id()
+        bound = client.session(session_id)  # validates the id before the client connects
+        client.coord.state.register(session_id)  # `status` lists it before its first call
+        return client, bound, client.coord.default_read_lines
+    except BaseException:
+        client.close()
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -651,25 +195,18 @@ def run(args: argparse.Namespace) -> int:
     if args.print_tools:
         print(describe_tools_json())
         return 0
-    session_id = args.session or os.environ.get(SESSION_ENV) or default_session_id()
-    redis_url = args.redis_url or os.environ.get(REDIS_URL_ENV) or None
     try:
-        coord = Coordinator(args.root, redis_url, durability=args.durability, lock_timeout=args.lock_timeout)
+        client, bound, read_lines = _open_session(args)
     except CoordinatorError as exc:
-        print(f"edit-coordinator mcp: [{exc.code.value}] {exc.message}", file=sys.stderr)
-        return 1
+        return cmd_common.fail(exc)
+    target = f"session {bound.id}, " + (f"service {args.server}" if args.server else f"root {client.coord.root}")
+    log.info("%s", target)
+    _greet_terminal(target)
+    _quit_on_interrupt()
     try:
-        coord.session(session_id)  # validates the id before the client connects
-    except CoordinatorError as exc:
-        print(f"edit-coordinator mcp: [{exc.code.value}] {exc.message}", file=sys.stderr)
-        coord.close()
-        return 2
-    log.info("session %s on %s (redis %s)", session_id, coord.root, coord.redis_url)
-    _announce(coord, session_id)
-    try:
-        serve_stdio(coord, session_id)
+        serve_stdio(bound, read_lines)
     finally:
-        coord.close()
+        client.close()
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,8 @@ from coordinator.embedded import stop_embedded_redis
 from coordinator.mcp_server import SessionTools, tool_specs
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+FILE_TOOLS = ["read_file", "write_file", "edit_file", "multi_edit"]
+COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo"]
 
 ORIGINAL = """\
 def greet(name):
@@ -43,24 +46,40 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     stop_embedded_redis(root / ".edit-coordinator")
 
 
-def _params(root: Path, session: str | None, extra_env: dict[str, str] | None = None) -> StdioServerParameters:
+def _env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     env = {"PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
     if os.environ.get("XDG_RUNTIME_DIR"):
         env["XDG_RUNTIME_DIR"] = os.environ["XDG_RUNTIME_DIR"]
     env.update(extra_env or {})
-    args = ["-m", "coordinator.cli", "mcp", "--root", str(root), "--durability", "none"]
+    return env
+
+
+def _params(
+    root: Path, session: str | None, extra_env: dict[str, str] | None = None, remote: tuple[str, str] | None = None
+) -> StdioServerParameters:
+    """`edit-coordinator mcp` on a local root, or (remote = (url, token)) forwarding to a service."""
+    args = ["-m", "coordinator.cli", "mcp"]
+    if remote is None:
+        args += ["--root", str(root), "--durability", "none"]
+    else:
+        # No root of its own: an empty folder, which must stay empty (no engine, no Redis, no state).
+        args += ["--server", remote[0], "--token", remote[1]]
     if session is not None:
         args += ["--session", session]
-    return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(root))
+    return StdioServerParameters(command=sys.executable, args=args, env=_env(extra_env), cwd=str(root))
 
 
 @asynccontextmanager
 async def agent(
-    root: Path, session: str | None, errlog: Path, extra_env: dict[str, str] | None = None
+    root: Path,
+    session: str | None,
+    errlog: Path,
+    extra_env: dict[str, str] | None = None,
+    remote: tuple[str, str] | None = None,
 ) -> AsyncIterator[ClientSession]:
     with open(errlog, "a") as err:
         async with (
-            stdio_client(_params(root, session, extra_env), errlog=err) as (read, write),
+            stdio_client(_params(root, session, extra_env, remote), errlog=err) as (read, write),
             ClientSession(read, write, read_timeout_seconds=30) as client,
         ):
             await client.initialize()
@@ -97,7 +116,7 @@ def test_two_agents_one_file_stale_then_reread_succeeds(repo: Path, tmp_path: Pa
         async with agent(repo, "agent-a", errlog) as a, agent(repo, "agent-b", errlog) as b:
             listed = await a.list_tools()
             by_name = {t.name: t for t in listed.tools}
-            assert list(by_name) == ["read_file", "write_file", "edit_file", "multi_edit"]
+            assert list(by_name) == [*FILE_TOOLS, *COORDINATION_TOOLS]
             assert set(by_name["edit_file"].input_schema["properties"]) == {
                 "file_path",
                 "old_string",
@@ -267,3 +286,114 @@ def test_session_tools_in_process(coord: Any, root: Path) -> None:
     )
     assert "1 replacement" in out.text and "line two" in out.text and out.data and out.data["version"] == 1
     assert (root / "long.txt").read_text().startswith("line 1\nline two\nline 3\n")
+
+
+async def _lease_history_undo(a: ClientSession, b: ClientSession, path: str, b_name: str) -> None:
+    """Agent a leases the file, b is refused with `leased` and sees who holds it; a edits, lists the history,
+    undoes its edit, releases; then b's edit goes through."""
+    listed = await a.list_tools()
+    assert [t.name for t in listed.tools] == [*FILE_TOOLS, *COORDINATION_TOOLS]
+    _ok(await a.call_tool("read_file", {"file_path": path}))
+    _ok(await b.call_tool("read_file", {"file_path": path}))
+    granted = await a.call_tool("lease", {"paths": [path], "ttl_s": 60})
+    assert "Granted" in _ok(granted)
+    assert isinstance(granted.structured_content, dict)
+    lease_id = granted.structured_content["leases"][0]["id"]
+    code, message = _err(await b.call_tool("edit_file", {"file_path": path, "old_string": "bye", "new_string": "ciao"}))
+    assert code == "leased" and "agent-a" in message
+    assert lease_id in _ok(await b.call_tool("leases", {}))
+    assert "Renewed" in _ok(await a.call_tool("renew", {"lease_id": lease_id, "ttl_s": 120}))
+    _ok(await a.call_tool("edit_file", {"file_path": path, "old_string": "hello", "new_string": "hi"}))
+    history = _ok(await a.call_tool("history", {"file_path": path}))
+    assert history.startswith("v1 ") and "agent-a" in history and "edit" in history
+    undone = await a.call_tool("undo", {"file_path": path})
+    _ok(undone)
+    assert isinstance(undone.structured_content, dict) and undone.structured_content["operation"] == "undo"
+    assert "Released 1 lease" in _ok(await a.call_tool("release", {}))
+    assert "No lease" in _ok(await b.call_tool("leases", {}))
+    # A release reaches other processes' lease snapshots within LEASE_SNAPSHOT_S: wait for that, not a time.
+    # The undo made the file what b read, so b's view is current again and its edit goes through.
+    edit = {"file_path": path, "old_string": "bye", "new_string": "ciao"}
+    deadline = time.monotonic() + 10
+    result = await b.call_tool("edit_file", edit)
+    while result.is_error and _text(result).startswith("[leased]") and time.monotonic() < deadline:
+        result = await b.call_tool("edit_file", edit)
+    assert "1 replacement" in _ok(result)
+    code, _ = _err(await a.call_tool("lease", {"paths": ["../outside"]}))
+    assert code == "invalid_argument"
+
+
+def test_lease_history_undo_tools_locally(repo: Path, tmp_path: Path) -> None:
+    async def main() -> None:
+        errlog = tmp_path / "servers.log"
+        async with agent(repo, "agent-a", errlog) as a, agent(repo, "agent-b", errlog) as b:
+            await _lease_history_undo(a, b, "app.py", "agent-b")
+
+    anyio.run(main)
+    assert (repo / "app.py").read_text() == ORIGINAL.replace("bye", "ciao")
+
+
+def test_lease_history_undo_tools_through_a_remote_service(tmp_path: Path) -> None:
+    """`mcp --server URL --token T`: the same tools, forwarded to a real `serve` process; the MCP processes
+    run in an empty folder and leave it empty (no engine, no Redis, no state folder of their own)."""
+    from tests.test_server import ServerProcess, token
+
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "app.py").write_text(ORIGINAL)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server = ServerProcess(root)
+    try:
+
+        async def main() -> None:
+            errlog = tmp_path / "servers.log"
+            # a acts through an admin token (history needs it over HTTP); b through its own session token.
+            remote_a = (server.url, token(admin=True))
+            remote_b = (server.url, token("agent-b"))
+            async with (
+                agent(elsewhere, "agent-a", errlog, remote=remote_a) as a,
+                agent(elsewhere, None, errlog, remote=remote_b) as b,
+            ):
+                await _lease_history_undo(a, b, "app.py", "agent-b")
+
+        anyio.run(main)
+    finally:
+        server.stop()
+        stop_embedded_redis(root / ".edit-coordinator")
+    assert (root / "app.py").read_text() == ORIGINAL.replace("bye", "ciao")
+    assert list(elsewhere.iterdir()) == []
+    from coordinator.history import History
+
+    sessions = [e.session for e in reversed(History(root / ".edit-coordinator").entries("app.py"))]
+    assert sessions == ["agent-a", "agent-a", "agent-b"]
+
+
+def test_on_a_terminal_it_says_what_it_is_and_ctrl_c_ends_it(repo: Path) -> None:
+    """stdin a pty (as when a person types the command): one line on stderr, and SIGINT ends the process."""
+    import pty
+    import signal
+    import subprocess
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coordinator.cli", "mcp", "--root", str(repo)],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **_env()},
+        )
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline().decode()
+            assert "Model Context Protocol on stdin/stdout" in line and "claude mcp add" in line
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        os.close(master)
+        os.close(slave)
