@@ -84,6 +84,7 @@ class App:
         self.draining = False
         self._openapi: bytes | None = None
         self._open_lock = threading.Lock()
+        self._stopping: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -165,6 +166,8 @@ class App:
             return status, body, [*headers, (b"allow", allow.encode())]
         if route.auth == "none":
             return await self.op_health(route, scope)
+        if route.mutating and self.draining:
+            return self._error(_shutting_down())
         if route.limited and self.in_flight >= self.config.max_concurrency:
             message = (
                 f"The coordinator is handling {self.in_flight} requests, its limit per worker; nothing was done. "
@@ -186,11 +189,7 @@ class App:
         if route.auth == "admin" and not principal.is_admin:
             raise ServiceError("forbidden", f"{route.path} needs the admin token; a session token cannot use it.")
         if route.mutating and self.draining:
-            raise ServiceError(
-                "shutting_down",
-                "The coordinator is shutting down and accepts no new writes; nothing was done. Retry against "
-                "the restarted service.",
-            )
+            raise _shutting_down()
         model: BaseModel | None = None
         if route.request is not None:
             body = await read_body(headers, receive, self.config.max_body_bytes)
@@ -389,14 +388,21 @@ class App:
 
     async def op_shutdown(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         self.draining = True
-        target = self.config.supervisor_pid or os.getpid()
-        # After the answer is on its way: the supervisor stops every worker gracefully (running calls end).
-        asyncio.get_running_loop().call_later(0.05, _signal_quietly, target, signal.SIGTERM)
+        self._stopping = asyncio.get_running_loop().create_task(self._stop_when_idle())
         body = {
             "status": "shutting_down",
             "message": "The service refuses new writes and stops once running calls have finished.",
         }
         return 202, dumps(body), []
+
+    async def _stop_when_idle(self) -> None:
+        """Once this worker's running calls have ended (new writes are refused meanwhile, on an open
+        listener), ask the supervisor to stop every worker gracefully."""
+        deadline = time.monotonic() + 3600.0
+        await asyncio.sleep(0.05)  # the shutdown's own answer goes out first
+        while self.in_flight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
 
     async def op_health(self, route: Route, scope: Any) -> Answer:
         def ping() -> bool:
@@ -414,6 +420,14 @@ class App:
         status = "draining" if self.draining else ("ok" if ok else "degraded")
         body = {"status": status, "version": __version__, "redis": ok, "draining": self.draining, "pid": os.getpid()}
         return (200 if status == "ok" else 503), dumps(body), []
+
+
+def _shutting_down() -> ServiceError:
+    return ServiceError(
+        "shutting_down",
+        "The coordinator is shutting down and accepts no new writes; nothing was done. Retry against the "
+        "restarted service.",
+    )
 
 
 def _settle(store: IdempotencyStore, k: str, fingerprint: bytes, answer: Answer, idem_key: str) -> None:
