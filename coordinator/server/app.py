@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from .. import __version__
 from ..client.local import LocalClient
+from ..engine import LockBusy
 from ..errors import CoordinatorError, ErrorCode
 from .auth import Principal, load_secret, mint_token, verify_token
 from .common import (
@@ -47,7 +48,7 @@ from .common import (
     refusal,
     status_for,
 )
-from .idempotency import IdempotencyStore
+from .idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
 from .models import ServerConfig, TokenRequest, UndoRequest
 from .requests import Disconnected, check_limits, header_map, query_session, read_body, validation_message
 from .routes import ROUTE_BY_PATH, Answer, Route, openapi_document
@@ -99,6 +100,7 @@ class App:
                 self.config.redis_url,
                 durability=self.config.durability,  # type: ignore[arg-type]
                 lock_timeout=self.config.lock_timeout,
+                state_check=self.config.state_check,  # type: ignore[arg-type]
             )
             self.clients = {p: LocalClient(coord, policy=p) for p in (None, "strict", "rebase")}
             self.idem = IdempotencyStore(
@@ -266,16 +268,38 @@ class App:
         return principal.session
 
     async def _run(self, fn: Callable[[], Answer], long_poll: bool = False) -> Answer:
-        """Run an engine call in a worker thread (a long poll in the long-poll pool)."""
+        """Run a call that may wait (a long poll, a call with no inline attempt) in a worker thread."""
         pool = self.poll_executor if long_poll else self.executor
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
+    async def _engine(self, fn: Callable[[], Any], hook: RecordOnWrite | None = None) -> Answer:
+        """Run an engine call: inline on the event loop while it need not wait (the engine raises LockBusy,
+        before anything is read under the lock, where the file's lock is taken), else resumed in the
+        thread pool. Why: handing every call to a thread costs two context switches (~0.6 ms per call
+        measured on the 2-core machine under load, more than the engine's own work), while most calls find
+        their lock free."""
+        coord = self.coord
+        if not self.config.inline:
+            return await self._run(lambda: self._within(hook, lambda: self._call_engine(fn)))
+        try:
+            with coord.call_options(wait_for_lock=False, post_write=hook):
+                return self._call_engine(fn)
+        except LockBusy as busy:
+            resume = busy.resume
+        return await self._run(lambda: self._call_engine(resume))
+
+    def _within(self, hook: RecordOnWrite | None, fn: Callable[[], Answer]) -> Answer:
+        with self.coord.call_options(post_write=hook):
+            return fn()
+
     def _call_engine(self, fn: Callable[[], Any]) -> Answer:
-        """Run an engine call and turn its outcome (result or refusal) into an answer. In a worker thread."""
+        """Run an engine call and turn its outcome (result or refusal) into an answer."""
         try:
             return 200, dumps(_plain(fn())), []
         except (CoordinatorError, ServiceError) as exc:
             return self._error(exc)
+        except LockBusy:
+            raise
         except Exception:
             log.exception("internal error in an engine call")
             return self._error(ServiceError("internal_error", _INTERNAL))
@@ -286,7 +310,7 @@ class App:
         """Run a mutating engine call, once per (session, Idempotency-Key) when the header is given."""
         idem_key = headers.get("idempotency-key")
         if idem_key is None:
-            return await self._run(lambda: self._call_engine(fn))
+            return await self._engine(fn)
         if not IDEM_RE.match(idem_key):
             raise refusal(
                 ErrorCode.INVALID_ARGUMENT,
@@ -298,27 +322,24 @@ class App:
             f"{route.path}\x00{session}\x00".encode() + model.model_dump_json().encode()
         )
         k = store.key(session, idem_key)
-
-        def run() -> Answer:
-            try:
-                replay = store.begin(k, fingerprint)
-            except (CoordinatorError, ServiceError) as exc:
-                return self._error(exc)
-            if replay is not None:
-                status, body = replay
-                return status, body, [(b"idempotent-replayed", b"true")]
-            answer = self._call_engine(fn)
-            _settle(store, k, fingerprint, answer, idem_key)
-            return answer
-
         try:
-            return await self._run(run)
+            # On the loop: a duplicate still running would make begin wait, so that case goes to the pool.
+            replay = store.begin(k, fingerprint, may_wait=not self.config.inline)
+        except WouldBlock:
+            replay = await self._run(lambda: store.begin(k, fingerprint))
+        if replay is not None:
+            status, body = replay
+            return status, body, [(b"idempotent-replayed", b"true")]
+        hook = RecordOnWrite(store, k, fingerprint, lambda result: dumps(_plain(result)))
+        try:
+            answer = await self._engine(fn, hook)
         except RuntimeError:
-            # The thread pool refused the call (it is shut down): nothing ran, so nothing was claimed.
-            raise ServiceError(
-                "shutting_down",
-                "The coordinator is shutting down; nothing was done. Retry against the restarted service.",
-            ) from None
+            # The thread pool refused the call (it is shut down): nothing ran, so the claim is given back.
+            store.release(k, fingerprint)
+            raise _shutting_down() from None
+        if not hook.recorded:
+            await self._run(lambda: _settle(store, k, fingerprint, answer, idem_key))
+        return answer
 
     # -- handlers -----------------------------------------------------------------------------------------
     async def op_call(self, route: Route, p: Principal, m: Any, scope: Any, h: dict[str, str]) -> Answer:
@@ -331,7 +352,9 @@ class App:
             m = m.model_copy(update={"wait_s": self.config.max_poll_wait_s})
         if route.mutating:
             return await self._mutate(route, session, m, h, lambda: call(client, session, m))
-        return await self._run(lambda: self._call_engine(lambda: call(client, session, m)), route.long_poll)
+        if route.long_poll:
+            return await self._run(lambda: self._call_engine(lambda: call(client, session, m)), long_poll=True)
+        return await self._engine(lambda: call(client, session, m))
 
     async def op_undo(self, route: Route, p: Principal, m: UndoRequest, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
@@ -361,7 +384,7 @@ class App:
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = query_session(scope)
         client = self.clients[None]
-        return await self._run(lambda: self._call_engine(lambda: {"leases": client.leases(session)}))
+        return await self._engine(lambda: {"leases": client.leases(session)})
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
@@ -371,7 +394,7 @@ class App:
             found = client.status(session)
             return {**found.to_dict(), "role": p.role, "token_expires_at": p.expires_at}
 
-        return await self._run(lambda: self._call_engine(status))
+        return await self._engine(status)
 
     async def op_sessions(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         store = self.coord.state

@@ -90,8 +90,34 @@ class IdempotencyStore:
             delay = min(delay * 2, 0.05)
 
     def finish(self, k: str, fingerprint: bytes, status: int, body: bytes) -> None:
-        self._call(lambda: self.r.set(k, b"D" + fingerprint + b"%03d" % status + body, ex=self.ttl_s))
+        self._call(lambda: self.queue_finish(self.r, k, fingerprint, status, body))
+
+    def queue_finish(self, pipe: Any, k: str, fingerprint: bytes, status: int, body: bytes) -> Any:
+        """The command that keeps the answer, on `pipe` (a pipeline, or the client itself)."""
+        return pipe.set(k, b"D" + fingerprint + b"%03d" % status + body, ex=self.ttl_s)
 
     def release(self, k: str, fingerprint: bytes) -> None:
         with contextlib.suppress(CoordinatorError):
             self._call(lambda: self._release(keys=[k], args=[b"P" + fingerprint]))
+
+
+class RecordOnWrite:
+    """A post-write hook (coordinator.engine.PostWriteHook): the answer of a write that landed is kept on the
+    engine's own post-write round trip, so an idempotent write costs no extra round trip to finish.
+
+    The answer kept is the result as the engine hands it to the hook: without the notice, which comes from
+    that same round trip (a replay tells no notice; notices are told once anyway).
+    """
+
+    def __init__(self, store: IdempotencyStore, k: str, fingerprint: bytes, encode: Callable[[Any], bytes]) -> None:
+        self.store = store
+        self.k = k
+        self.fingerprint = fingerprint
+        self.encode = encode
+        self.recorded = False
+
+    def queue(self, pipe: Any, result: Any) -> None:
+        self.store.queue_finish(pipe, self.k, self.fingerprint, 200, self.encode(result))
+
+    def done(self, replies: list[Any] | None) -> None:
+        self.recorded = bool(replies) and not isinstance(replies[0], Exception)

@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
     p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
+    p.add_argument(
+        "--state-check",
+        choices=("always", "cached"),
+        default="always",
+        help="fetch a session's view from Redis before every write (always), or trust this process's copy "
+        "(cached: one Redis round trip less per edit; see Coordinator's state_check)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=16 * MiB, help="largest request body, in bytes")
     p.add_argument("--max-path-chars", type=int, default=MAX_PATH_CHARS, help="longest path")
     p.add_argument("--max-string-chars", type=int, default=16 * MiB, help="longest content / old_string / new_string")
@@ -45,6 +52,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--idempotency-ttl", type=int, default=24 * 3600, help="seconds answers are kept")
     p.add_argument("--max-poll-wait", type=float, default=30.0, help="longest wait of a long poll for events, s")
     p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let calls finish")
+    p.add_argument(
+        "--no-inline",
+        action="store_true",
+        help="run every engine call in the thread pool (default: on the event loop unless it must wait for a lock)",
+    )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
@@ -102,6 +114,8 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         max_concurrency=args.max_concurrency,
         idempotency_ttl_s=args.idempotency_ttl,
         max_poll_wait_s=args.max_poll_wait,
+        inline=not args.no_inline,
+        state_check=args.state_check,
         supervisor_pid=os.getpid(),
     )
     try:
