@@ -8,6 +8,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from . import cmd_common
+
 # Modules that contribute subcommands, in the order they appear in --help.
 COMMAND_MODULES = (
     "coordinator.cmd_demo",
@@ -15,6 +17,7 @@ COMMAND_MODULES = (
     "coordinator_bench.cli",
     "coordinator.server",
     "coordinator.mcp_server",
+    "coordinator.cmd_files",
     "coordinator.cmd_history",
     "coordinator.cmd_redis",
     "coordinator.cmd_watch",
@@ -22,10 +25,21 @@ COMMAND_MODULES = (
 )
 
 
+_EPILOG = f"""environment (each the default of its option, in every command that has it):
+  {cmd_common.ROOT_ENV}  --root      {cmd_common.REDIS_URL_ENV}  --redis-url
+  {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
+
+{cmd_common.EXIT_STATUSES}
+
+Errors are one line on stderr: `edit-coordinator: [code] message`."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edit-coordinator",
         description="Safe Read / Write / Edit for fleets of parallel coding agents on one repository.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:

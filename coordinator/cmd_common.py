@@ -33,17 +33,42 @@ SESSION_ENV = "EDIT_COORDINATOR_SESSION"
 SERVER_ENV = "EDIT_COORDINATOR_SERVER"
 TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
 
-EXIT_STATUSES = """exit statuses:
-  0  success
-  1  refused because of the file's state: not_read, stale (read the file again)
-  2  bad arguments: invalid_argument
-  3  the path: file_not_found, is_directory, binary_file, special_file, too_large, unsupported_encoding,
-     outside_root, permission_denied
-  4  held by another session: leased, lock_timeout
-  5  the coordination state or the service could not be reached: state_unavailable
-  6  the disk failed: io_error
-  7  the content: no_match, ambiguous, no_change, file_exists, placeholder
-  130 interrupted"""
+_EXIT_MEANINGS = {
+    1: "refused because of the file's state (read the file again)",
+    2: "bad arguments",
+    3: "the path",
+    4: "held by another session",
+    5: "the coordination state or the service could not be reached",
+    6: "the disk failed",
+    7: "the content",
+}
+
+
+def _exit_statuses() -> str:
+    """The exit statuses, from the per-code table (coordinator.errors.CODES)."""
+    lines = ["exit statuses:", "  0    success"]
+    for status, meaning in _EXIT_MEANINGS.items():
+        codes = [c.value for c in ErrorCode if errors.info(c).exit_status == status]
+        lines.append(f"  {status}    {meaning}: {', '.join(codes)}")
+    lines.append("  130  interrupted")
+    return "\n".join(lines)
+
+
+EXIT_STATUSES = _exit_statuses()
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default once: not where the help already names it, nor for empty defaults."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return super()._get_help_string(action)
+
+
+class DefaultsAndEpilogFormatter(DefaultsFormatter, argparse.RawDescriptionHelpFormatter):
+    """DefaultsFormatter that keeps the epilog's (and description's) own line breaks."""
 
 
 def _env(name: str) -> str | None:

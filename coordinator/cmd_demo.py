@@ -13,7 +13,12 @@ from .layout import state_dir_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="two agent sessions collide on one file (a one-minute tour)")
+    p = sub.add_parser(
+        "demo",
+        help="two agent sessions collide on one file (a one-minute tour)",
+        description="In a temporary folder, two agent sessions read one file; the first edit lands, the second "
+        "is refused as stale (nothing written), then succeeds after a fresh read. Nothing is left behind.",
+    )
     p.set_defaults(func=run)
 
 

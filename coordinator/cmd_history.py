@@ -32,12 +32,11 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import fsio
+from . import cmd_common, fsio
 from .errors import CoordinatorError, ErrorCode
 from .history import History, HistoryEntry, content_hash
 from .layout import history_dir, locks_dir, namespace_for, state_dir_of
@@ -78,30 +77,11 @@ def open_repo(root: str) -> Repo:
 
 
 def _add_common(p: argparse.ArgumentParser, redis: bool = False) -> None:
-    p.add_argument("--root", default=".", help="repository root (default: the current folder)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    if redis:
-        p.add_argument(
-            "--redis-url",
-            default=None,
-            help=f"redis://, rediss:// or unix:// URL (default: ${REDIS_URL_ENV}, else the embedded server)",
-        )
+    cmd_common.add_common(p, redis=redis)
 
 
-def _fail(exc: CoordinatorError) -> int:
-    print(f"edit-coordinator: [{exc.code.value}] {exc.message}", file=sys.stderr)
-    return 1
-
-
-def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except CoordinatorError as exc:
-            return _fail(exc)
-
-    run.__doc__ = fn.__doc__
-    return run
+_fail = cmd_common.fail
+_guarded = cmd_common.guarded
 
 
 def _console() -> Any:

@@ -5,30 +5,57 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import cmd_common
 from .embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
-from .errors import CoordinatorError
-from .layout import state_dir_of
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("redis", help="start, stop or inspect the embedded Redis server of a root")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "redis",
+        help="start, stop or inspect the embedded Redis server of a root",
+        description="The embedded Redis server keeps the coordination state (views, versions, leases, events) of "
+        "a root; it starts on first use and outlives the processes that use it. start: start it (or find it) "
+        "and print its URL. stop: stop it (the state persists in the state folder). status: a table of its "
+        "URL, process, version and memory (--json: JSON); exit status 1 when none is running.",
+    )
     p.add_argument("action", choices=["start", "stop", "status"])
-    p.add_argument("--root", default=".", help="repository root (default: current folder)")
-    p.set_defaults(func=run)
+    cmd_common.add_root(p)
+    cmd_common.add_json(p, "status: print JSON instead of a table")
+    p.set_defaults(func=cmd_common.guarded(run))
 
 
 def run(args: argparse.Namespace) -> int:
-    state_dir = state_dir_of(args.root)
-    try:
-        if args.action == "start":
-            print(ensure_embedded_redis(state_dir))
-        elif args.action == "stop":
-            print("stopped" if stop_embedded_redis(state_dir) else "not running")
-        else:
-            status = embedded_status(state_dir)
-            print(json.dumps(status, indent=2) if status else "not running")
-            return 0 if status else 1
-    except CoordinatorError as exc:
-        print(f"error [{exc.code}]: {exc.message}")
-        return 1
-    return 0
+    if args.action == "start":
+        print(ensure_embedded_redis(cmd_common.state_dir(args.root)))
+        return 0
+    folder = cmd_common.state_dir(args.root)
+    if args.action == "stop":
+        print("stopped" if folder.is_dir() and stop_embedded_redis(folder) else "not running")
+        return 0
+    status = embedded_status(folder) if folder.is_dir() else None
+    if args.json:
+        print(json.dumps(status, indent=2))
+    elif status is None:
+        print("not running")
+    else:
+        _print_table(status)
+    return 0 if status else 1
+
+
+def _print_table(status: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .retention import format_size
+
+    table = Table(title="Embedded Redis", title_justify="left")
+    for col in ("URL", "PID", "Version", "Memory"):
+        table.add_column(col)
+    memory = status.get("used_memory")
+    table.add_row(
+        str(status["url"]),
+        str(status["pid"]),
+        str(status["version"]),
+        format_size(int(memory)) if isinstance(memory, int) else "?",
+    )
+    Console(highlight=False, soft_wrap=True).print(table)

@@ -137,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "`edit-coordinator serve` (no local engine, no Redis). Register it, for example, with "
             "`claude mcp add edit-coordinator -- edit-coordinator mcp --root /path/to/repo`."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(p)
     cmd_common.add_session(p, "session id (else, remote, the token's session; else a fresh id for this process)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import Coordinator, CoordinatorError, cmd_history, retention
+from coordinator import Coordinator, CoordinatorError, cmd_history, errors, retention
 from coordinator.history import History, content_hash
 from coordinator.retention import RetentionPolicy, collect, parse_size
 
@@ -27,6 +27,11 @@ def repo(real_redis_root: Path) -> Iterator[tuple[Path, Coordinator]]:
     c = Coordinator(real_redis_root, durability="none")
     yield real_redis_root, c
     c.close()
+
+
+def exit_status(code: str) -> int:
+    """The command line's exit status for a refusal with this code (coordinator.errors.CODES)."""
+    return errors.info(code).exit_status
 
 
 def main(argv: list[str]) -> int:
@@ -78,7 +83,7 @@ def test_history_lists_versions_with_lines_changed(repo: tuple[Path, Coordinator
     assert "agent-y" in out and "+2 -1" in out and "(created)" in out
 
     rc, _, err = cli(capsys, root, "history", "../outside.txt")
-    assert rc == 1 and "[outside_root]" in err
+    assert rc == exit_status("outside_root") and "[outside_root]" in err
 
 
 def test_history_lists_a_write_made_after_a_torn_index_line(repo: tuple[Path, Coordinator], capsys: Any) -> None:
@@ -114,7 +119,7 @@ def test_history_diff_is_the_unified_diff_against_the_preimage(repo: tuple[Path,
     assert diff3 and "changed behind our back" not in diff3
     assert all(line[1:] in newest for line in diff3.splitlines()[3:] if line.startswith("+"))
     rc, _, err = cli(capsys, root, "history", "f.txt", "--diff", "9")
-    assert rc == 1 and "no version 9" in err
+    assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no version 9" in err
 
 
 def test_history_of_a_session_spans_files(repo: tuple[Path, Coordinator], capsys: Any) -> None:
@@ -159,9 +164,9 @@ def test_undo_to_and_before_a_version(repo: tuple[Path, Coordinator], capsys: An
     assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
 
     rc, _, err = cli(capsys, root, "undo", "f.txt", "--to", "6")
-    assert rc == 1 and "[no_change]" in err
+    assert rc == exit_status("no_change") and "[no_change]" in err
     rc, _, err = cli(capsys, root, "undo", "never.txt")
-    assert rc == 1 and "no recorded writes" in err
+    assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no recorded writes" in err
 
 
 def test_undo_keeps_an_outside_change_in_history(repo: tuple[Path, Coordinator], capsys: Any) -> None:
@@ -191,7 +196,7 @@ def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
 
     monkeypatch.setattr(cmd_history, "_operator_read", race_then_read)
     rc, _, err = cli(capsys, root, "undo", "f.txt")
-    assert rc == 1 and "[stale]" in err and "version 4" in err
+    assert rc == exit_status("stale") and "[stale]" in err and "version 4" in err
     assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
 
 
@@ -339,7 +344,7 @@ def test_gc_keeps_the_newest_versions_and_what_they_reference(repo: tuple[Path, 
     assert (root / "a.txt").read_text().startswith("a.txt 2 ")
     # A version dropped by gc is refused with an explanation.
     rc, _, err = cli(capsys, root, "undo", "a.txt", "--to", "1")
-    assert rc == 1 and "no longer in the history" in err
+    assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no longer in the history" in err
     # The next write still gets the next number.
     c.session("s").read("a.txt")
     assert c.session("s").write("a.txt", "after gc\n").version == 8

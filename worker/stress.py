@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coordinator import cmd_common
 from coordinator.layout import STATE_DIR_NAME, state_dir_of
 
 from .agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
@@ -93,7 +94,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--redis-every", type=float, default=2.0, help="seconds of Redis uptime between outages")
     p.add_argument("--redis-down", type=float, default=0.6, help="seconds each Redis outage lasts")
     p.add_argument("--touch-every", type=float, default=0.01, help="mean seconds between two touches")
-    p.add_argument("--redis-url", default=None, help="a real Redis server (default: the embedded one)")
+    cmd_common.add_redis(p)
     p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write or not")
     p.add_argument(
         "--policy",

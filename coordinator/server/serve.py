@@ -17,8 +17,6 @@ from .auth import load_secret, mint_token
 from .common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, MiB
 from .models import ServerConfig
 
-_DEFAULTS = argparse.ArgumentDefaultsHelpFormatter
-
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -27,7 +25,7 @@ def register(subparsers: Any) -> None:
         description="Serve the coordinator over HTTP/JSON (OpenAPI document at /openapi.json). Binds "
         "127.0.0.1 unless told otherwise. Every call but /v1/health needs a bearer token: see "
         "`edit-coordinator token`.",
-        formatter_class=_DEFAULTS,
+        formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
@@ -59,14 +57,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
-    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument(
+        "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"), help="log level"
+    )
     p.set_defaults(func=_cmd_serve)
 
     t = subparsers.add_parser(
         "token",
         help="print a bearer token for the HTTP service",
         description="Print a token signed with the coordinator secret of --root (the same one `serve` uses).",
-        formatter_class=_DEFAULTS,
+        formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(t)
     t.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
