@@ -353,7 +353,9 @@ def test_gc_keeps_the_newest_versions_and_what_they_reference(repo: tuple[Path, 
 def test_gc_total_bytes_drops_oldest_first_and_never_the_newest(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
     _versions(c, "s", "old.txt", 3, size=1000)
-    time.sleep(0.01)
+    newest_old = max(e.time for e in History(root / ".edit-coordinator").entries("old.txt"))
+    while time.time() <= newest_old:  # the next writes are later, so "oldest first" has one answer
+        time.sleep(0.001)
     _versions(c, "s", "new.txt", 3, size=1000)
     # Stored: old0..old2, new0..new2 (1001 bytes each). A cap of 5100 frees one: old0, once old's versions
     # 1 (which made it) and 2 (whose pre-image it is) are dropped, oldest first.

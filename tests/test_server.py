@@ -69,6 +69,7 @@ class ServerProcess:
             self.url = self._wait_ready()
         except BaseException:
             self.stop()
+            stop_embedded_redis(root / ".edit-coordinator")  # a failed start leaves no redis-server behind
             raise
 
     def _wait_ready(self, timeout: float = 30.0) -> str:
@@ -169,19 +170,27 @@ def test_http_client_is_a_client_and_returns_library_types(served: ServerProcess
 
 
 def test_one_session_across_worker_processes_sees_no_false_stale(served: ServerProcess) -> None:
-    """Each call on a new connection, so calls land on either worker process: a session's own writes made
-    through one worker never make its view stale in the other."""
-    name = new_file(served, "".join(f"line {i}\n" for i in range(20)))
+    """Each call on a new connection, so calls land on either worker process (the health answer on the same
+    connection names the worker): a session's own writes made through one worker never make its view stale
+    in the other. Goes on until both workers have served edits."""
+    lines = 200
+    name = new_file(served, "".join(f"line {i}\n" for i in range(lines)))
     t = auth(token("s-across"))
-    for i in range(16):
+    served_by: list[int] = []
+    for i in range(lines):
         with httpx.Client(base_url=served.url, timeout=30) as c:
+            served_by.append(c.get("/v1/health").json()["pid"])  # one connection: one worker process
             if i == 0:
                 assert c.post("/v1/read", json={"path": name}, headers=t).status_code == 200
             r = c.post("/v1/edit", json={"path": name, "old_string": f"line {i}\n", "new_string": f"LINE {i}\n"},
                        headers=t)  # fmt: skip
             assert r.status_code == 200, r.text
-    assert (served.root / name).read_text().count("LINE") == 16
-    assert versions(served, name) == 16
+        if i >= 15 and len(set(served_by)) == 2:
+            break
+    assert len(set(served_by)) == 2, served_by  # both workers served this session's edits
+    edits = len(served_by)
+    assert (served.root / name).read_text().count("LINE") == edits
+    assert versions(served, name) == edits
 
 
 def test_http_client_with_per_session_tokens(served: ServerProcess) -> None:
@@ -466,6 +475,26 @@ def test_concurrent_duplicates_apply_once(served: ServerProcess) -> None:
     assert (served.root / name).read_text() == "alpha\nbeta+1\ngamma\n" and versions(served, name) == 1
 
 
+def _wait_for_claim(served: ServerProcess, session: str, idem_key: str, timeout: float = 20.0) -> None:
+    """Until the service holds the pending claim of (session, key) in Redis: a request owns the key."""
+    from coordinator.embedded import embedded_status
+    from coordinator.layout import namespace_for
+    from coordinator.server import IdempotencyStore
+    from coordinator.state import connect
+
+    status = embedded_status(served.root / ".edit-coordinator")
+    assert status is not None
+    client = connect(status["url"])
+    try:
+        k = IdempotencyStore(client, namespace_for(served.root), ttl_s=60, wait_s=1).key(session, idem_key)
+        deadline = time.monotonic() + timeout
+        while (client.get(k) or b"")[:1] != b"P":
+            assert time.monotonic() < deadline, "no request claimed the key"
+            time.sleep(0.005)
+    finally:
+        client.close()
+
+
 def test_duplicates_waiting_for_a_taken_lock_apply_once(served: ServerProcess) -> None:
     """The first request finds the file's lock taken and moves to the thread pool (keeping its claim on the
     key); its duplicates wait for its answer. One version, one answer for all."""
@@ -479,7 +508,7 @@ def test_duplicates_waiting_for_a_taken_lock_apply_once(served: ServerProcess) -
         try:
             with ThreadPoolExecutor(6) as pool:
                 futures = [pool.submit(c.post, "/v1/edit", json=body, headers=h) for _ in range(6)]
-                time.sleep(0.2)
+                _wait_for_claim(served, "s-dup-lock", h["idempotency-key"])  # the first waits for the lock
                 held.release()
                 answers = [f.result() for f in futures]
         finally:
