@@ -97,7 +97,7 @@ def _script(c: Any, root: Path, s: str) -> list[Any]:
         return value
 
     def lease_shape(xs: list[Any]) -> list[Any]:
-        return [(x.session, x.pattern, x.mode) for x in xs]
+        return sorted((x.session, x.pattern, x.mode) for x in xs)  # leases granted together end together
 
     (root / "l.txt").write_text("one\ntwo\n")
     (root / "other.txt").write_text("x\n")
