@@ -95,12 +95,13 @@ class App:
                 return
             from ..engine import Coordinator
 
+            options: dict[str, Any] = {"state_check": self.config.state_check} if self.config.state_check else {}
             coord = Coordinator(
                 self.config.root,
                 self.config.redis_url,
                 durability=self.config.durability,  # type: ignore[arg-type]
                 lock_timeout=self.config.lock_timeout,
-                state_check=self.config.state_check,  # type: ignore[arg-type]
+                **options,
             )
             self.clients = {p: LocalClient(coord, policy=p) for p in (None, "strict", "rebase")}
             self.idem = IdempotencyStore(

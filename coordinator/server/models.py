@@ -272,7 +272,7 @@ class ServerConfig:
     max_concurrency: int = 64
     idempotency_ttl_s: int = 24 * 3600
     session_token_ttl_s: int = 24 * 3600
-    state_check: str = "always"  # the engine's state_check: "cached" spares the pre-lock round trip
+    state_check: str | None = None  # the engine's state_check (None: its default)
     max_poll_wait_s: float = 30.0  # a long poll for change events waits at most this long
     supervisor_pid: int | None = None
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
@@ -287,7 +287,7 @@ class ServerConfig:
     def validate(self) -> None:
         if self.durability not in ("fsync", "none"):
             raise ValueError("durability must be 'fsync' or 'none'")
-        if self.state_check not in ("always", "cached"):
+        if self.state_check not in (None, "always", "cached"):
             raise ValueError("state_check must be 'always' or 'cached'")
         for name in ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency"):
             if getattr(self, name) < 1:

@@ -38,9 +38,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--state-check",
         choices=("always", "cached"),
-        default="always",
-        help="fetch a session's view from Redis before every write (always), or trust this process's copy "
-        "(cached: one Redis round trip less per edit; see Coordinator's state_check)",
+        default=None,
+        help="always: fetch a session's view from Redis before every write; cached: trust a view this process "
+        "holds (one Redis round trip less per edit; see Coordinator's state_check). Default: the engine's",
     )
     p.add_argument("--max-body-bytes", type=int, default=16 * MiB, help="largest request body, in bytes")
     p.add_argument("--max-path-chars", type=int, default=MAX_PATH_CHARS, help="longest path")
