@@ -123,8 +123,8 @@ class HttpClient:
     def lease(
         self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
     ) -> list[Lease]:
-        body = {"session": session, "paths": [paths] if isinstance(paths, str) else list(paths), "mode": mode}
-        body["ttl_s"] = ttl_s
+        body: dict[str, Any] = {"session": session, "mode": mode, "ttl_s": ttl_s}
+        body["paths"] = [paths] if isinstance(paths, str) else list(paths)
         return _leases(self._call("POST", "/v1/leases", session, body, idempotent=False))
 
     def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:

@@ -193,7 +193,7 @@ def _read_head(rfile: Any) -> tuple[bytes, int, dict[str, str]]:
 
 
 def _read_chunked(rfile: Any) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         size = int(rfile.readline(_MAX_LINE).split(b";", 1)[0].strip() or b"x", 16)
         if size == 0:

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import xxhash
@@ -55,6 +55,7 @@ from .routes import ROUTE_BY_PATH, Answer, Route, openapi_document
 
 log = logging.getLogger("edit_coordinator.server")
 
+_T = TypeVar("_T")
 _JSON = (b"content-type", b"application/json")
 _NO_STORE = (b"cache-control", b"no-store")
 _POLL_THREADS = 16
@@ -268,7 +269,7 @@ class App:
             )
         return principal.session
 
-    async def _run(self, fn: Callable[[], Answer], long_poll: bool = False) -> Answer:
+    async def _run(self, fn: Callable[[], _T], long_poll: bool = False) -> _T:
         """Run a call that may wait (a long poll, a call with no inline attempt) in a worker thread."""
         pool = self.poll_executor if long_poll else self.executor
         return await asyncio.get_running_loop().run_in_executor(pool, fn)

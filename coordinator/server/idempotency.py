@@ -120,4 +120,4 @@ class RecordOnWrite:
         self.store.queue_finish(pipe, self.k, self.fingerprint, 200, self.encode(result))
 
     def done(self, replies: list[Any] | None) -> None:
-        self.recorded = bool(replies) and not isinstance(replies[0], Exception)
+        self.recorded = replies is not None and len(replies) > 0 and not isinstance(replies[0], Exception)
