@@ -46,6 +46,7 @@ from .retention import (
     format_size,
     history_usage,
     parse_size,
+    settle,
 )
 
 REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
@@ -239,6 +240,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a PATH, or --session ID.")
     key = fsio.resolve(repo.root, args.path).key
     entries = repo.history().entries(key) if repo.has_state else []
+    if entries and settle(repo.state_dir, key, repo.root):  # list only versions that reached the file
+        entries = repo.history().entries(key)
     if args.diff is not None:
         return _show_diff(repo, key, entries, args.diff, args)
     if not entries:

@@ -363,14 +363,19 @@ def _current_digest(root: str, key: str) -> str | bool | None:
 def settle(state_dir: Path, key: str, root: Path | str | None = None, locks: Any = None) -> bool:
     """Reconcile `key`'s newest history entry with the file (history.py, invariant 3) so that a listing
     shows only versions that reached the file. Takes the path's lock (waits for a write in flight); reads
-    the file only when an entry is pending. True if an entry was taken back."""
+    the file only when an entry is pending. True if an entry was taken back. Best effort, for listings: a
+    lock that cannot be had (busy for the whole timeout, or not openable) leaves the entry as it is."""
     from .locks import LockManager
 
     state_dir = Path(state_dir)
     history = History(state_dir, fsync=False)
     locks = locks or LockManager(locks_dir(state_dir))
     real_root = str(root) if root is not None else os.path.realpath(state_dir.parent)
-    held = locks.acquire(key)
+    try:
+        held = locks.acquire(key)
+    except CoordinatorError:
+        history.close()
+        return False
     try:
         if not history.pending(held):
             return False

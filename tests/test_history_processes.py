@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,6 +112,14 @@ def test_an_entry_whose_rename_never_happened_is_taken_back(real_redis_root: Pat
         assert (root / "f.txt").read_text() == "v1\n"
         raw = History(root / STATE).entries("f.txt")
         assert [e.version for e in raw] == [2, 1]  # what was on disk after the kill: a version that never was
+        listed = subprocess.run(
+            [sys.executable, "-m", "coordinator.cli", "history", "--root", str(root), "--json", "f.txt"],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert [v["version"] for v in json.loads(listed.stdout)["versions"]] == [1], listed.stderr  # the command
         assert [e.version for e in coord.history("f.txt")] == [1]  # listing takes the path's lock: reconciled
         s.read("f.txt")
         assert s.edit("f.txt", "v1", "v3").version == 3  # the number is skipped, never reused
