@@ -3,6 +3,7 @@
     edit-coordinator bench                    # every scenario, 3 repetitions (about an hour)
     edit-coordinator bench --quick            # a smoke test: figures from one short repetition, no verdicts
     edit-coordinator bench --scenario hot --scenario solo --reps 5
+    edit-coordinator bench --scenario hot --row hot:N=4 --row hot:N=16   # some rows only
     edit-coordinator bench --report           # regenerate the plots and BENCHMARKS.md from the results
 
 A run writes `<out>/<scenario>.json` for each scenario and the plots; `--report` writes the generated part
@@ -51,6 +52,13 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="NAME",
         help=f"run only this scenario (repeatable): {', '.join(scenario_names())}",
+    )
+    p.add_argument(
+        "--row",
+        action="append",
+        default=None,
+        metavar="SCENARIO:ROW",
+        help="run only this row of a scenario (repeatable; e.g. hot:N=16); other scenarios keep all their rows",
     )
     p.add_argument(
         "--reps",
@@ -108,11 +116,11 @@ def run_bench(args: argparse.Namespace) -> int:
     out: Path = args.out or _default_out(args.quick)
     if args.report:
         return _report(out, args.markdown, err)
-    from .scenarios import select
+    from .scenarios import only_rows, select
     from .suite import SuiteOptions, run_suite
 
     try:
-        scenarios = select(args.scenario, args.quick)
+        scenarios = only_rows(select(args.scenario, args.quick), args.row)
     except ValueError as exc:
         err.print(f"[red]bench:[/red] {exc}")
         return 2

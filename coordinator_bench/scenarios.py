@@ -265,3 +265,27 @@ def select(names: list[str] | None, quick: bool) -> list[Scenario]:
         full = {s.name: s for s in full_scenarios()}
         return [have.get(n, full[n]) for n in scenario_names() if n in names]
     return [s for s in pool if s.name in names]
+
+
+def only_rows(scenarios: list[Scenario], picks: list[str] | None) -> list[Scenario]:
+    """`scenarios` with the rows of `picks` only ("hot:N=16": scenario hot, row N=16; repeatable); a scenario
+    no pick names keeps all its rows. An unknown scenario or row raises ValueError."""
+    wanted: dict[str, list[str]] = {}
+    for pick in picks or []:
+        name, sep, key = pick.partition(":")
+        if not sep or not key:
+            raise ValueError(f"--row takes SCENARIO:ROW (for example hot:N=16), not {pick!r}")
+        wanted.setdefault(name, []).append(key)
+    by_name = {s.name: s for s in scenarios}
+    out = []
+    for name, keys in wanted.items():
+        if name not in by_name:
+            raise ValueError(f"--row {name}:...: scenario {name} is not in this run")
+        have = [r.key for r in by_name[name].rows]
+        missing = [k for k in keys if k not in have]
+        if missing:
+            raise ValueError(f"--row: {name} has no row {', '.join(missing)}; its rows: {', '.join(have)}")
+    for sc in scenarios:
+        keys = wanted.get(sc.name)
+        out.append(sc if keys is None else replace(sc, rows=tuple(r for r in sc.rows if r.key in keys)))
+    return out

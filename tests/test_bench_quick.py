@@ -160,3 +160,15 @@ def test_without_matplotlib_the_report_is_written_and_says_how_to_get_plots(
     assert main(["bench", "--report", "--out", str(out), "--markdown", str(md)]) == 0
     assert 'pip install -e ".[bench]"' in capsys.readouterr().err.replace("\n", "")
     assert "### Targets" in md.read_text() and not list(out.glob("*.png"))
+
+
+def test_row_selection_keeps_named_rows_and_refuses_unknown_ones() -> None:
+    from coordinator_bench.scenarios import full_scenarios, only_rows
+
+    picked = {s.name: s for s in only_rows(full_scenarios(), ["hot:N=4", "hot:N=16"])}
+    assert [r.key for r in picked["hot"].rows] == ["N=4", "N=16"]
+    assert len(picked["hot-line"].rows) == 5, "a scenario no pick names keeps its rows"
+    for bad, needle in (("hot:N=3", "no row N=3"), ("nope:x", "not in this run"), ("hot", "SCENARIO:ROW")):
+        with pytest.raises(ValueError, match=needle):
+            only_rows(full_scenarios(), [bad])
+    assert main(["bench", "--scenario", "hot", "--row", "hot:N=3"]) == 2
