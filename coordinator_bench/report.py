@@ -241,6 +241,9 @@ def _plots(plots: dict[str, Path], markdown: Path) -> list[str]:
         "conflicts": "Conflict rate vs sessions per file",
         "latency_cdf": "Latency CDF per policy",
         "zipf": "zipf: throughput vs think time",
+        "solo_http": "solo and HTTP: edits/s and CPU per edit beside their baselines",
+        "policies": "conflicts: strict vs rebase",
+        "distributed": "Redis deployments: throughput and CPU per edit",
     }
     lines = ["### Plots", ""]
     for name, path in plots.items():
