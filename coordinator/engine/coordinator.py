@@ -129,20 +129,24 @@ class Coordinator(_WriteSteps, _ReadSteps):
             redis_client, self.namespace, ttl_s=read_state_ttl, epoch_file=layout.epoch_file(self.state_dir)
         )
         self.read_state_ttl = read_state_ttl
-        self._views = _ViewCache(read_state_ttl)
-        self._refusals = _RefusalCounts()
         self.lease_store = LeaseStore(redis_client, self.namespace, fence_dir=layout.fences_dir(self.state_dir))
+        self.publish_events = events
+        self.tracker = events_mod.ReadTracker() if notices else None
+        self._init_process_state()
+        self._closed = False
+
+    def _init_process_state(self) -> None:
+        """What this process keeps between calls: caches, grants, the lease snapshot, call options."""
+        self._views = _ViewCache(self.read_state_ttl)
+        self._refusals = _RefusalCounts()
         # (taken at, earliest end among its leases, leases): see LEASE_SNAPSHOT_S
         self._lease_snapshot: tuple[float, float, list[Lease]] | None = None
         self._granted: dict[str, dict[str, Lease]] = {}  # leases this process granted, per session
         self._granted_lock = threading.Lock()
-        self.publish_events = events
         self._texts = _TextCache()
         self._seen_writes: dict[tuple[str, str], _Intervening] = {}
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
-        self.tracker = events_mod.ReadTracker() if notices else None
         self._call_local = threading.local()  # CallOptions of this thread (see call_options)
-        self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:

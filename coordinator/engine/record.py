@@ -5,6 +5,12 @@ registry now and then, the refusal counts of this process, the change event, the
 caller's post-write hook (calls.py), all on one pipeline. Losing it only costs a refusal later: the
 session's next edit is judged against a view that Redis no longer confirms.
 
+Decision: the record is sent when the write is done, not deferred to the session's next call. Deferring
+would save nothing in the edit loop (it is the only round trip left there) and would leave other
+processes and sessions without the new version, its event and the writer's view for an unbounded time
+(an agent may never call again): notices, `watch`, the HTTP idempotency record and another process of the
+same session all read them.
+
 Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
 raise out of `_after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
 result.
