@@ -274,3 +274,23 @@ def test_argument_rules_are_one_module_the_engine_uses(coord: Coordinator, root:
     with pytest.raises(CoordinatorError) as rule_err:
         arguments.check_edits([{"old_string": "a"}], 100)
     assert engine_err.value.message == rule_err.value.message
+
+
+def test_a_resumed_call_keeps_the_options_it_started_with(coord: Coordinator, root: Path) -> None:
+    """The post-write hook of the block the call started in rides the resumed call too, on any thread."""
+    (root / "f.txt").write_text("a\n")
+    s = coord.session("s")
+    s.read("f.txt")
+    hook = _Recorder()
+    other = _other_holder(coord)
+    held = other.acquire("f.txt")
+    with coord.call_options(wait_for_lock=False, post_write=hook), pytest.raises(LockBusy) as ei:
+        s.edit("f.txt", "a", "b")
+    held.release()
+    other.close()
+    out: list[WriteResult] = []
+    worker = threading.Thread(target=lambda: out.append(ei.value.resume()))
+    worker.start()
+    worker.join(timeout=30)
+    assert out and out[0].version == 1 and (root / "f.txt").read_text() == "b\n"
+    assert hook.replies == [[True, 1]] and hook.queued[0].message == out[0].message
