@@ -113,7 +113,9 @@ def test_redis_stopped_mid_run_fails_closed_then_recovers(real_redis_root):
     state_dir = real_redis_root / ".edit-coordinator"
     f = real_redis_root / "r.txt"
     f.write_text("a\n")
-    with Coordinator(real_redis_root, redis_timeout=0.5) as coord:
+    # "always": Redis is the authority on views, so a flush refuses even a view this process holds (the
+    # default, "cached", lets the disk decide then: see test_engine_cached.py).
+    with Coordinator(real_redis_root, redis_timeout=0.5, state_check="always") as coord:
         s = coord.session("agent")
         s.read("r.txt")
         s.edit("r.txt", "a", "b")

@@ -155,3 +155,38 @@ def test_default_edit_with_a_post_write_hook_is_one_round_trip(
         assert coord.redis.get("idem:11") is not None
     assert hook.replies == [[True]] * 10
     assert 1.0 <= sends[0] / 10 < 1.5
+
+
+def test_stopped_then_flushed_redis_with_the_default(real_redis_root: Path) -> None:
+    """The default on a real server: stopped, every call refuses (its closed connection is seen without a
+    round trip); back, the held view is used again; flushed, a held view still writes (the disk decides)
+    while a session whose view is not held here is told the state was reset."""
+    from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+
+    root = real_redis_root
+    state_dir = state_dir_of(root)
+    f = root / "r.txt"
+    f.write_text("a\n")
+    with Coordinator(root, redis_timeout=0.5) as coord:
+        s = coord.session("agent")
+        s.read("r.txt")
+        s.edit("r.txt", "a", "b")
+        assert stop_embedded_redis(state_dir)
+        for call in (lambda: s.edit("r.txt", "b", "c"), lambda: s.write("n.txt", "x"), lambda: s.read("r.txt")):
+            with pytest.raises(CoordinatorError) as ei:
+                call()
+            assert ei.value.code == ErrorCode.STATE_UNAVAILABLE
+        assert f.read_text() == "b\n" and not (root / "n.txt").exists()
+        ensure_embedded_redis(state_dir)  # back, with its data
+        s.edit("r.txt", "b", "c")
+        with Coordinator(root) as elsewhere:  # another process's view of the same session comes from Redis
+            elsewhere.session("agent").edit("r.txt", "c", "d")
+        s.edit("r.txt", "d", "e")  # its held view is out of date: checked again in Redis, which knows better
+        with Coordinator(root) as elsewhere:
+            elsewhere.session("t").read("r.txt")  # t's view: in Redis, and held only in that process
+        coord.redis.flushall()  # the state is lost
+        s.edit("r.txt", "e", "f")  # s's view is held here, and these very bytes: written
+        with Coordinator(root) as elsewhere, pytest.raises(CoordinatorError) as ei:
+            elsewhere.session("t").edit("r.txt", "f", "g")  # t's view was only in Redis: gone
+        assert f.read_text() == "f\n"
+    assert ei.value.code == ErrorCode.NOT_READ and ei.value.details.get("state_reset")
