@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "coordinator.mcp_server",
     "coordinator.cmd_files",
     "coordinator.cmd_history",
+    "coordinator.cmd_restore",
     "coordinator.cmd_redis",
     "coordinator.cmd_watch",
     "coordinator.cmd_leases",

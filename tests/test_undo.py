@@ -195,3 +195,27 @@ def test_targets_step_through_the_history() -> None:
     with pytest.raises(CoordinatorError) as info:
         undo_target(h, "u", "p")
     assert info.value.code is ErrorCode.INVALID_ARGUMENT and "no recorded write of p" in info.value.message
+
+
+def test_restore_command_lists_and_discards_later_versions(real_redis_root: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from coordinator.cli import main
+
+    root = real_redis_root
+    (root / "b.py").write_text("a = 0\nb = 0\n")
+    with Coordinator(root, durability="none") as coord:
+        u1, u2 = coord.session("u1"), coord.session("u2")
+        u1.read("b.py")
+        u1.edit("b.py", "a = 0", "a = 9")
+        u2.read("b.py")
+        u2.edit("b.py", "b = 0", "b = 7")
+    capsys.readouterr()
+    assert main(["restore", "b.py", "--to", "1", "--dry-run", "--root", str(root)]) == 0
+    assert "Would discard the changes of b.py versions: 2 (edit by u2)." in capsys.readouterr().out
+    assert (root / "b.py").read_text() == "a = 9\nb = 7\n"
+    assert main(["restore", "b.py", "--to", "1", "--root", str(root), "--as", "operator:t"]) == 0
+    out = capsys.readouterr().out
+    assert "restored: back to its content right after version 1 (now version 3)" in out
+    assert "Discarded the changes of version 2 (edit by u2)" in out
+    assert (root / "b.py").read_text() == "a = 9\nb = 0\n"
+    assert main(["restore", "b.py", "--before", "9", "--root", str(root)]) == 1
+    assert "[invalid_argument]" in capsys.readouterr().err
