@@ -80,16 +80,11 @@ def _curl_double_quotes(s: str) -> str:
 
 
 def _curl_single_quotes(s: str) -> str:
+    # An apostrophe (don't, l'heure) follows a letter, which is never an opening context, so it becomes a
+    # closing quote (’) by the same rule as any other single quote: it needs no rule of its own.
     chars = list(s)
-    last = len(chars) - 1
     for i, ch in enumerate(chars):
-        if ch != "'":
-            continue
-        prev_is_letter = i > 0 and chars[i - 1].isalpha()
-        next_is_letter = i < last and chars[i + 1].isalpha()
-        if prev_is_letter and next_is_letter:
-            chars[i] = RIGHT_SINGLE  # an apostrophe: don't, l'heure
-        else:
+        if ch == "'":
             chars[i] = LEFT_SINGLE if _is_opening_context(chars, i) else RIGHT_SINGLE
     return "".join(chars)
 

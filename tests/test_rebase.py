@@ -11,7 +11,6 @@ The properties it guards:
 from __future__ import annotations
 
 import itertools
-import time
 
 import pytest
 from hypothesis import assume, given, settings
@@ -27,7 +26,8 @@ def stale(fn, *args) -> CoordinatorError:  # type: ignore[no-untyped-def]
     with pytest.raises(CoordinatorError) as info:
         fn(*args)
     assert info.value.code is ErrorCode.STALE, info.value
-    assert "Read the file again" in info.value.message
+    assert info.value.message.startswith("The file has been modified since you last read it, and your change")
+    assert "Read the file again (at least around those lines), then redo your change" in info.value.message
     return info.value
 
 
@@ -78,21 +78,58 @@ def test_line_diff_big_file_is_fast_and_local() -> None:
     for k in range(0, 50_000, 5_000):
         b[k + 7] = "changed\n"
     b.insert(30_001, "inserted\n")
-    t = time.perf_counter()
-    hunks = line_diff(a, b)
-    assert time.perf_counter() - t < 1.0
+    hunks = line_diff(a, b)  # how fast is measured in the benchmarks, not here
     assert replay(a, b, hunks) == b
     assert len(hunks) == 11
     assert Hunk(30_001, 30_001, 30_001, 30_002) in hunks
 
 
 def test_line_diff_without_unique_lines_falls_back_to_difflib_or_one_block(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    a = ["x\n"] * 50 + ["y\n"] * 50
-    b = ["x\n"] * 49 + ["z\n"] + ["y\n"] * 51
-    assert replay(a, b, line_diff(a, b)) == b
+    a = ["x\n", "y\n"] * 10  # no line occurs once: no patience anchor, and nothing in common at the ends
+    b = ["y\n", "x\n"] * 10
+    fine = line_diff(a, b)
+    assert replay(a, b, fine) == b and len(fine) > 1  # difflib: small hunks
     monkeypatch.setattr(rebase, "DIFFLIB_MAX_PRODUCT", 10)
-    hunks = line_diff(a, b)
-    assert replay(a, b, hunks) == b
+    assert line_diff(a, b) == [Hunk(0, 20, 0, 20)]  # the gap is too big for difflib: one block
+
+
+def test_line_diff_trims_common_head_and_tail_before_anchoring() -> None:
+    # Repeated lines: where an insertion lands depends on trimming the common head first...
+    assert line_diff(["a\n", "b\n", "a\n"], ["a\n", "b\n", "a\n", "a\n"]) == [Hunk(3, 3, 3, 4)]
+    # ...and the common tail: without it difflib would align the y's differently.
+    assert line_diff(["p\n", "y\n", "y\n"], ["q\n", "y\n", "y\n", "y\n"]) == [Hunk(0, 1, 0, 2)]
+    assert line_diff(["a\n"], ["a\n"]) == [] and rebase.diff_texts("a\nb", "a\nb") == []
+
+
+def test_line_diff_keeps_patience_anchors() -> None:
+    """Two changes on either side of a line that occurs once on each side stay two hunks (a coarser diff
+    would also be exact, and would refuse edits near that line)."""
+    a = ["x\n"] * 3 + ["anchor\n"] + ["x\n"] * 3
+    b = ["x\n", "CHANGED\n", "x\n", "anchor\n", "x\n", "OTHER\n", "x\n"]
+    assert line_diff(a, b) == [Hunk(1, 2, 1, 2), Hunk(5, 6, 5, 6)]
+    # anchors are the longest run increasing on both sides: a crossed pair is dropped, not both
+    a = ["u\n", "v\n", "w\n", "z\n"]
+    b = ["w\n", "u\n", "v\n", "z\n"]
+    assert line_diff(a, b) == [Hunk(0, 0, 0, 1), Hunk(2, 3, 3, 3)]
+
+
+def test_line_diff_does_not_treat_popular_lines_as_junk() -> None:
+    """difflib's autojunk would call lines that make up over 1 % of 200+ lines junk and match nothing."""
+    a = ["x\n", "y\n"] * 150
+    b = list(a)
+    b[150] = "z\n"
+    assert line_diff(a, b) == [Hunk(150, 151, 150, 151)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "e"]), max_size=25),
+    st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "f\n", "e"]), max_size=25),
+)
+def test_diff_texts_finds_the_hunks_of_the_line_diff(a: list[str], b: list[str]) -> None:
+    """The head and tail found on the texts are only a shortcut: the hunks are those of the line diff."""
+    ta, tb = "".join(a), "".join(b)
+    assert [x.hunk for x in rebase.diff_texts(ta, tb)] == line_diff(split_keepends(ta), split_keepends(tb))
 
 
 # --- rebase by example --------------------------------------------------------------------------------
@@ -226,6 +263,17 @@ def test_replace_all_and_empty_old_string_are_never_rebased() -> None:
     with pytest.raises(CoordinatorError) as info:
         rebase_edits(base, current, [])
     assert info.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_old_string_that_now_matches_exactly_elsewhere_is_a_moved_match() -> None:
+    """In the version read, old_string matched a curly-quoted line only with quotes folded; another write
+    has since added an exact straight-quoted copy far away, which an edit of the current text would pick."""
+    base = f"say {LEFT_DOUBLE}hi{RIGHT_DOUBLE}\n" + numbered(10)
+    current = base + 'say "hi"\n'
+    err = stale(rebase_edit, base, current, EditSpec('say "hi"', 'say "bye"'))
+    assert err.details["reason"] == "moved_match"
+    assert "old_string now matches at a place that does not correspond to where it was" in err.message
+    assert err.details["changes"] == [[12, 12]]
 
 
 def test_edit_invalid_on_the_version_read_is_stale() -> None:
@@ -405,11 +453,9 @@ def test_rebase_of_a_big_file_is_cheap() -> None:
     current = base
     for i in range(500, 20_000, 1_000):
         current = apply_edit(current, f"value_{i} = ", f"value_{i}_renamed = ").text
-    t = time.perf_counter()
     r = rebase_edit(base, current, EditSpec("value_10250 = compute(10250)", "value_10250 = 0"))
-    elapsed = time.perf_counter() - t
     assert "value_10250 = 0" in r.outcome.text and len(r.changes) == 20
-    assert elapsed < 0.5, elapsed
+    assert [(c.first, c.last) for c in r.changes][:2] == [(501, 501), (1501, 1501)]  # one line each: local
 
 
 def test_an_old_string_anchored_on_the_previous_line_end_does_not_claim_that_line() -> None:

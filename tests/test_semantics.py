@@ -25,6 +25,7 @@ from coordinator.semantics import (
     number_lines,
     preserve_quote_style,
     render_snippet,
+    render_snippet_at,
     split_lines,
     suggest_path,
     to_eol,
@@ -674,3 +675,100 @@ def test_render_snippet_at_matches_whole_text_rendering(lines, eol, trailing, da
     last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
     expected = render_snippet(text, first, last)
     assert render_snippet_at(text, offset, length, first) == expected
+
+
+# --- edge rules each pinned by one example -------------------------------------------------------------
+
+
+def test_crlf_old_string_matches_in_a_mostly_lf_mixed_file() -> None:
+    content = "a\nb\nc\r\nd\r\ne\nf\n"  # LF dominant, two CRLF lines
+    out = apply_edit(content, "c\r\nd\r\n", "C\nD\n")
+    assert out.text == "a\nb\nC\r\nD\r\ne\nf\n"  # matched in the minority ending, new text takes it
+    out = apply_edit(content, "c\nd\n", "C\nD\n")  # LF old_string: tried in CRLF too, since the file is mixed
+    assert out.text == "a\nb\nC\r\nD\r\ne\nf\n"
+    # the dominant ending is tried first: an LF old_string in a mostly-CRLF file takes CRLF
+    assert apply_edit("a\r\nb\r\nc\n", "a\nb\n", "x\n").text == "x\r\nc\n"
+
+
+def test_deleting_the_tail_of_a_line_never_joins_it_with_the_next() -> None:
+    assert apply_edit("xa\nb\n", "a", "").text == "x\nb\n"
+    assert apply_edit("a\nb\n", "a", "").text == "b\n"  # a whole line goes with its terminator
+    assert apply_edit("x\na\r\nb\n", "a", "").text == "x\nb\n"  # its own CRLF terminator
+
+
+def test_an_exact_curly_match_keeps_new_strings_straight_quotes() -> None:
+    content = f"say {LEFT_DOUBLE}hi{RIGHT_DOUBLE}\n"
+    out = apply_edit(content, f"{LEFT_DOUBLE}hi{RIGHT_DOUBLE}", '"bye"')
+    assert out.text == 'say "bye"\n' and out.match == "exact"
+
+
+def test_a_slice_with_only_closing_curly_quotes_still_curls() -> None:
+    content = f"don{RIGHT_SINGLE}t stop\n"
+    out = apply_edit(content, "don't stop", "'do' stop")
+    assert out.text == f"{LEFT_SINGLE}do{RIGHT_SINGLE} stop\n" and out.match == "quotes"
+    content = f"end{RIGHT_DOUBLE} here\n"
+    assert apply_edit(content, 'end" here', '"x" here').text == f"{LEFT_DOUBLE}x{RIGHT_DOUBLE} here\n"
+
+
+def test_render_with_no_context_and_one_char_lines() -> None:
+    text = "one\ntwo\nthree\nfour\n"
+    assert render_snippet(text, 2, 3, context=0) == "     2\ttwo\n     3\tthree"
+    assert render_snippet_at(text, 4, 3, 2, context=0) == "     2\ttwo"
+    assert number_lines(["abc", "d"], 7, max_line_chars=1) == "     7\ta… [line truncated: 3 chars]\n     8\td"
+    err = refused(ErrorCode.INVALID_ARGUMENT, number_lines, ["x"], 1, 0)
+    assert err.details == {"max_line_chars": 0} and "max_line_chars must be 1 or more, got 0." in err.message
+    err = refused(ErrorCode.INVALID_ARGUMENT, number_lines, ["x"], 0)
+    assert err.details == {"start_line": 0} and "start_line must be 1 or more" in err.message
+
+
+def test_error_details_name_the_bad_value() -> None:
+    err = refused(ErrorCode.INVALID_ARGUMENT, to_eol, "a", "\r")
+    assert err.details == {"eol": "\r"} and "Unknown line ending '\\r'" in err.message
+    err = refused(ErrorCode.UNSUPPORTED_ENCODING, decode_bytes, b"ok \xff\n")
+    assert err.details == {"encoding": "utf-8", "byte_offset": 3}
+    err = refused(ErrorCode.UNSUPPORTED_ENCODING, decode_bytes, b"\xff\xfe\x00\x00x")
+    assert err.details == {"encoding": "utf-32"}
+    err = refused(ErrorCode.INVALID_ARGUMENT, encode_text, "a\ud800", Encoding.UTF16_LE)
+    assert err.details == {"encoding": "utf-16-le", "char_offset": 1}
+
+
+def test_each_refusal_of_an_edit_says_what_to_do_next() -> None:
+    """The model-facing guidance of each code an edit can raise."""
+    assert (
+        "Give the new text in new_string, or skip this edit"
+        in refused(ErrorCode.NO_CHANGE, apply_edit, "a", "a", "a").message
+    )
+    assert "to replace it use Write after reading it, or give a non-empty old_string" in (
+        refused(ErrorCode.FILE_EXISTS, apply_edit, "x\n", "", "y").message
+    )
+    assert (
+        "The file already holds exactly new_string" in refused(ErrorCode.NO_CHANGE, apply_edit, "  ", "", "  ").message
+    )
+    msg = refused(ErrorCode.NO_MATCH, apply_edit, "abc", "     3\tabd", "x").message
+    assert "copy the exact text to replace, including whitespace and indentation" in msg
+    assert "those prefixes are not part of the file, so leave them out" in msg
+    assert "leave them out" not in refused(ErrorCode.NO_MATCH, apply_edit, "abc", "abd", "x").message
+    msg = refused(ErrorCode.AMBIGUOUS, apply_edit, "a\na\n", "a", "b").message
+    assert "occurs 2 times in the file (at lines 1, 2)" in msg and "set replace_all" in msg
+    msg = refused(
+        ErrorCode.NO_CHANGE, apply_edit, f"{LEFT_DOUBLE}a{RIGHT_DOUBLE}", '"a"', f"{LEFT_DOUBLE}a{RIGHT_DOUBLE}"
+    ).message
+    assert "leaves the file exactly as it was" in msg
+    msg = refused(ErrorCode.NO_CHANGE, apply_edits, "ab", [EditSpec("a", ""), EditSpec("b", "ab")]).message
+    assert "Taken together the edits leave the file exactly as it was" in msg
+    err = refused(ErrorCode.NO_MATCH, apply_edits, "a b", [EditSpec("a", "c"), EditSpec("z", "y")])
+    assert err.details["index"] == 1 and "edits[1] failed, so none of the 2 edits was applied" in err.message
+    err = refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "a", [])
+    assert "edits is empty" in err.message
+    err = refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "ab", [EditSpec("a", "x"), EditSpec("", "y")])
+    assert err.details == {"index": 1} and "only the first edit may have one" in err.message
+    err = refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "ab", [EditSpec("a", "xyz"), EditSpec("y", "q")])
+    assert err.details == {"index": 1, "earlier_index": 0} and "contained in edits[0].new_string" in err.message
+
+
+def test_ambiguous_lists_at_most_ten_lines() -> None:
+    err = refused(ErrorCode.AMBIGUOUS, apply_edit, "a\n" * 12, "a", "b")
+    assert err.details["count"] == 12 and err.details["lines"] == list(range(1, 11))
+    assert "(at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...)" in err.message
+    err = refused(ErrorCode.AMBIGUOUS, apply_edit, "a\n" * 10, "a", "b")
+    assert "(at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)" in err.message

@@ -184,12 +184,37 @@ ENCODINGS = st.sampled_from(list(Encoding))
 BOMS = st.sampled_from([b"", codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE])
 
 
+def expected_refusal(data: bytes) -> ErrorCode | None:
+    """The module's documented rules, restated independently: which refusal `data` must get, if any."""
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return ErrorCode.UNSUPPORTED_ENCODING
+    for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            try:
+                text = data[2:].decode(codec)
+            except UnicodeDecodeError:
+                return ErrorCode.UNSUPPORTED_ENCODING
+            return ErrorCode.BINARY_FILE if "\x00" in text else None
+    sample = data[:8192]
+    controls = sum(1 for byte in sample if byte < 0x20 and byte not in b"\t\n\x0b\x0c\r\x1b")
+    if b"\x00" in sample or controls > 0.10 * len(sample):
+        return ErrorCode.BINARY_FILE
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ErrorCode.UNSUPPORTED_ENCODING
+    return None
+
+
 def assert_round_trip(data: bytes) -> None:
+    """Either the refusal the rules call for, or a decoding that encodes back to the very same bytes."""
+    expected = expected_refusal(data)
     try:
         decoded = decode_bytes(data)
     except CoordinatorError as exc:
-        assert exc.code in (ErrorCode.BINARY_FILE, ErrorCode.UNSUPPORTED_ENCODING)
+        assert exc.code is expected, (data, exc)
         return
+    assert expected is None, (data, decoded)
     assert encode_text(decoded.text, decoded.encoding) == data
 
 
