@@ -494,3 +494,75 @@ def test_diff_texts_spans_rebuild_the_new_text(a: list[str], b: list[str]) -> No
     out.append(ta[cursor:])
     assert "".join(out) == tb
     assert (spans == []) == (ta == tb)
+
+
+# --- carry_change: a whole change carried onto a changed text (undo) ------------------------------------
+
+
+def test_carry_change_onto_an_unchanged_text_is_the_change_itself() -> None:
+    base = numbered(5)
+    changed = base.replace("line 3\n", "three\n")
+    out = rebase.carry_change(base, changed, base)
+    assert out.text == changed and out.changes == () and out.nearby == ()
+    assert changed[out.first_offset :].startswith("three\n") and out.inserted_len == len("three\n")
+    assert rebase.carry_change(base, base, base).text == base  # nothing to carry
+
+
+def test_carry_change_keeps_others_changes_and_names_the_nearby_ones() -> None:
+    base = numbered(20)
+    changed = base.replace("line 10\n", "ten\n")
+    current = base.replace("line 2\n", "two\n").replace("line 11\n", "eleven\n")
+    out = rebase.carry_change(base, changed, current)
+    assert out.text == current.replace("line 10\n", "ten\n")
+    assert [(c.first, c.last) for c in out.changes] == [(2, 2), (11, 11)]
+    assert [(c.first, c.last) for c in out.nearby] == [(11, 11)]
+    assert out.text[out.first_offset :].startswith("ten\n")
+    grown = base.replace("line 1\n", "line 1\nnew a\nnew b\n")  # two lines more above the change
+    out = rebase.carry_change(base, changed, grown)
+    assert out.text[out.first_offset :].startswith("ten\n") and out.text == grown.replace("line 10\n", "ten\n")
+
+
+def test_carry_change_refuses_overlaps_and_insertions_at_one_point() -> None:
+    base = numbered(10)
+    changed = base.replace("line 5\n", "five\n")
+    with pytest.raises(CoordinatorError) as info:
+        rebase.carry_change(
+            base, changed, base.replace("line 5\n", "FIVE\n"), name="f.py", what="the undo of version 3"
+        )
+    err = info.value
+    assert err.code is ErrorCode.STALE and err.details["reason"] == "overlap" and err.details["clashing"] == [[5, 5]]
+    assert err.message.startswith("f.py has changed since that write, and the undo of version 3 changes lines")
+    assert "another write also changed since then (line 5 of the current file)" in err.message
+    assert "Nothing was written. Read the file again" in err.message
+    inserted = base.replace("line 5\n", "line 5\nmine\n")
+    with pytest.raises(CoordinatorError) as info:
+        rebase.carry_change(base, inserted, base.replace("line 6\n", "theirs\nline 6\n"))
+    assert info.value.details["reason"] == "same_place"
+    assert "inserts lines at the very place where another write inserted lines since then" in info.value.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(concurrent_edits(commuting=True))
+def test_carrying_a_commuting_change_equals_applying_both(case: tuple[str, list[EditSpec]]) -> None:
+    base, (first, second, *_) = case
+    changed = apply_edit(base, first.old_string, first.new_string).text
+    current = apply_edit(base, second.old_string, second.new_string).text
+    both = apply_edit(current, first.old_string, first.new_string).text
+    assert rebase.carry_change(base, changed, current).text == both
+    # The inverse carried back (an undo) takes exactly the first change out again, or is refused: a
+    # deletion's inverse is an insertion, which may now meet the other edit's insertion at one point.
+    try:
+        assert rebase.carry_change(changed, base, both).text == current
+    except CoordinatorError as exc:
+        assert exc.details["reason"] == "same_place"
+
+
+@settings(max_examples=300, deadline=None)
+@given(concurrent_edits(commuting=False))
+def test_carrying_a_non_commuting_change_is_refused(case: tuple[str, list[EditSpec]]) -> None:
+    base, (first, second) = case
+    changed = apply_edit(base, first.old_string, first.new_string).text
+    current = apply_edit(base, second.old_string, second.new_string).text
+    with pytest.raises(CoordinatorError) as info:
+        rebase.carry_change(base, changed, current)
+    assert info.value.code is ErrorCode.STALE and info.value.details["reason"] in ("overlap", "same_place")
