@@ -380,9 +380,7 @@ def _validate_edits(edits: Sequence[EditSpec]) -> None:
                 "an empty file). Give the exact text to replace.",
                 index=i,
             )
-        if edit.old_string == "":
-            continue
-        folded_old = _fold_for_overlap(edit.old_string)
+        folded_old = _fold_for_overlap(edit.old_string)  # (an empty one is edits[0]: nothing before it)
         for j in range(i):
             if folded_old in _fold_for_overlap(edits[j].new_string):
                 raise CoordinatorError(
@@ -407,7 +405,7 @@ def apply_edits(content: str, edits: Sequence[EditSpec], match: str = EXACT) -> 
     text = content
     replacements = 0
     region: tuple[int, int] | None = None  # (start, end) in the current text
-    loosest = EditOutcome(content, 0, 0, 0)
+    match_used, match_lines = EXACT, None  # the loosest match any edit needed
     for i, edit in enumerate(edits):
         try:
             outcome, removed = _apply_edit(text, edit.old_string, edit.new_string, edit.replace_all, match)
@@ -421,15 +419,15 @@ def apply_edits(content: str, edits: Sequence[EditSpec], match: str = EXACT) -> 
         text = outcome.text
         replacements += outcome.replacements
         region = _merge_region(region, outcome.first_offset, removed, outcome.inserted_len)
-        if _MATCH_RANK[outcome.match] > _MATCH_RANK[loosest.match]:
-            loosest = outcome
+        if _MATCH_RANK[outcome.match] > _MATCH_RANK[match_used]:
+            match_used, match_lines = outcome.match, outcome.match_lines
     if text == content:
         raise CoordinatorError(
             ErrorCode.NO_CHANGE,
             "Taken together the edits leave the file exactly as it was. Nothing was changed.",
         )
     assert region is not None
-    return EditOutcome(text, replacements, region[0], region[1] - region[0], loosest.match, loosest.match_lines)
+    return EditOutcome(text, replacements, region[0], region[1] - region[0], match_used, match_lines)
 
 
 def _merge_region(region: tuple[int, int] | None, offset: int, removed: int, inserted: int) -> tuple[int, int]:
@@ -443,8 +441,8 @@ def _merge_region(region: tuple[int, int] | None, offset: int, removed: int, ins
         return edit_region  # entirely before: the new earliest region
     if offset > end:
         return region  # entirely after: the region did not move
-    shifted_end = end + inserted - removed if end >= offset + removed else offset + inserted
-    return min(start, offset), max(shifted_end, offset + inserted)
+    # An old region ending inside the replaced span ends, at the latest, with the inserted text.
+    return min(start, offset), max(end + inserted - removed, offset + inserted)
 
 
 # --- lines, numbering, snippets -----------------------------------------------------------------------

@@ -95,7 +95,10 @@ def test_old_string_without_final_line_end_keeps_the_files() -> None:
 
 def test_no_change_when_the_flexible_match_replaces_lines_by_themselves() -> None:
     text = "a  \nb\n"
-    refused(ErrorCode.NO_CHANGE, text, "a\nb\n", "a  \nb\n", match="flexible")
+    err = refused(ErrorCode.NO_CHANGE, text, "a\nb\n", "a  \nb\n", match="flexible")
+    assert err.message == (
+        "The edit leaves the file exactly as it was (new_string equals the lines it matched). Nothing was changed."
+    )
 
 
 def test_multi_edit_reports_the_loosest_match() -> None:

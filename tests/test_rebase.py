@@ -323,6 +323,14 @@ def test_multi_edit_is_rebased_as_a_whole() -> None:
     twenty = apply_edit(base, "line 20\n", "XX\n").text
     err = stale(rebase_edits, base, twenty, chained)
     assert err.details["reason"] == "overlap" and err.details["clashing"] == [[20, 20]]
+    # an edit after one that does not match on the base alone still claims the lines it matched
+    more = [*chained, EditSpec("line 5\nline 6\n", "five\nline 6\n")]
+    err = stale(rebase_edits, base, base.replace("line 6\n", "six\n"), more)
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
+    # and so does a flexible one
+    flex = [EditSpec("line 1\n", "one\n"), EditSpec("  line 5\n  line 6\n", "  five\n  line 6\n")]
+    err = stale(rebase_edits, base, base.replace("line 6\n", "six\n"), flex, "The file", "flexible")
+    assert err.details["reason"] == "overlap"
     specs = [EditSpec("line 3\n", "three\n"), EditSpec("line 16\n", "sixteen\n")]
     r = rebase_edits(base, current, specs)  # line 16 is next to line 15: commutes now
     assert "fifteen\nsixteen\n" in r.outcome.text

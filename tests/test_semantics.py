@@ -489,6 +489,7 @@ def test_suggest_cut_off_is_strict_and_needs_alike_stems() -> None:
     assert suggest_path("nope.txt", ["snip.txt"]) is None
     assert suggest_path("a.txt", ["b.txt"]) is None  # 0.8 overall, but stems nothing alike
     assert suggest_path("mian.txt", ["main.txt"]) == "main.txt"  # stems 0.75 alike: enough
+    assert suggest_path("ab.txt", ["ac.txt"]) == "ac.txt"  # stems exactly half alike: still enough
 
 
 def test_suggest_tie_break_is_closest_then_alphabetical() -> None:
@@ -762,8 +763,30 @@ def test_each_refusal_of_an_edit_says_what_to_do_next() -> None:
     assert "edits is empty" in err.message
     err = refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "ab", [EditSpec("a", "x"), EditSpec("", "y")])
     assert err.details == {"index": 1} and "only the first edit may have one" in err.message
+    assert err.message.endswith("an empty file). Give the exact text to replace.")
+    assert refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "a", []).message == (
+        "edits is empty; give at least one {old_string, new_string} edit."
+    )
     err = refused(ErrorCode.INVALID_ARGUMENT, apply_edits, "ab", [EditSpec("a", "xyz"), EditSpec("y", "q")])
     assert err.details == {"index": 1, "earlier_index": 0} and "contained in edits[0].new_string" in err.message
+    assert (
+        "that this same call inserts. Fold the two into one edit, or make the earlier new_string final." in err.message
+    )
+
+
+def test_multi_edit_region_spans_the_edits_that_touch_it() -> None:
+    out = apply_edits(
+        "abcdefghij", [EditSpec("cd", "XY"), EditSpec("ef", "Z")]
+    )  # the second starts where the first ends
+    assert out.text == "abXYZghij" and (out.first_offset, out.inserted_len) == (2, 3)
+    out = apply_edits("abcdefghij", [EditSpec("cd", "XY"), EditSpec("Yef", "W")])  # overlaps its end
+    assert out.text == "abXWghij" and (out.first_offset, out.inserted_len) == (2, 2)
+    out = apply_edits("abcdefghij", [EditSpec("gh", "1"), EditSpec("bc", "2")])  # before it: the new earliest
+    assert out.text == "a2def1ij" and (out.first_offset, out.inserted_len) == (1, 1)
+    out = apply_edits("abcdefghij", [EditSpec("bc", "2"), EditSpec("hi", "3")])  # after it: unchanged
+    assert (out.first_offset, out.inserted_len) == (1, 1)
+    out = apply_edits("abcdefghij", [EditSpec("def", "D"), EditSpec("bcD", "Q")])
+    assert out.text == "aQghij" and (out.first_offset, out.inserted_len) == (1, 1)
 
 
 def test_ambiguous_lists_at_most_ten_lines() -> None:
