@@ -795,3 +795,29 @@ def test_ambiguous_lists_at_most_ten_lines() -> None:
     assert "(at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...)" in err.message
     err = refused(ErrorCode.AMBIGUOUS, apply_edit, "a\n" * 10, "a", "b")
     assert "(at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)" in err.message
+
+
+def test_render_snippet_at_agrees_with_render_snippet_at_the_edges() -> None:
+    text = "\nb\nc\nd\n"  # a blank first line, so the scan must start at offset 0
+    for offset, length in [(0, 1), (1, 2), (3, 2), (len(text) - 1, 1), (len(text) - 2, 2), (len(text), 0)]:
+        first = line_number_at(text, offset)
+        region = text[offset : offset + length]
+        last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
+        for context in (0, 1, 4):
+            assert render_snippet_at(text, offset, length, first, context) == render_snippet(text, first, last, context)
+    assert render_snippet_at("x\ny\nz", 4, 1, 3, 0) == "     3\tz"
+    assert render_snippet_at("x\ny\nz\n", 5, 1, 3, 1) == "     2\ty\n     3\tz"
+
+
+def test_find_actual_string_takes_the_first_folded_place() -> None:
+    content = f"a {LEFT_SINGLE}x{RIGHT_SINGLE} b {RIGHT_SINGLE}x{LEFT_SINGLE}"
+    assert find_actual_string(content, "'x'") == f"{LEFT_SINGLE}x{RIGHT_SINGLE}"
+
+
+def test_a_flexible_edit_is_one_replacement_and_its_region_is_right_in_a_multi_edit() -> None:
+    src = "a:\n  x = 1  \n  y = 2\nb\n"
+    out = apply_edit(src, "  x = 1\n", "  x = 3\n", match="flexible")
+    assert out.replacements == 1
+    out = apply_edits(src, [EditSpec("  x = 1\n", "  x = 3\n"), EditSpec("b\n", "B\n")], match="flexible")
+    assert out.text == "a:\n  x = 3\n  y = 2\nB\n" and out.replacements == 2
+    assert (out.first_offset, out.inserted_len) == (3, len("  x = 3\n"))
