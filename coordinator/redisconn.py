@@ -293,3 +293,24 @@ def load_delta(before: list[NodeLoad], after: list[NodeLoad]) -> list[NodeLoad]:
         b = base.get(n.node, NodeLoad(n.node, 0, 0.0, 0))
         out.append(NodeLoad(n.node, n.commands - b.commands, round(n.cpu_s - b.cpu_s, 3), n.keys))
     return out
+
+
+def shard_report(before: list[NodeLoad], after: list[NodeLoad], edits: int = 0) -> list[dict[str, Any]]:
+    """Per primary, what a run cost it: commands, their share of all, CPU seconds, and per acknowledged
+    edit (when `edits` is given). `before`/`after` are `node_loads` snapshots taken around the run."""
+    delta = load_delta(before, after)
+    total = sum(max(0, n.commands) for n in delta) or 1
+    rows = []
+    for n in sorted(delta, key=lambda x: x.node):
+        row: dict[str, Any] = {
+            "node": n.node,
+            "commands": n.commands,
+            "share": round(n.commands / total, 3),
+            "cpu_s": n.cpu_s,
+            "keys": n.keys,
+        }
+        if edits:
+            row["commands_per_edit"] = round(n.commands / edits, 2)
+            row["cpu_us_per_edit"] = round(n.cpu_s / edits * 1e6, 1)
+        rows.append(row)
+    return rows

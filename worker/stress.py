@@ -269,9 +269,11 @@ def _run(args: argparse.Namespace, err: Any) -> int:
         spec = work.client_spec()
         corpus = _corpus(work.root, spec, args)
         _preflight(spec, corpus)
+        loads = _redis_loads(spec)
         run = _fleet_run(work, spec, corpus, args, err)
+        shards = _shard_rows(spec, loads, run)
         report = _oracle(run, spec, work.root, corpus)
-        return _conclude(run, report, corpus, args, str(work.root) if (args.keep or args.in_place) else None)
+        return _conclude(run, report, corpus, args, str(work.root) if (args.keep or args.in_place) else None, shards)
     except CoordinatorError as exc:
         err.print(f"[red]stress:[/red] {exc.message}")
         return NO_WORK
@@ -378,7 +380,65 @@ def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
     return report
 
 
-def _conclude(run: Any, report: Any, corpus: Corpus, args: argparse.Namespace, where: str | None) -> int:
+def _redis_loads(spec: Any) -> Any:
+    """Per-primary counters of the run's Redis before it (None: not a coordinator run on a given URL)."""
+    from coordinator.errors import CoordinatorError
+    from coordinator.redisconn import connect, node_loads
+
+    if spec.kind != "coordinator" or not spec.redis_url or spec.redis_url.startswith("unix://"):
+        return None
+    try:
+        client = connect(spec.redis_url)
+        return client, node_loads(client)
+    except CoordinatorError:
+        return None  # the load report is informative only
+
+
+def _shard_rows(spec: Any, loads: Any, run: Any) -> list[dict[str, Any]] | None:
+    from coordinator.errors import CoordinatorError
+    from coordinator.redisconn import node_loads, shard_report
+
+    from .fleet import summarize
+
+    if loads is None:
+        return None
+    client, before = loads
+    try:
+        return shard_report(before, node_loads(client), summarize(run)["acknowledged"])
+    except CoordinatorError:
+        return None  # a primary that failed over during the run: no load report
+    finally:
+        client.close()
+
+
+def _print_shards(shards: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="Redis load per primary (commands and server CPU during the run)")
+    for col in ("primary", "commands", "share", "per edit", "CPU s", "CPU us/edit", "keys"):
+        t.add_column(col, justify="left" if col == "primary" else "right")
+    for r in shards:
+        t.add_row(
+            r["node"],
+            f"{r['commands']:,}",
+            f"{r['share']:.0%}",
+            str(r.get("commands_per_edit", "-")),
+            f"{r['cpu_s']:.2f}",
+            str(r.get("cpu_us_per_edit", "-")),
+            f"{r['keys']:,}",
+        )
+    Console().print(t)
+
+
+def _conclude(
+    run: Any,
+    report: Any,
+    corpus: Corpus,
+    args: argparse.Namespace,
+    where: str | None,
+    shards: list[dict[str, Any]] | None = None,
+) -> int:
     from .fleet import summarize
 
     summary = summarize(run)
@@ -387,9 +447,13 @@ def _conclude(run: Any, report: Any, corpus: Corpus, args: argparse.Namespace, w
         out = {"summary": summary, "oracle": report.to_dict(), "corpus": corpus.to_dict(), "root": where}
         out["worker_errors"] = run.worker_errors
         out["verdict"] = {"exit_code": verdict.exit_code, "headline": verdict.headline, "hint": verdict.hint}
+        if shards is not None:
+            out["redis_primaries"] = shards
         print(json.dumps(out, indent=2))
     else:
         _print_report(summary, report, where, run.worker_errors, verdict)
+        if shards:
+            _print_shards(shards)
     return verdict.exit_code
 
 
