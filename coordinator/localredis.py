@@ -4,6 +4,7 @@ primary with a replica, started from the system's redis-server (Debian's `redis-
     with start_cluster(tmp_dir) as c:         # 3 primaries + 3 replicas on 127.0.0.1, ~2-3 s
         Coordinator(root, redis_url=c.url)    # redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...
         c.kill(c.busiest_primary())           # SIGKILL: a replica takes over within ~2 s
+    with start_server(tmp_dir) as one:        # one plain server: redis://127.0.0.1:P/0
     with start_sentinel(tmp_dir) as s:        # primary + replica + 3 sentinels, ~2-4 s
         s.url                                 # redis+sentinel://127.0.0.1:S1,.../ec
         s.kill(s.primary_port())
@@ -33,8 +34,10 @@ import redis
 __all__ = [
     "LocalCluster",
     "LocalSentinel",
+    "LocalServer",
     "start_cluster",
     "start_sentinel",
+    "start_server",
     "system_redis_server",
 ]
 
@@ -257,6 +260,34 @@ class LocalSentinel(_Deployment):
         )
 
 
+@dataclass
+class LocalServer(_Deployment):
+    """One plain redis-server on 127.0.0.1 (redis://)."""
+
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def primary_port(self) -> int:
+        return self.port
+
+
+def start_server(folder: Path, binary: str | None = None, timeout: float = 30.0) -> LocalServer:
+    """Start one redis-server under `folder`; return when it answers. The caller stops it."""
+    bin_ = _need_binary(binary)
+    (port,) = _free_ports(1)
+    dep = LocalServer(Path(folder), port=port)
+    try:
+        dep.servers[port] = _spawn(bin_, Path(folder) / f"data-{port}", port, [])
+        _wait(lambda: dep.servers[port].client(0.2).ping(), timeout, f"server {port} to answer")
+    except BaseException:
+        dep.stop()
+        raise
+    return dep
+
+
 def _need_binary(binary: str | None) -> str:
     found = binary or system_redis_server()
     if not found:
@@ -344,8 +375,10 @@ def start_sentinel(folder: Path, binary: str | None = None, timeout: float = 30.
 
 
 @contextlib.contextmanager
-def deployment(kind: str, folder: Path) -> Iterator[LocalCluster | LocalSentinel]:
-    """`with deployment("cluster" | "sentinel", folder) as d:` — the matching start function, stopped after."""
-    d = start_cluster(folder) if kind == "cluster" else start_sentinel(folder)
+def deployment(kind: str, folder: Path) -> Iterator[Any]:
+    """`with deployment("server" | "sentinel" | "cluster", folder) as d:` — the matching start function,
+    stopped after; `d.url` is the URL to give the coordinator."""
+    starts: dict[str, Any] = {"server": start_server, "sentinel": start_sentinel, "cluster": start_cluster}
+    d = starts[kind](folder)
     with d:
         yield d
