@@ -130,6 +130,8 @@ def test_redis_stopped_mid_run_fails_closed_then_recovers(real_redis_root):
         ensure_embedded_redis(state_dir)  # back, with its append-only file: the read state survived
         s.edit("r.txt", "b", "c")
         coord.redis.flushall()  # now the state is lost (a server replaced without its data)
+    with Coordinator(real_redis_root, redis_timeout=0.5) as fresh:  # a process that holds no view
+        s = fresh.session("agent")
         with pytest.raises(CoordinatorError) as ei:
             s.edit("r.txt", "c", "d")
         assert ei.value.code == ErrorCode.NOT_READ
