@@ -13,14 +13,21 @@ from coordinator import HttpClient, LocalClient
 
 client = HttpClient("http://127.0.0.1:8765", token=token)   # or LocalClient(coord)
 client.edit("agent-7", "src/app.py", "old", "new")
+
+For an event loop, `AsyncClient` (the same operations, awaitable); for model APIs, `coordinator.tools`
+(tool definitions for Anthropic, OpenAI and MCP, and one dispatcher).
 """
 
+from . import tools
+from .aio import AsyncClient, AsyncSession
 from .client import BoundSession, Client, EventPage, HttpClient, InProcessClient, LocalClient, SessionStatus
 from .engine import Coordinator, EditResult, ReadResult, Session, WriteResult
 from .errors import CoordinatorError, ErrorCode
 from .history import HistoryEntry
 
 __all__ = [
+    "AsyncClient",
+    "AsyncSession",
     "BoundSession",
     "Client",
     "Coordinator",
@@ -36,6 +43,7 @@ __all__ = [
     "Session",
     "SessionStatus",
     "WriteResult",
+    "tools",
 ]
 
 __version__ = "0.1.0"

@@ -31,12 +31,12 @@ import secrets
 import signal
 import socket
 import sys
-import traceback
 from typing import Any
 
 from . import cmd_common
 from .errors import CoordinatorError
-from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, error_payload, tool_specs
+from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, tool_specs
+from .tools import run_tool
 
 SESSION_ENV = cmd_common.SESSION_ENV
 REDIS_URL_ENV = cmd_common.REDIS_URL_ENV
@@ -77,19 +77,11 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
-        name, arguments = params.name, params.arguments
-        try:
-            out = await anyio.to_thread.run_sync(tools.call, name, arguments)
-        except Exception as exc:
-            if not isinstance(exc, CoordinatorError):
-                log.error("tool %s failed:\n%s", name, traceback.format_exc())
-            code, message = error_payload(exc)
-            return types.CallToolResult(
-                content=[types.TextContent(text=f"[{code}] {message}")],
-                structured_content={"code": code, "message": message},
-                is_error=True,
-            )
-        return types.CallToolResult(content=[types.TextContent(text=out.text)], structured_content=out.data)
+        # The one dispatcher (coordinator.tools): the same words as tools.dispatch gives an orchestrator.
+        res = await anyio.to_thread.run_sync(run_tool, tools, params.name, params.arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(text=res.text)], structured_content=res.data, is_error=res.is_error
+        )
 
     schemas = {spec.name: spec.schema for spec in specs}
     return Server(

@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import threading
+import traceback
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,6 +39,8 @@ from .mcp_tools import SessionTools, ToolSpec, error_payload, tool_specs
 
 Flavor = Literal["anthropic", "openai", "mcp"]
 FLAVORS: tuple[str, ...] = ("anthropic", "openai", "mcp")
+
+log = logging.getLogger("coordinator.tools")
 
 __all__ = ["FLAVORS", "ToolResult", "adispatch", "definitions", "dispatch", "run_tool"]
 
@@ -96,6 +100,8 @@ def run_tool(tools: SessionTools, name: str, arguments: dict[str, Any] | str | N
         args = _arguments(arguments)
         out = tools.call(name, args)
     except Exception as exc:  # every failure becomes text for the model; nothing escapes to the loop
+        if not isinstance(exc, CoordinatorError):
+            log.error("tool %s failed:\n%s", name, traceback.format_exc())
         return _error_result(exc)
     return ToolResult(out.text, False, None, out.data)
 

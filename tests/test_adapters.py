@@ -30,13 +30,14 @@ REPO = Path(__file__).resolve().parents[1]
 def test_public_names_are_pinned() -> None:
     """`coordinator.__all__` is exactly this list, and every name of CONTRACT.md's Python API is there."""
     assert sorted(coordinator.__all__) == sorted(
-        ["BoundSession", "Client", "Coordinator", "CoordinatorError", "EditResult", "ErrorCode", "EventPage",
+        ["AsyncClient", "AsyncSession", "BoundSession", "Client", "Coordinator", "CoordinatorError", "EditResult",
+         "ErrorCode", "EventPage",
          "HistoryEntry", "HttpClient", "InProcessClient", "LocalClient", "ReadResult", "Session", "SessionStatus",
-         "WriteResult"]
+         "WriteResult", "tools"]
     )  # fmt: skip
     for name in coordinator.__all__:
         assert getattr(coordinator, name) is not None, name
-    contract = ["Coordinator", "CoordinatorError", "ErrorCode", "Client", "HttpClient"]
+    contract = ["Coordinator", "CoordinatorError", "ErrorCode", "Client", "HttpClient", "AsyncClient", "tools"]
     assert set(contract) <= set(coordinator.__all__)
     codes = ["not_read", "stale", "no_match", "ambiguous", "no_change", "file_exists", "file_not_found",
              "is_directory", "binary_file", "special_file", "too_large", "unsupported_encoding", "outside_root",
@@ -51,6 +52,8 @@ def test_public_names_are_pinned() -> None:
     from worker.http_client import HttpClient as WorkerHttpClient
 
     assert WorkerClient is Client and InProcessClient is LocalClient and WorkerHttpClient is HttpClient
+    for fn in ("definitions", "dispatch", "adispatch", "ToolResult"):
+        assert callable(getattr(coordinator.tools, fn)), fn
 
 
 def test_one_table_for_every_code() -> None:
