@@ -9,7 +9,8 @@
 A run writes `<out>/<scenario>.json` for each scenario and the plots; `--report` writes the generated part
 of BENCHMARKS.md (between `<!-- bench:begin -->` and `<!-- bench:end -->`; the rest of the file is left as
 it is) from whatever results are in `--out`. Exit status: 0 when the oracle found no lost update in any
-coordinator cell, 1 when it found one, 2 when the suite could not run.
+coordinator cell, 1 when it found one, 2 when the suite could not run or a coordinator cell did no work (a
+repetition that acknowledged nothing, e.g. every call refused).
 
 The plots need matplotlib, an optional extra (`pip install -e ".[bench]"`); without it the suite runs,
 writes its figures and tables, and says how to get the plots. A scenario whose columns this build or
@@ -164,7 +165,32 @@ def run_bench(args: argparse.Namespace) -> int:
     from .summary import print_summary
 
     lost = print_summary(results, out, plots, time.monotonic() - t0)
-    return 1 if lost else 0
+    if lost:
+        return 1
+    idle = idle_coordinator_cells(results)
+    if idle:
+        err.print(
+            f"[red]bench: {len(idle)} coordinator cell(s) acknowledged no edit in a repetition "
+            f"({', '.join(idle[:5])}): a run that did no work proves nothing; see the refusal codes in the "
+            "results.[/red]"
+        )
+        return 2
+    return 0
+
+
+def idle_coordinator_cells(results: list[dict[str, Any]]) -> list[str]:
+    """The coordinator cells (scenario/row/column) of which a repetition acknowledged nothing: every call
+    refused, or none made. They make the run fail like a lost update would (exit 2, the rule of
+    `worker.verdict`)."""
+    idle = []
+    for res in results:
+        if res.get("skipped"):
+            continue
+        coord = {c["name"] for c in res["columns"] if c["kind"] in ("coordinator", "http", "async")}
+        for c in res["cells"]:
+            if c["column"] in coord and any(not r.get("acknowledged") for r in c.get("reps", [])):
+                idle.append(f"{res['scenario']['name']}/{c['row']}/{c['column']}")
+    return idle
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

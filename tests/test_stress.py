@@ -124,7 +124,7 @@ def test_report_explains_its_rows_and_the_json_carries_the_verdict() -> None:
     p = _stress("--workers", "2", "--edits", "20", "--workload", "hot-line", "--think-ms", "0")
     out = " ".join(p.stdout.split())
     assert p.returncode == OK, (p.stdout, p.stderr)
-    assert "conflict rate = refused / attempts" in out and "acknowledged edits in the files" in out
+    assert "conflict rate = stale / attempts" in out and "acknowledged edits in the files" in out
     assert "OK: all" in out and "exit status 0" in out
     p = _stress("--workers", "2", "--edits", "10", "--think-ms", "0", "--json")
     verdict = json.loads(p.stdout)["verdict"]
@@ -137,5 +137,22 @@ def test_help_gives_the_legend_and_the_exit_status_once_per_default() -> None:
     )
     text = " ".join(p.stdout.split())
     assert p.returncode == 0
-    assert "conflict rate refused / attempts" in text and "Exit status: 0 when" in text
+    assert "conflict rate refused as stale / attempts" in text and "Exit status: 0 when" in text
     assert "With --unsafe" in text and "(default: None)" not in text and "(default: False)" not in text
+
+
+def test_bench_fails_a_coordinator_cell_that_acknowledged_nothing() -> None:
+    from coordinator_bench.cli import idle_coordinator_cells
+
+    def result(acked: list[int], kind: str = "coordinator", skipped: bool = False) -> dict[str, Any]:
+        return {
+            "scenario": {"name": "hot"},
+            "skipped": skipped,
+            "columns": [{"name": "strict-none", "kind": kind}],
+            "cells": [{"row": "16", "column": "strict-none", "reps": [{"acknowledged": n} for n in acked]}],
+        }
+
+    assert idle_coordinator_cells([result([120, 0, 95])]) == ["hot/16/strict-none"]
+    assert idle_coordinator_cells([result([120, 95])]) == []
+    assert idle_coordinator_cells([result([0], kind="unsafe")]) == []  # a baseline is not judged so
+    assert idle_coordinator_cells([result([0], skipped=True)]) == []

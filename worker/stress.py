@@ -520,7 +520,11 @@ LEGEND = (
         "calls refused with that error code; nothing was written (stale: the file had changed "
         "since the session's read, so it re-read and retried)",
     ),
-    ("conflict rate", "refused / attempts: the share of edit calls that had to be retried"),
+    (
+        "conflict rate",
+        "refused as stale / attempts: the share of edit calls that found the file changed by "
+        "another session since their read, and re-read and retried (as in `bench`)",
+    ),
     ("throughput", "acknowledged edits per second of the run, all workers together"),
     ("latency", "time of one edit call, acknowledged or refused (p50 / p95 / p99)"),
     ("lock wait", "time an acknowledged edit waited for the file lock"),
@@ -531,7 +535,7 @@ LEGEND = (
 )
 # The few terms a reader needs at a glance, printed under the table (every row: the --help epilog).
 _LEGEND_LINE = (
-    "attempts = edit calls completed (acknowledged + refused); conflict rate = refused / attempts, the share of "
+    "attempts = edit calls completed (acknowledged + refused); conflict rate = stale / attempts, the share of "
     "edit calls that had to re-read and retry; stale = the file changed since the session's read; LOST UPDATES "
     "= acknowledged edits missing from the final files."
 )
@@ -600,7 +604,9 @@ def _table(summary: dict[str, Any], report: Any) -> Any:
     t.add_row("acknowledged", f"{summary['acknowledged']:,}")
     for code, n in summary["refused"].items() or [("", 0)]:
         t.add_row(f"  refused{': ' + code if code else ''}", f"{n:,}")
-    t.add_row("conflict rate", f"{summary['conflict_rate'] * 100:.1f} %")
+    attempts = summary["attempts"]
+    stale = summary["refused"].get("stale", 0)
+    t.add_row("conflict rate", f"{stale / attempts * 100 if attempts else 0.0:.1f} %")
     t.add_row("throughput", f"{summary['throughput_per_s']:,.0f} edits/s")
     t.add_row("latency p50/p95/p99", _fmt_ms(summary["latency_ms"]))
     t.add_row("lock wait p50/p95/p99", _fmt_ms(summary["lock_wait_ms"]))
