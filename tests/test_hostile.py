@@ -26,6 +26,7 @@ from coordinator.embedded import stop_embedded_redis
 pytest.importorskip("uvicorn", reason="the HTTP service needs uvicorn")
 try:
     import schemathesis
+    import schemathesis.specs.openapi.checks  # used below; not every release imports it with the package
     from schemathesis import GenerationMode
 except ImportError:  # pragma: no cover
     schemathesis = None  # type: ignore[assignment]
