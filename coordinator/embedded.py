@@ -459,46 +459,9 @@ def _start_locked(state_dir: Path, redis_dir: Path, deadline: float, timeout: fl
     sock = sockets[0]
     pidfile = redis_dir / "redis.pid"
     logfile = redis_dir / "redis.log"
-    # A server that is alive but does not answer (its socket removed, or wedged) holds nothing worth
-    # keeping: it is replaced, never left running beside the new one.
-    old_pid = _read_pidfile(pidfile)
-    if old_pid is not None and _is_our_server(old_pid, sockets):
-        _terminate(old_pid, timeout=min(2.0, max(deadline - time.monotonic(), 0.1)))
-    with contextlib.suppress(FileNotFoundError):
-        pidfile.unlink()
-    for stale in sockets:
-        _unlink_socket(stale)
-    try:
-        _prepare_runtime_dir(sock.parent)
-    except OSError as e:
-        raise CoordinatorError(
-            ErrorCode.STATE_UNAVAILABLE,
-            f"Cannot create the socket folder {sock.parent}: {e}. Pass a redis:// or unix:// URL instead.",
-            path=str(sock.parent),
-        ) from e
-
+    _clear_old_server(sockets, pidfile, deadline)
     binary = redis_server_binary()
-    args = [
-        binary,
-        "--port", "0",
-        "--unixsocket", str(sock),
-        "--unixsocketperm", "700",
-        "--daemonize", "yes",
-        "--pidfile", str(pidfile),
-        "--dir", str(redis_dir),
-        "--logfile", str(logfile),
-        "--loglevel", "notice",
-        "--save", "",
-        "--appendonly", "yes",
-        "--appendfsync", "everysec",
-        "--databases", "1",
-        "--maxmemory-policy", "noeviction",
-        "--timeout", "0",
-        "--always-show-logo", "no",
-    ]  # fmt: skip
-    if _server_version(binary) >= (6, 2):
-        # The title carries the socket path: how a process is recognised as this dir's server.
-        args += ["--proc-title-template", "{title} {unixsocket}"]
+    args = _server_args(binary, sock, pidfile, redis_dir, logfile)
     try:
         proc = subprocess.run(
             args,
@@ -546,6 +509,53 @@ def _start_locked(state_dir: Path, redis_dir: Path, deadline: float, timeout: fl
 
     _atomic_write_text(redis_dir / "socket", f"{sock}\n")
     return _url(sock)
+
+
+def _clear_old_server(sockets: list[Path], pidfile: Path, deadline: float) -> None:
+    """A server that is alive but does not answer (its socket removed, or wedged) holds nothing worth
+    keeping: it is replaced, never left running beside the new one. Then the socket folder is made ready."""
+    old_pid = _read_pidfile(pidfile)
+    if old_pid is not None and _is_our_server(old_pid, sockets):
+        _terminate(old_pid, timeout=min(2.0, max(deadline - time.monotonic(), 0.1)))
+    with contextlib.suppress(FileNotFoundError):
+        pidfile.unlink()
+    for stale in sockets:
+        _unlink_socket(stale)
+    sock = sockets[0]
+    try:
+        _prepare_runtime_dir(sock.parent)
+    except OSError as e:
+        raise CoordinatorError(
+            ErrorCode.STATE_UNAVAILABLE,
+            f"Cannot create the socket folder {sock.parent}: {e}. Pass a redis:// or unix:// URL instead.",
+            path=str(sock.parent),
+        ) from e
+
+
+def _server_args(binary: str, sock: Path, pidfile: Path, redis_dir: Path, logfile: Path) -> list[str]:
+    """The embedded server's command line: private unix socket, append-only file fsynced every second."""
+    args = [
+        binary,
+        "--port", "0",
+        "--unixsocket", str(sock),
+        "--unixsocketperm", "700",
+        "--daemonize", "yes",
+        "--pidfile", str(pidfile),
+        "--dir", str(redis_dir),
+        "--logfile", str(logfile),
+        "--loglevel", "notice",
+        "--save", "",
+        "--appendonly", "yes",
+        "--appendfsync", "everysec",
+        "--databases", "1",
+        "--maxmemory-policy", "noeviction",
+        "--timeout", "0",
+        "--always-show-logo", "no",
+    ]  # fmt: skip
+    if _server_version(binary) >= (6, 2):
+        # The title carries the socket path: how a process is recognised as this dir's server.
+        args += ["--proc-title-template", "{title} {unixsocket}"]
+    return args
 
 
 def embedded_status(state_dir: Path) -> dict[str, Any] | None:
