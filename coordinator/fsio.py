@@ -139,28 +139,38 @@ def _inside(real: str, root: str) -> bool:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
-def open_parent(rp: ResolvedPath, root: str, create: bool = False) -> int:
-    """Open the folder that holds `rp` and return its descriptor, proven to be inside the root.
+def open_parent(rp: ResolvedPath, root: str, create: bool = False, root_fd: int | None = None) -> int:
+    """Open the folder that holds `rp` and return a new descriptor of it, proven to be inside the root.
 
     The folder is reached from the root one component at a time, each opened relative to its (already
     opened) parent with O_NOFOLLOW | O_DIRECTORY; with `create`, a missing folder is made with mkdirat
     relative to that same parent descriptor, then opened the same way. So no folder is ever made or opened
     through a symlink, whatever another process swaps meanwhile: `rp.key` has no links in it (it is a real
     path), and a link found on the way now is a swap, refused as `outside_root`. A missing folder (without
-    `create`) is `file_not_found`; no OSError escapes.
+    `create`) is `file_not_found`; no OSError escapes. `root_fd`: the root, kept open by the caller (saves
+    opening it by path on every call); it is not closed here.
     """
+    parts = rp.key.split("/")[:-1]
     try:
-        dfd = os.open(root, _DIR_FLAGS)
+        if root_fd is None:
+            dfd = os.open(root, _DIR_FLAGS)
+        elif not parts:
+            return os.dup(root_fd)
+        else:
+            dfd = root_fd
     except OSError as exc:
         raise os_error(exc, rp) from exc
     try:
-        for i, name in enumerate(rp.key.split("/")[:-1]):
+        for i, name in enumerate(parts):
             child = _open_child(dfd, name, rp, i, create)
-            os.close(dfd)
+            if dfd != root_fd:
+                os.close(dfd)
             dfd = child
-        _check_descriptor_inside(dfd, rp, root)
+        if parts:
+            _check_descriptor_inside(dfd, rp, root)
     except BaseException:
-        os.close(dfd)
+        if dfd != root_fd:
+            os.close(dfd)
         raise
     return dfd
 
@@ -230,11 +240,11 @@ def _check_descriptor_inside(dfd: int, rp: ResolvedPath, root: str) -> None:
         )
 
 
-def list_parent(rp: ResolvedPath, root: str) -> list[str]:
+def list_parent(rp: ResolvedPath, root: str, root_fd: int | None = None) -> list[str]:
     """The names in the folder of `rp`, listed through a checked descriptor (never through a swapped link);
     [] when the folder cannot be opened."""
     try:
-        dfd = open_parent(rp, root)
+        dfd = open_parent(rp, root, root_fd=root_fd)
     except CoordinatorError:
         return []
     try:

@@ -49,8 +49,9 @@ def _kill_run(root: Path, workload: str, files: int, duration: float, every: flo
         root, workload, workers=4, files=files, duration=duration, chaos=Chaos(kill_every_s=every), recover=False
     )
     kills = [e for e in run.events if e["e"] == "kill"]
-    # Workers died inside their calls, some after their write landed and before it was acknowledged.
-    assert len(kills) >= max(10, int(duration / every / 4)), len(kills)
+    # Workers died inside their calls, some after their write landed and before it was acknowledged. (A
+    # count, not a rate: how many kills fit in the duration depends on how loaded the machine is.)
+    assert len(kills) >= 10, len(kills)
     assert report.in_flight > 0
     # No torn file, no lost or unexplained change (the oracle), and the kernel released every dead
     # holder's lock at once: each was taken right after the kill (-1.0 would mean 5 s without it).

@@ -266,3 +266,30 @@ def test_writing_below_a_file_says_it_is_a_file(root: Path) -> None:
         c.session("s").write("a.txt/b.txt", "y\n")
     assert exc.value.code == ErrorCode.FILE_NOT_FOUND
     assert "'a.txt' is a file, not a folder" in exc.value.message, exc.value.message
+
+
+def test_a_repository_the_user_may_not_write_is_refused_at_start_not_with_an_oserror(shared_root: Path) -> None:
+    """The state folder cannot be made: a coded refusal from the constructor, saying what to do."""
+    locked = shared_root / "locked"
+    locked.mkdir()
+    if os.geteuid() == 0:
+        os.chown(locked, 0, 0)
+    locked.chmod(0o755)
+    (shared_root.parent / "warm-up").mkdir()
+    with _coord(shared_root.parent / "warm-up"):
+        pass
+
+    def scenario() -> list[str]:
+        try:
+            _coord(locked).close()
+        except CoordinatorError as exc:
+            return [exc.code.value, exc.message]
+        except OSError as exc:
+            return ["OSError", repr(exc)]
+        return ["started", ""]
+
+    code, message = _in_child_as_nobody(scenario)
+    if os.geteuid() != 0 and os.access(locked, os.W_OK):  # pragma: no cover - a user who owns it anyway
+        pytest.skip("this user may write the folder")
+    assert code == ErrorCode.PERMISSION_DENIED.value, message
+    assert "state_dir=" in message

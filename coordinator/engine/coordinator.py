@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -110,19 +111,24 @@ class Coordinator(_WriteSteps, _ReadSteps):
         if not os.path.isdir(root_real):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root_real!r} is not a folder.")
         self.root = root_real
-        self.state_dir = layout.ensure_state_dir(state_dir if state_dir else layout.state_dir_of(root_real))
-        # Before anything else is created in a new state folder (that is how it is told from an old one).
-        self.namespace = namespace or layout.namespace_for(root_real, self.state_dir)
         self.durability: Durability = durability
         self.policy: Policy = policy
         self.fsync = durability == "fsync"
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self.default_read_lines = default_read_lines
-        self.locks = LockManager(layout.locks_dir(self.state_dir), timeout=lock_timeout)
-        self.history_store = History(self.state_dir, fsync=self.fsync)
-        self.tmp_dir = layout.tmp_dir(self.state_dir)
-        self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
+        try:  # the disk set-up: an OS refusal here is a CoordinatorError like any other
+            self.state_dir = layout.ensure_state_dir(state_dir if state_dir else layout.state_dir_of(root_real))
+            # Before anything else is created in a new state folder (that is how it is told from an old one).
+            self.namespace = namespace or layout.namespace_for(root_real, self.state_dir)
+            self.locks = LockManager(layout.locks_dir(self.state_dir), timeout=lock_timeout)
+            self.history_store = History(self.state_dir, fsync=self.fsync)
+            self.tmp_dir = layout.tmp_dir(self.state_dir)
+            self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
+            # Every folder is reached from this descriptor, one checked component at a time (fsio.open_parent).
+            self._root_fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _setup_refused(exc, root_real) from exc
         self.redis_url, self.redis = _redis_of(self.state_dir, redis_url, redis_client, redis_timeout)
         redis_client = self.redis
         self.state = StateStore(
@@ -160,10 +166,11 @@ class Coordinator(_WriteSteps, _ReadSteps):
                 pipe.execute()
         except Exception:
             pass
-        try:
-            os.close(self._tmp_dfd)
-        except OSError:
-            pass
+        for fd in (self._tmp_dfd, self._root_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         self.locks.close()
         self.history_store.close()
         try:
@@ -290,7 +297,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
 
     def _open_parent_or_missing(self, rp: fsio.ResolvedPath) -> int:
         try:
-            return fsio.open_parent(rp, self.root)
+            return fsio.open_parent(rp, self.root, root_fd=self._root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND:
                 raise self._missing(rp) from None
@@ -299,7 +306,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
     def _missing(self, rp: fsio.ResolvedPath) -> CoordinatorError:
         """file_not_found with a "Did you mean" hint (computed outside any lock)."""
         hint = None
-        names = fsio.list_parent(rp, self.root)  # through a checked descriptor: never an outside folder's names
+        names = fsio.list_parent(rp, self.root, self._root_fd)  # never an outside folder's names
         suggestion = semantics.suggest_path(rp.name, names)
         if suggestion is not None:
             folder = rp.key.rpartition("/")[0]
@@ -310,6 +317,16 @@ class Coordinator(_WriteSteps, _ReadSteps):
         else:
             msg += " Check the path (it is relative to the repository root), or create the file with Write."
         return CoordinatorError(ErrorCode.FILE_NOT_FOUND, msg, path=rp.key, suggestion=hint)
+
+
+def _setup_refused(exc: OSError, root: str) -> CoordinatorError:
+    denied = exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    return CoordinatorError(
+        ErrorCode.PERMISSION_DENIED if denied else ErrorCode.IO_ERROR,
+        f"Cannot prepare the coordinator's state folder for the repository {root!r} "
+        f"({exc.strerror or exc}). Run as a user who may write the repository and its {layout.STATE_DIR_NAME}/ "
+        "folder, or give state_dir= a folder this user may write.",
+    )
 
 
 def _open_tmp_dir(tmp_dir: Path) -> int:

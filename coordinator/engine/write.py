@@ -201,7 +201,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
 
     def _open_parent_for_write(self, rp: fsio.ResolvedPath, may_create: bool) -> int:
         try:
-            return fsio.open_parent(rp, self.root, create=may_create)
+            return fsio.open_parent(rp, self.root, create=may_create, root_fd=self._root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND and not may_create:  # (with create: a file in the way)
                 raise self._missing(rp) from None
