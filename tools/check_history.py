@@ -16,12 +16,14 @@ Prints the figures; exits 1 when an entry never happened or an undo failed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
 from pathlib import Path
 
 from coordinator import Coordinator, CoordinatorError
+from coordinator.embedded import stop_embedded_redis
 from coordinator.history import HistoryEntry
 from coordinator.history._format import content_hash
 from coordinator.layout import STATE_DIR_NAME
@@ -47,7 +49,7 @@ def chain_breaks(entries: list[HistoryEntry], now: str | None) -> list[int]:
     """Versions whose `after` is not what the next version found (or, for the newest, what is there now)."""
     breaks = []
     oldest_first = list(reversed(entries))
-    for older, newer in zip(oldest_first, oldest_first[1:], strict=False):
+    for older, newer in itertools.pairwise(oldest_first):
         if older.after != newer.before:
             breaks.append(older.version)
     if oldest_first and oldest_first[-1].after != now:
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 figures["undo_failed"] += 1
                 problems.append(f"{rel}: undo of version {entries[0].version}: {failed}")
+    if args.redis_url is None:
+        stop_embedded_redis(root / STATE_DIR_NAME)  # started above for the check; the run had stopped its own
     if args.json:
         print(json.dumps({**figures, "problems": problems}))
     else:
