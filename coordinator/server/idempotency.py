@@ -10,7 +10,8 @@ from typing import Any
 import redis
 import xxhash
 
-from ..errors import CoordinatorError, ErrorCode
+from ..errors import CoordinatorError
+from ..redisconn import redis_call
 from .common import ServiceError
 
 
@@ -47,14 +48,8 @@ class IdempotencyStore:
         return f"ec:idem:{{{self.ns}}}:{h}"
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except redis.RedisError as exc:
-            raise CoordinatorError(
-                ErrorCode.STATE_UNAVAILABLE,
-                "The coordination state (Redis) could not be reached to record this request's idempotency "
-                f"key, so nothing was read or written ({type(exc).__name__}). Try again in a moment.",
-            ) from exc
+        # The one Redis-error translator: cluster exceptions (not RedisErrors) included.
+        return redis_call(fn)
 
     def begin(self, k: str, fingerprint: bytes, may_wait: bool = True) -> tuple[int, bytes] | None:
         """None: the caller owns the key and must run the operation. Otherwise the answer to replay.
