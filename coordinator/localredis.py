@@ -213,7 +213,14 @@ class LocalSentinel(_Deployment):
         return "redis+sentinel://" + ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports) + f"/{self.service}"
 
     def primary_port(self) -> int:
-        """The port of the primary the sentinels currently name."""
+        """The port of the primary the sentinels currently name (RuntimeError when none names one)."""
+        port = self.named_primary()
+        if port is None:
+            raise RuntimeError("no sentinel names a primary")
+        return port
+
+    def named_primary(self) -> int | None:
+        """The port of the primary the first answering sentinel names, or None (none answers yet)."""
         for p in self.sentinel_ports:
             if not self.servers[p].alive:
                 continue
@@ -226,10 +233,12 @@ class LocalSentinel(_Deployment):
                 c.close()
             if addr:
                 return int(addr[1])
-        raise RuntimeError("no sentinel names a primary")
+        return None
 
     def healthy(self) -> bool:
-        port = self.primary_port()
+        port = self.named_primary()
+        if port is None:
+            return False
         prim = self.servers[port]
         if not prim.alive or _info(prim, "replication").get("role") != "master":
             return False
