@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover
     schemathesis = None  # type: ignore[assignment]
 
 try:  # tests/ as a package, or as a plain folder on sys.path
-    from tests.test_server import ServerProcess, auth, token
+    from tests.coordinator.server.test_server import ServerProcess, auth, token
 except ImportError:  # pragma: no cover
     from test_server import ServerProcess, auth, token  # type: ignore[no-redef]
 

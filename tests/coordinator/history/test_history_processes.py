@@ -18,13 +18,14 @@ from pathlib import Path
 from coordinator import Coordinator
 from coordinator.history import History
 from coordinator.retention import RetentionPolicy, collect
+from tests import REPO_ROOT
 
 STATE = ".edit-coordinator"
 
 
 def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
 

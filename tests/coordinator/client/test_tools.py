@@ -16,8 +16,9 @@ from mcp.client.stdio import stdio_client
 
 from coordinator import AsyncClient, Coordinator, ErrorCode, tools
 from coordinator.client import LocalClient
+from tests import REPO_ROOT
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+PACKAGE_ROOT = str(REPO_ROOT)
 NAMES = ["read_file", "write_file", "edit_file", "multi_edit", "lease", "renew", "release", "leases", "history", "undo"]
 
 

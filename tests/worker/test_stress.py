@@ -13,12 +13,12 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from tests import REPO_ROOT
 from worker.verdict import FAULT, NO_WORK, OK, judge
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 @dataclass

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_orchestrator_example_refuses_recovers_and_loses_nothing(tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ from mcp.client.stdio import stdio_client
 
 from coordinator.embedded import stop_embedded_redis
 from coordinator.mcp_server import SessionTools, tool_specs
+from tests import REPO_ROOT
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+PACKAGE_ROOT = str(REPO_ROOT)
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "multi_edit"]
 COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo"]
 
@@ -336,7 +337,7 @@ def test_lease_history_undo_tools_locally(repo: Path, tmp_path: Path) -> None:
 def test_lease_history_undo_tools_through_a_remote_service(tmp_path: Path) -> None:
     """`mcp --server URL --token T`: the same tools, forwarded to a real `serve` process; the MCP processes
     run in an empty folder and leave it empty (no engine, no Redis, no state folder of their own)."""
-    from tests.test_server import ServerProcess, token
+    from tests.coordinator.server.test_server import ServerProcess, token
 
     root = tmp_path / "served"
     root.mkdir()

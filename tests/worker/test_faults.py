@@ -31,7 +31,7 @@ import pytest
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator import fsio as fsio_mod
 from coordinator.locks import LockManager
-from tests import test_fleet as fleet_tests
+from tests.worker import test_fleet as fleet_tests
 from worker.agent import parse_counters
 from worker.fleet import Chaos, check_recovery, pair_ops, summarize
 

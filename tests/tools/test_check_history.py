@@ -9,10 +9,9 @@ from pathlib import Path
 
 from coordinator.history import HistoryEntry
 from coordinator.history._format import content_hash
+from tests import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location(
-    "check_history", Path(__file__).resolve().parent.parent / "tools" / "check_history.py"
-)
+_spec = importlib.util.spec_from_file_location("check_history", REPO_ROOT / "tools" / "check_history.py")
 assert _spec is not None and _spec.loader is not None
 check_history = importlib.util.module_from_spec(_spec)
 sys.modules["check_history"] = check_history

@@ -22,9 +22,10 @@ from coordinator import Client, Coordinator, CoordinatorError, ErrorCode, HttpCl
 from coordinator.embedded import embedded_status, stop_embedded_redis
 from coordinator.errors import CODES, info
 from coordinator.server import openapi_document
-from tests.test_server import SECRET, ServerProcess, auth, token
+from tests import REPO_ROOT
+from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def test_public_names_are_pinned() -> None:

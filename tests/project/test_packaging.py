@@ -9,11 +9,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import REPO_ROOT
+
+ROOT = REPO_ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 
 import min_constraints as mc  # noqa: E402

@@ -37,13 +37,14 @@ from coordinator.server import (
     openapi_document,
     verify_token,
 )
+from tests import REPO_ROOT
 from worker.client import Client, InProcessClient
 from worker.http_client import HttpClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
 pytest.importorskip("uvicorn", reason="the HTTP service needs uvicorn")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SECRET = "test-secret-" + "x" * 40
 LOOPBACK = "127.0.0.1"
 

@@ -16,6 +16,7 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, fsio
+from tests import REPO_ROOT
 
 
 def _setup(tmp_path: Path) -> tuple[str, fsio.ResolvedPath, int, int]:
@@ -86,7 +87,7 @@ def test_a_process_killed_after_the_swap_leaves_a_whole_file(tmp_path: Path) -> 
     (root / "f.txt").write_bytes(b"old content\n" * 1000)
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
         tmp = c.tmp_dir
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     run = subprocess.run([sys.executable, "-c", _SWAP_THEN_DIE, str(root), str(tmp)], env=env, timeout=60)
     assert run.returncode == -9
     assert (root / "f.txt").read_bytes() == b"new content\n" * 1000  # whole: the new content
