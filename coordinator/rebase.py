@@ -27,9 +27,10 @@ The session's *view* after a rebased edit is B with its own edit applied (`Rebas
 the session has not seen the intervening changes, so its read state must not claim it has. A result names
 the changes near the edit (`RebaseOutcome.nearby`), which the model should look at before relying on them.
 
-Invariant (property-tested in tests/coordinator/core/test_rebase.py): two edits made against the same base that commute give
-the same final text in either order of writing, equal to applying both one after the other; pairs that do
-not commute (overlapping lines, insertions at the same point) are refused whichever is written second.
+Invariant (property-tested in tests/coordinator/core/test_rebase.py): two edits made against the same base
+that commute give the same final text in either order of writing, equal to applying both one after the
+other; pairs that do not commute (overlapping lines, insertions at the same point) are refused whichever is
+written second.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import random
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -204,6 +204,12 @@ class StateStore:
 
         replies = self._call(go)
         return _unpack(replies[0]), replies[1:]
+
+    def queue_heads(self, pipe: Any, keys: Sequence[str]) -> None:
+        """Queue one HMGET(hash, writer) per path: its content hash after the last write and who made it,
+        the replies `events.ReadTracker.notice` reads (the notice lookups, on a pipeline made anyway)."""
+        for key in keys:
+            pipe.hmget(self.meta_key(key), "hash", "writer")
 
     def run_extra(self, extra: Extra) -> list[Any]:
         """Only the commands `extra` adds, in one round trip."""

@@ -21,7 +21,7 @@ discards the later versions and says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .errors import CoordinatorError, ErrorCode
 from .rebase import CarryOutcome, carry_change
@@ -31,14 +31,28 @@ UNDO, REDO = "undo", "redo"
 
 
 class _Entry(Protocol):
-    version: int
-    session: str
-    operation: str
-    before: str | None
-    after: str | None
+    """What is read of a history entry (read-only, so a frozen `HistoryEntry` is one)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def session(self) -> str: ...
+
+    @property
+    def operation(self) -> str: ...
+
+    @property
+    def before(self) -> str | None: ...
+
+    @property
+    def after(self) -> str | None: ...
 
     @property
     def reverts(self) -> int | None: ...
+
+
+_E = TypeVar("_E", bound=_Entry)
 
 
 def in_effect(entries: Sequence[_Entry]) -> dict[int, bool]:
@@ -51,7 +65,7 @@ def in_effect(entries: Sequence[_Entry]) -> dict[int, bool]:
     return effect
 
 
-def undo_target(entries: Sequence[_Entry], session: str, path: str) -> _Entry:
+def undo_target(entries: Sequence[_E], session: str, path: str) -> _E:
     """The write ``undo(path)`` reverts: this session's newest write in effect that is not an undo."""
     effect = in_effect(entries)
     for e in sorted(entries, key=lambda x: -x.version):
@@ -69,7 +83,7 @@ def undo_target(entries: Sequence[_Entry], session: str, path: str) -> _Entry:
     )
 
 
-def redo_target(entries: Sequence[_Entry], session: str, path: str) -> _Entry:
+def redo_target(entries: Sequence[_E], session: str, path: str) -> _E:
     """The undo ``redo(path)`` reverts: this session's newest undo in effect, with no other write by the
     session after it."""
     effect = in_effect(entries)
@@ -86,7 +100,7 @@ def redo_target(entries: Sequence[_Entry], session: str, path: str) -> _Entry:
     )
 
 
-def version_target(entries: Sequence[_Entry], version: int, path: str) -> _Entry:
+def version_target(entries: Sequence[_E], version: int, path: str) -> _E:
     """Version ``version``, if it is in the history and still in effect."""
     target = next((e for e in entries if e.version == version), None)
     if target is None:

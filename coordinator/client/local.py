@@ -125,18 +125,7 @@ class LocalClient:
     def notices(self, session: str) -> Notice | None:
         """Files `session` read through this process that another session has written since (each change is
         told once). Known per process: a session served by several processes is told by each."""
-        self._session(session)
-        tracker = self.coord.tracker
-        keys = tracker.seen(session) if tracker is not None else []
-        if tracker is None or not keys:
-            return None
-        state = self.coord.state
-
-        def lookups(pipe: Any) -> None:
-            for k in keys:
-                pipe.hmget(state.meta_key(k), "hash", "writer")
-
-        return tracker.notice(session, keys, state.run_extra(lookups))
+        return self.coord.notices(session)
 
     def status(self, session: str) -> SessionStatus:
         s = self._session(session)

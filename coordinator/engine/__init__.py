@@ -36,8 +36,10 @@ publishes a change event (events.py) on the post-write round trip, where notices
 session read also ride.
 
 Modules: results (ReadResult, WriteResult), plan (CurrentFile, WritePlan: the public types of
-`Coordinator.check_then_write`), calls (CallOptions, LockBusy, PostWriteHook), caches, leasing, reading,
-write, rebasing, record, intervening, coordinator (Coordinator), session (Session).
+`Coordinator.check_then_write`; `_view_refusal`, the staleness rule), calls (CallOptions, LockBusy,
+PostWriteHook), caches, base (`_CoordinatorBase`: the attributes and cross-calls the step mixins share,
+declared for the type checker), leasing, reading, write, rebasing, record, intervening, coordinator
+(Coordinator), session (Session).
 """
 
 from ..arguments import POLICIES

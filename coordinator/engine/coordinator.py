@@ -104,9 +104,10 @@ class Coordinator(_WriteSteps, _ReadSteps):
         arguments.check_policy(policy)
         arguments.check_match(match)
         arguments.check_choice(placeholders, "placeholders", ("refuse", "allow"))
+        arguments.check_state_check(state_check)
         self.match: Match = match
         self.placeholders: Placeholders = placeholders
-        self.state_check: StateCheck = arguments.check_state_check(state_check)  # type: ignore[assignment]
+        self.state_check: StateCheck = state_check
         root_real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(root_real):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root_real!r} is not a folder.")
@@ -272,6 +273,20 @@ class Coordinator(_WriteSteps, _ReadSteps):
     def recent_events(self, count: int = 50) -> list[events_mod.ChangeEvent]:
         """The newest `count` change events, oldest first."""
         return events_mod.recent(self.redis, self.namespace, count)
+
+    def notices(self, session: str) -> events_mod.Notice | None:
+        """Files `session` read through this process that another session has written since, or None.
+
+        Each change is told once (here or in a later result's `notice`). What a session read is known per
+        process: a session served by several processes is told by each. One round trip (the path heads),
+        none when this process tracks nothing for the session or notices are off."""
+        _check_session_id(session)
+        tracker = self.tracker
+        keys = tracker.seen(session) if tracker is not None else []
+        if tracker is None or not keys:
+            return None
+        heads = self._state_call(lambda: self.state.run_extra(lambda pipe: self.state.queue_heads(pipe, keys)))
+        return tracker.notice(session, keys, heads)
 
     def history(self, path: str) -> list[HistoryEntry]:
         """Versions of `path` that reached the file, newest first."""

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CoordinatorError
 from ..state import ReadState
+from .base import _CoordinatorBase
 from .options import KiB
-
-if TYPE_CHECKING:
-    pass
 
 # How much of a history index tail is read to name the sessions behind intervening writes.
 _INTERVENING_TAIL_BYTES = 256 * KiB
@@ -55,7 +53,7 @@ class _Walk:
         return _Intervening(view_time, self.newest, len(fresh), sessions, tuple(fresh[-_INTERVENING_KEPT:]))
 
 
-class _InterveningSteps:
+class _InterveningSteps(_CoordinatorBase):
     """Coordinator methods: the intervening writes of a path since a session's view."""
 
     def _intervening(

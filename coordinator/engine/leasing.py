@@ -10,13 +10,14 @@ from .. import fsio
 from ..errors import CoordinatorError, ErrorCode
 from ..leases import Lease, LeaseCheck, check_leases, leased_error, normalize_pattern
 from ..state import ReadState
+from .base import _CoordinatorBase
 
 # How old a lease snapshot may be when this process's cached view spares the pre-lock round trip. A grant
 # waits this long before returning, so every snapshot taken before it has been dropped by then.
 LEASE_SNAPSHOT_S = 0.2
 
 
-class _LeaseSteps:
+class _LeaseSteps(_CoordinatorBase):
     """Coordinator methods: the pre-lock view and lease step, and this process's grants."""
 
     # -- leases -------------------------------------------------------------------------------------------

@@ -90,28 +90,41 @@ class _Missing(Exception):
     "Did you mean" hint) after the lock is released."""
 
 
-def _check_view(recorded: ReadState | None, cur: CurrentFile, rp: fsio.ResolvedPath) -> None:
-    """The staleness rule: content decides. Enforced under the lock, against the bytes on disk.
+def _view_refusal(recorded: ReadState | None, cur: CurrentFile, rp: fsio.ResolvedPath) -> CoordinatorError | None:
+    """The staleness rule, its one owner: content decides. Judged under the lock, against the bytes on
+    disk: S's view is current iff its recorded hash is the hash of the file now. Returns the refusal
+    (`not_read`, `stale`), or None when the view is current.
 
     Precedence: a file that this session has not read, and that Read could never return (binary, or in an
     unsupported encoding), is refused for its content (`binary_file`, `unsupported_encoding`), not as
     `not_read`: "Read it first" would send the model into a loop.
     """
     if recorded is None:
-        cur.decoded()  # raises the content's own refusal, if it has one
-        raise CoordinatorError(
+        try:
+            cur.decoded()
+        except CoordinatorError as content_refusal:
+            return content_refusal
+        return CoordinatorError(
             ErrorCode.NOT_READ,
             f"{rp.shown} has not been read by this session yet (or its read state has expired). "
             "Read it first, then make your change.",
             path=rp.key,
         )
     if recorded.hash != cur.digest:
-        raise CoordinatorError(
+        return CoordinatorError(
             ErrorCode.STALE,
             f"{rp.shown} has been modified since you last read it (by another session or an outside "
             "program). Read it again before editing, then redo your change on the current content.",
             path=rp.key,
         )
+    return None
+
+
+def _check_view(recorded: ReadState | None, cur: CurrentFile, rp: fsio.ResolvedPath) -> None:
+    """Raise `_view_refusal`'s refusal, if there is one."""
+    refusal = _view_refusal(recorded, cur, rp)
+    if refusal is not None:
+        raise refusal
 
 
 def _changed_lines(plan: WritePlan) -> tuple[int, int]:

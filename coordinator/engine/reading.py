@@ -14,6 +14,7 @@ from ..errors import CoordinatorError, ErrorCode
 from ..history import content_hash
 from ..state import KIND_READ, ReadState
 from ..textio import Decoded, decode_bytes
+from .base import _CoordinatorBase
 from .options import Policy
 from .results import ReadResult
 
@@ -61,7 +62,7 @@ def _render(shown: str, sel: _Lines, unchanged: bool) -> tuple[str, str]:
     return semantics.number_lines(chosen, start), message
 
 
-class _ReadSteps:
+class _ReadSteps(_CoordinatorBase):
     """Coordinator methods: the read."""
 
     def _read(

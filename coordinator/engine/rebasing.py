@@ -11,7 +11,8 @@ from ..errors import CoordinatorError
 from ..history import content_hash
 from ..state import ReadState
 from ..textio import decode_bytes, encode_text
-from .plan import CurrentFile, WritePlan, _CachedViewRefused, _check_view
+from .base import _CoordinatorBase
+from .plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
 
 # A path whose view was found out of date this recently is "contended": a rebase there is tried before
 # taking the lock (see _early_rebase).
@@ -19,7 +20,7 @@ _CONTENDED_S = 2.0
 _CONTENDED_MAX = 100_000
 
 
-class _RebaseSteps:
+class _RebaseSteps(_CoordinatorBase):
     """Coordinator methods: the rebase of an edit made on an older view."""
 
     def _mark_contended(self, key: str) -> None:
@@ -52,9 +53,10 @@ class _RebaseSteps:
             return None
         data, st = found
         cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
-        if cur.digest == recorded.hash:
-            return None
-        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache, match)
+        refusal = _view_refusal(recorded, cur, rp)
+        if refusal is None:
+            return None  # the view is current now: nothing to carry over (judged again under the lock)
+        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache, refusal, match)
         assert cur.digest is not None
         return cur.digest, plan
 
@@ -65,13 +67,15 @@ class _RebaseSteps:
         specs: Sequence[semantics.EditSpec],
         rp: fsio.ResolvedPath,
         use_cache: bool,
+        strict: CoordinatorError,
         match: str = "exact",
     ) -> WritePlan:
         """Under the lock: carry `specs` from S's view (`recorded`) over onto the current file, or raise.
 
         Local disk and CPU only: the view's content comes from the history's object store. A view whose
         content is gone (retention, or an outside change right after S's own write) gets the strict
-        answer. With a cached view, any refusal is first checked against Redis (`_CachedViewRefused`).
+        answer, `strict` (the caller's judgement of the view, `_view_refusal`). With a cached view, any
+        refusal is first checked against Redis (`_CachedViewRefused`).
         """
         try:
             base_text = self._texts.get(recorded.hash)
@@ -79,13 +83,9 @@ class _RebaseSteps:
                 base_text = decode_bytes(self.history_store.load(recorded.hash, rp.key)).text
             current = cur.decoded()
         except CoordinatorError:
-            try:
-                _check_view(recorded, cur, rp)  # the strict answer
-            except CoordinatorError as strict:
-                if use_cache:
-                    raise _CachedViewRefused(rp.key, recorded, strict) from None
-                raise strict from None
-            raise
+            if use_cache:
+                raise _CachedViewRefused(rp.key, recorded, strict) from None
+            raise strict from None
         try:
             rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown, match=match)
         except CoordinatorError as exc:

@@ -29,6 +29,7 @@ from .. import semantics
 from ..errors import CoordinatorError
 from ..history import content_hash
 from ..state import KIND_WRITE, ReadState
+from .base import _CoordinatorBase
 from .calls import PostWriteHook
 from .intervening import _Intervening
 from .results import WriteResult
@@ -49,7 +50,7 @@ def _no_notice(replies: list[Any]) -> str:
     return ""
 
 
-class _RecordSteps:
+class _RecordSteps(_CoordinatorBase):
     """Coordinator methods: what happens once the lock is released."""
 
     def _after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
@@ -223,11 +224,9 @@ class _RecordSteps:
         keys = tracker.due(session, exclude=key) if tracker is not None else []
         if not keys or tracker is None:
             return None, _no_notice
-        meta_keys = [self.state.meta_key(k) for k in keys]
 
         def extra(pipe: Any) -> None:
-            for mk in meta_keys:
-                pipe.hmget(mk, "hash", "writer")
+            self.state.queue_heads(pipe, keys)
 
         def finish(replies: list[Any]) -> str:
             found = tracker.notice(session, keys, replies[-len(keys) :])

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import arguments, semantics, undoing
+from .. import arguments, fsio, semantics, undoing
 from ..arguments import check_text as _check_text
 from ..arguments import opt_int as _opt_int
 from ..errors import CoordinatorError, ErrorCode
+from ..events import Notice
+from ..history import HistoryEntry
 from ..leases import Lease
 from ..placeholders import check_placeholder
 from ..textio import Encoding, decode_bytes, encode_text
@@ -41,6 +43,10 @@ class Session:
     def read(self, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
         """Read lines of a text file; records this session's view of the whole file."""
         return self.coord._read(self.id, path, offset, limit, self.policy)
+
+    def notices(self) -> Notice | None:
+        """Files this session read that another session has written since (`Coordinator.notices`)."""
+        return self.coord.notices(self.id)
 
     # -- leases -------------------------------------------------------------------------------------------
     def lease(self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0) -> list[Lease]:
@@ -157,7 +163,7 @@ class Session:
         entries = self.coord.history_store.entries(rp.key)
         return self._revert(rp, entries, undoing.redo_target(entries, self.id, rp.shown))
 
-    def _revert(self, rp: Any, entries: Sequence[Any], target: Any) -> WriteResult:
+    def _revert(self, rp: fsio.ResolvedPath, entries: Sequence[HistoryEntry], target: HistoryEntry) -> WriteResult:
         store = self.coord.history_store
         before = None if target.before is None else store.load(target.before, rp.key)
         after: bytes | None = None
@@ -259,7 +265,7 @@ class Session:
         )
 
 
-def _revert_message(res: WriteResult, target: Any, entries: Sequence[Any], session: str) -> str:
+def _revert_message(res: WriteResult, target: HistoryEntry, entries: Sequence[HistoryEntry], session: str) -> str:
     who = "your" if target.session == session else f"{target.session}'s"
     msg = f"Reverted {who} {target.operation} of version {target.version} of {res.path} (now version {res.version})."
     if res.hash is None:
@@ -273,8 +279,8 @@ def _revert_message(res: WriteResult, target: Any, entries: Sequence[Any], sessi
 
 
 def _restore_point(
-    entries: Sequence[Any], shown: str, to_version: int | None, before_version: int | None
-) -> tuple[str | None, str, list[Any]]:
+    entries: Sequence[HistoryEntry], shown: str, to_version: int | None, before_version: int | None
+) -> tuple[str | None, str, list[HistoryEntry]]:
     """(content hash to put back or None for no file, "right after version N" / "before version N", the
     versions discarded)."""
     if before_version is not None:
@@ -300,7 +306,7 @@ def _restore_point(
     return target.after, f"right after version {to_version}", [e for e in entries if e.version > to_version]
 
 
-def _later_writers(entries: Sequence[Any], version: int) -> str:
+def _later_writers(entries: Sequence[HistoryEntry], version: int) -> str:
     later = sorted((e for e in entries if e.version > version), key=lambda e: e.version)
     if not later:
         return ""

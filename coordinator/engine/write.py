@@ -29,7 +29,7 @@ from .calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from .intervening import _InterveningSteps
 from .leasing import _LeaseSteps
 from .options import Policy
-from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _check_view, _Missing
+from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
 from .rebasing import _RebaseSteps
 from .record import _RecordSteps
 from .results import WriteResult
@@ -274,25 +274,25 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
     def _judge_view(
         self, req: _Request, pre: _PreLock, cur: CurrentFile, early: tuple[str, WritePlan] | None
     ) -> WritePlan | None:
-        """The staleness rule against the bytes on disk. Returns a rebase's plan when policy "rebase"
-        carried the edit over; None when the view is current; raises the refusal otherwise."""
+        """Judge the session's view against the bytes on disk, once (`_view_refusal`, the one owner of the
+        staleness rule), and act on the judgement: None when the view is current; a rebase's plan when
+        policy "rebase" carried the edit over (outside the lock onto these very bytes, or here); else the
+        refusal is raised (for a view from this process's cache, as `_CachedViewRefused`, to be confirmed
+        in Redis)."""
         recorded, rp = pre.recorded, pre.rp
-        out_of_date = recorded is not None and recorded.hash != cur.digest
-        if out_of_date:
-            self._mark_contended(rp.key)
+        refusal = _view_refusal(recorded, cur, rp)
+        if refusal is None:
+            return None
+        if recorded is None:
+            raise refusal  # not read: there is no view to carry over, nor a cached one
+        self._mark_contended(rp.key)
         if early is not None and early[0] == cur.digest:
             return early[1]  # carried over outside the lock onto these very bytes
-        if out_of_date and req.rebase_specs is not None:
-            assert recorded is not None
-            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, req.match)
-        if out_of_date and pre.use_cache:
-            assert recorded is not None
-            try:
-                _check_view(recorded, cur, rp)
-            except CoordinatorError as exc:
-                raise _CachedViewRefused(rp.key, recorded, exc) from None
-        _check_view(recorded, cur, rp)
-        return None
+        if req.rebase_specs is not None:
+            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, refusal, req.match)
+        if pre.use_cache:
+            raise _CachedViewRefused(rp.key, recorded, refusal)
+        raise refusal
 
     def _history_first(
         self, req: _Request, rp: fsio.ResolvedPath, held: HeldLock, cur: CurrentFile, plan: WritePlan

@@ -91,6 +91,40 @@ def test_notices_name_other_files_changed_since_read(root: Path, coord: Coordina
     assert a.read("a.py").notice.startswith("1 file you read has changed since: c.py (by B)")
 
 
+@pytest.mark.topology
+def test_coordinator_notices_on_demand_are_told_once_and_by_the_session(root: Path, coord: Coordinator) -> None:
+    """`Coordinator.notices` (the engine owns the lookup; LocalClient and Session call it): the files the
+    session read that another session wrote since, each change once, never the session's own writes."""
+    for name in ("a.py", "b.py"):
+        (root / name).write_text(f"{name}\n")
+    a, b = coord.session("A"), coord.session("B")
+    assert coord.notices("A") is None  # nothing tracked yet: no lookup at all
+    a.read("a.py")
+    a.read("b.py")
+    a.edit("a.py", "a.py", "A")
+    assert coord.notices("A") is None  # its own write is no news
+    b.read("b.py")
+    b.edit("b.py", "b.py", "B")
+    n = coord.notices("A")
+    assert n is not None and (n.paths, n.writers) == (("b.py",), ("B",))
+    assert a.notices() is None  # told once, whichever way it is asked
+    b.edit("b.py", "B", "BB")
+    n = a.notices()
+    assert n is not None and n.paths == ("b.py",)
+    with pytest.raises(CoordinatorError) as exc:
+        coord.notices("")
+    assert exc.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_notices_are_none_when_notices_are_off(root: Path) -> None:
+    (root / "a.py").write_text("a\n")
+    with Coordinator(root, redis_client=fakeredis.FakeRedis(), notices=False) as c:
+        c.session("A").read("a.py")
+        c.session("B").read("a.py")
+        c.session("B").write("a.py", "b\n")
+        assert c.notices("A") is None
+
+
 def test_read_tracker_is_bounded_and_rate_limited() -> None:
     t = ReadTracker(max_paths=3, interval_s=10)
     for i in range(5):
