@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
-from .cmd_history import REDIS_URL_ENV, _add_common, _guarded, open_repo, operator_id
+from . import cmd_common
+from .cmd_repo import open_repo, operator_id
 from .errors import CoordinatorError, ErrorCode
 
 
@@ -31,8 +31,8 @@ def register(sub: Any) -> None:
     target.add_argument("--before", type=int, metavar="VERSION", help="the content right before VERSION")
     p.add_argument("--dry-run", action="store_true", help="list the versions that would be discarded; write nothing")
     p.add_argument("--as", dest="operator", default=None, help="the operator session id (default operator:<user>)")
-    _add_common(p, redis=True)
-    p.set_defaults(func=_guarded(cmd_restore))
+    cmd_common.add_common(p)
+    p.set_defaults(func=cmd_common.guarded(cmd_restore))
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from .fsio import resolve
 
     key = resolve(repo.root, args.path).key
-    entries = repo.history().entries(key) if repo.has_state else []
+    entries = repo.entries(key)
     if not entries:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no recorded versions to restore.")
     if args.dry_run:
@@ -57,8 +57,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             listed = ", ".join(f"{e.version} ({e.operation} by {e.session})" for e in gone) or "nothing"
             print(f"Would discard the changes of {key} versions: {listed}.")
         return 0
-    url = args.redis_url or os.environ.get(REDIS_URL_ENV) or None
-    with Coordinator(repo.root, url) as coord:
+    with Coordinator(repo.root, args.redis_url) as coord:  # None: $EDIT_COORDINATOR_REDIS_URL, else embedded
         res = coord.restore(key, args.to, before_version=args.before, session=args.operator or operator_id())
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))

@@ -11,14 +11,14 @@ import os
 import time
 from typing import Any
 
-from .cmd_common import REDIS_URL_ENV
-from .cmd_history import Repo, _add_common, _ago, _console, _duration, _guarded, _when, open_repo
+from . import cmd_common
+from .cmd_repo import Repo, ago, duration, open_repo, rich_console, when
 from .errors import CoordinatorError
-from .layout import history_dir, locks_dir, namespace_for
+from .layout import locks_dir, namespace_for
 from .retention import format_size, history_usage
 
 
-def add_status(sub: Any) -> None:
+def register(sub: Any) -> None:
     for name, helptext in (
         ("status", "sessions, recent writes, locks held now and Redis health"),
         ("top", "the status view, refreshing (for watching a fleet)"),
@@ -29,13 +29,13 @@ def add_status(sub: Any) -> None:
             help="a session is active if it did something in the last this many seconds (default 60)",
         )  # fmt: skip
         p.add_argument("--recent", type=int, default=10, help="how many recent writes to show (default 10)")
-        _add_common(p, redis=True)
+        cmd_common.add_common(p)
         if name == "top":
             p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
             p.add_argument("--iterations", type=int, default=0, help="stop after this many (0: until Ctrl-C)")
-            p.set_defaults(func=_guarded(cmd_top))
+            p.set_defaults(func=cmd_common.guarded(cmd_top))
         else:
-            p.set_defaults(func=_guarded(cmd_status))
+            p.set_defaults(func=cmd_common.guarded(cmd_status))
 
 
 def probe_locks(repo: Repo) -> list[dict[str, Any]]:
@@ -70,7 +70,7 @@ def _path_of_lock(repo: Repo, lock_file: str) -> str | None:
 
 def recent_writes(repo: Repo, n: int) -> list[dict[str, Any]]:
     """The `n` newest writes across files (the index files most recently appended, read from the end)."""
-    if not history_dir(repo.state_dir).is_dir():
+    if not repo.has_state:
         return []
     return [
         {"time": e.time, "path": e.path, "version": e.version, "session": e.session, "operation": e.operation}
@@ -83,7 +83,7 @@ def _redis_section(repo: Repo, redis_url: str | None) -> tuple[dict[str, Any], A
     from .embedded import embedded_status
     from .state import connect
 
-    url = redis_url or os.environ.get(REDIS_URL_ENV)
+    url = redis_url  # the option's default is $EDIT_COORDINATOR_REDIS_URL (cmd_common)
     info: dict[str, Any] = {"url": url, "embedded": url is None, "ok": False}
     if url is None:
         st = embedded_status(repo.state_dir) if repo.state_dir.is_dir() else None
@@ -208,7 +208,7 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
         health = Text(f"Redis: unavailable ({r.get('error', '?')})  {r.get('url') or ''}", style="red")
     h = data["history"]
     header = Text(
-        f"edit-coordinator status  {data['root']}  {_when(now)}\n"
+        f"edit-coordinator status  {data['root']}  {when(now)}\n"
         f"Sessions: {data['active']} active, {data['idle']} idle   "
         f"History: {h['index_files']} files, {h['objects']} stored contents ({format_size(h['bytes'])})"
     )
@@ -218,14 +218,14 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     sessions.add_column("Last activity")
     for s in data["sessions"][:max_sessions]:
         style = "green" if s["state"] == "active" else "dim"
-        sessions.add_row(s["session"], Text(s["state"], style=style), _ago(now - s["last_seen"]))
+        sessions.add_row(s["session"], Text(s["state"], style=style), ago(now - s["last_seen"]))
     if len(data["sessions"]) > max_sessions:
         sessions.caption = f"{len(data['sessions']) - max_sessions} more not shown"
     writes = Table(title="Recent writes", title_justify="left")
     for col in ("When", "Path", "Version", "Session", "Operation"):
         writes.add_column(col, justify="right" if col == "Version" else "left")
     for w in data["recent_writes"]:
-        writes.add_row(_ago(now - w["time"]), w["path"], str(w["version"]), w["session"], w["operation"])
+        writes.add_row(ago(now - w["time"]), w["path"], str(w["version"]), w["session"], w["operation"])
     if data["locks_held"]:
         locks: Any = Table(title="Locks held now", title_justify="left")
         locks.add_column("Path")
@@ -244,7 +244,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        _console().print(render_status(data))
+        rich_console().print(render_status(data))
     return 0 if data["redis"].get("ok") or data["redis"].get("embedded") else 1
 
 
@@ -252,7 +252,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     from rich.live import Live
 
     repo = open_repo(args.root)
-    console = _console()
+    console = rich_console()
     count = 0
     client = None
     redis_url = args.redis_url
@@ -306,7 +306,5 @@ def _leases_view(data: dict[str, Any], now: float) -> Any:
         leases.add_column(col)
     for lease in data["leases"]:
         left = lease["ends_at"] - now
-        leases.add_row(
-            lease["session"], lease["pattern"], lease["mode"], f"in {_duration(left)}" if left > 0 else "now"
-        )
+        leases.add_row(lease["session"], lease["pattern"], lease["mode"], f"in {duration(left)}" if left > 0 else "now")
     return leases

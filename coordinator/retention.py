@@ -343,21 +343,31 @@ def _rewrite_index(history: History, locks: Any, key: str, versions: set[int], r
         held.release()
 
 
-def _current_digest(root: str, key: str) -> str | bool | None:
-    """The hash of `key`'s bytes on disk (None: no file); False when they cannot be read (then nothing is
-    decided from them)."""
+def read_on_disk(root: str, key: str) -> bytes | None:
+    """`key`'s bytes on disk now, read without locks or Redis; None when there is no such file (or folder on
+    the way). CoordinatorError when it cannot be read (outside the root, not a regular file, ...)."""
     try:
         rp = fsio.resolve(root, key)
         dfd = fsio.open_parent(rp, root)
     except CoordinatorError as exc:
-        return None if exc.code == ErrorCode.FILE_NOT_FOUND else False
+        if exc.code == ErrorCode.FILE_NOT_FOUND:
+            return None
+        raise
     try:
         found = fsio.read_at(dfd, rp, 1 << 40)
-    except CoordinatorError:
-        return False
     finally:
         os.close(dfd)
-    return None if found is None else content_hash(found[0])
+    return None if found is None else found[0]
+
+
+def _current_digest(root: str, key: str) -> str | bool | None:
+    """The hash of `key`'s bytes on disk (None: no file); False when they cannot be read (then nothing is
+    decided from them)."""
+    try:
+        data = read_on_disk(root, key)
+    except CoordinatorError:
+        return False
+    return None if data is None else content_hash(data)
 
 
 def settle(state_dir: Path, key: str, root: Path | str | None = None, locks: Any = None) -> bool:

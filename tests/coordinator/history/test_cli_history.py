@@ -17,7 +17,17 @@ from typing import Any
 
 import pytest
 
-from coordinator import Coordinator, CoordinatorError, cmd_history, errors, retention
+from coordinator import (
+    Coordinator,
+    CoordinatorError,
+    cmd_gc,
+    cmd_history,
+    cmd_repo,
+    cmd_status,
+    cmd_undo,
+    errors,
+    retention,
+)
 from coordinator.history import History, content_hash
 from coordinator.retention import RetentionPolicy, collect, parse_size
 
@@ -37,7 +47,9 @@ def exit_status(code: str) -> int:
 def main(argv: list[str]) -> int:
     """These commands alone (the wiring into `edit-coordinator` is tested once, at the end)."""
     parser = argparse.ArgumentParser(prog="edit-coordinator")
-    cmd_history.register(parser.add_subparsers())
+    sub = parser.add_subparsers()
+    for module in (cmd_history, cmd_undo, cmd_gc, cmd_status):
+        module.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 
@@ -186,7 +198,7 @@ def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
 ) -> None:
     root, c = repo
     three_versions(root, c)
-    real_read = cmd_history._operator_read
+    real_read = cmd_undo._operator_read
 
     def race_then_read(op: Any, key: str) -> str | None:
         z = c.session("agent-z")
@@ -194,7 +206,7 @@ def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
         z.edit(key, "a\n", "A\n")  # version 4, after the person chose to undo version 3
         return real_read(op, key)
 
-    monkeypatch.setattr(cmd_history, "_operator_read", race_then_read)
+    monkeypatch.setattr(cmd_undo, "_operator_read", race_then_read)
     rc, _, err = cli(capsys, root, "undo", "f.txt")
     assert rc == exit_status("stale") and "[stale]" in err and "version 4" in err
     assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
@@ -260,11 +272,9 @@ def test_undo_session_loses_nothing_written_while_it_runs(
     repo: tuple[Path, Coordinator], capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write by another session between the plan and the undo stops the undo: it is not discarded."""
-    from coordinator import cmd_history
-
     root, c = repo
     c.session("agent-x").write("a.txt", "x\n")
-    real_read = cmd_history._operator_read
+    real_read = cmd_undo._operator_read
 
     def read_then_race(op: Any, key: str) -> str | None:
         h = real_read(op, key)
@@ -273,7 +283,7 @@ def test_undo_session_loses_nothing_written_while_it_runs(
         y.edit(key, "x", "x then y")
         return h
 
-    monkeypatch.setattr(cmd_history, "_operator_read", read_then_race)
+    monkeypatch.setattr(cmd_undo, "_operator_read", read_then_race)
     rc, _, err = cli(capsys, root, "undo", "--session", "agent-x")
     assert rc == 1 and "Stopped" in err
     assert (root / "a.txt").read_text() == "x then y\n"
@@ -562,4 +572,4 @@ def test_commands_are_wired_into_edit_coordinator(tmp_path: Path, capsys: Any) -
 
 
 def _user() -> str:
-    return cmd_history.operator_id().split(":", 1)[1]
+    return cmd_repo.operator_id().split(":", 1)[1]
