@@ -24,10 +24,11 @@ written a file this session read. Decisions, to keep the round trips flat:
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -164,7 +165,7 @@ def follow(
         block_ms = max(1, min(block_ms, int(timeout_s * 1000)))  # never 0: that would block forever
     idle_since = time.monotonic()
     while stop is None or not stop():
-        reply = _call(lambda c=cursor: client.xread({key: c}, count=200, block=block_ms))
+        reply = _call(functools.partial(client.xread, {key: cursor}, count=200, block=block_ms))
         got = False
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
@@ -277,7 +278,7 @@ class ReadTracker:
             return self._notice(session, keys, heads)
 
     def _notice(self, session: str, keys: Sequence[str], heads: Sequence[Any]) -> Notice | None:
-        paths = self._seen.get(session, {})
+        paths: Mapping[str, str] = self._seen.get(session, {})
         changed: list[str] = []
         writers: list[str] = []
         for key, reply in zip(keys, heads, strict=True):

@@ -21,6 +21,7 @@ import itertools
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -487,6 +488,7 @@ def _fill_temp(fd: int, data: bytes, mode: int, owner: tuple[int, int] | None, f
 
 
 _RENAME_EXCHANGE = 2
+_renameat2: Callable[..., int] | None
 try:
     _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
 except (AttributeError, OSError):  # a libc without it: rename(2) only

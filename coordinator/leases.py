@@ -50,17 +50,19 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import redis
 
 from .errors import CoordinatorError, ErrorCode
 from .locks import lock_name
 from .redisconn import redis_call
+
+_T = TypeVar("_T")
 
 LeaseMode = Literal["exclusive", "shared"]
 MODES: tuple[str, ...] = ("exclusive", "shared")
@@ -271,9 +273,8 @@ class LeaseStore:
 
     def _parse(self, member: bytes, score: float) -> Lease | None:
         key = member + b"|" + str(int(score)).encode()
-        hit = self._parsed.get(key, False)
-        if hit is not False:
-            return hit  # type: ignore[return-value]
+        if key in self._parsed:
+            return self._parsed[key]
         try:
             d = json.loads(member)
             lease: Lease | None = Lease(
@@ -388,7 +389,7 @@ class LeaseStore:
         self._remove(pick)
         return ended
 
-    def _remove(self, pick: Any) -> int:
+    def _remove(self, pick: Callable[[Lease], bool]) -> int:
         def attempt(pipe: Any) -> int:
             live = self.live_from(pipe.zrangebyscore(self.key, _ms(time.time()), "+inf", withscores=True))
             gone = [x for x in live if pick(x)]
@@ -400,10 +401,10 @@ class LeaseStore:
 
         return self._transaction(attempt)
 
-    def _transaction(self, attempt: Any) -> Any:
+    def _transaction(self, attempt: Callable[[Any], _T]) -> _T:
         """Optimistic transaction on the lease set: WATCH, read, decide, MULTI/EXEC; again if it moved."""
 
-        def go() -> Any:
+        def go() -> _T:
             with self.r.pipeline(transaction=True) as pipe:
                 for _ in range(_GRANT_RETRIES):
                     try:
@@ -586,5 +587,5 @@ def _ms(t: float) -> int:
     return int(t * 1000)
 
 
-def _call(fn: Any) -> Any:
+def _call(fn: Callable[[], _T]) -> _T:
     return redis_call(fn)

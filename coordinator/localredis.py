@@ -24,7 +24,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -384,10 +384,14 @@ def start_sentinel(folder: Path, binary: str | None = None, timeout: float = 30.
 
 
 @contextlib.contextmanager
-def deployment(kind: str, folder: Path) -> Iterator[Any]:
+def deployment(kind: str, folder: Path) -> Iterator[LocalServer | LocalSentinel | LocalCluster]:
     """`with deployment("server" | "sentinel" | "cluster", folder) as d:` — the matching start function,
     stopped after; `d.url` is the URL to give the coordinator."""
-    starts: dict[str, Any] = {"server": start_server, "sentinel": start_sentinel, "cluster": start_cluster}
+    starts: dict[str, Callable[[Path], LocalServer | LocalSentinel | LocalCluster]] = {
+        "server": start_server,
+        "sentinel": start_sentinel,
+        "cluster": start_cluster,
+    }
     d = starts[kind](folder)
     with d:
         yield d

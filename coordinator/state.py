@@ -289,7 +289,8 @@ class StateStore:
                 extra(pipe)
             return pipe.execute()
 
-        return self._call(go)[2 + register :]
+        replies: list[Any] = self._call(go)
+        return replies[2 + register :]
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
         """After a write removed the file (undo of a creation): no read state; the path's version moves on."""

@@ -43,7 +43,7 @@ import xxhash
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.layout import STATE_DIR_NAME
 
-from .client import Client
+from .client import FileClient
 
 WORKLOADS: tuple[str, ...] = ("counters", "hot-line", "markers", "mixed")
 DEFAULT_FILES: dict[str, int] = {"counters": 4, "hot-line": 1, "markers": 8, "mixed": 8}
@@ -444,7 +444,7 @@ class Agent:
 
     def __init__(
         self,
-        client: Client,
+        client: FileClient,
         config: AgentConfig,
         control: Control,
         recorder: Recorder,

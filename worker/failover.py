@@ -116,7 +116,7 @@ def run_drill(
     topology: str, folder: Path, workers: int = 4, before: int = 10, after: int = 10, timeout_s: float = 60.0
 ) -> DrillReport:
     """Start a `topology` ("cluster" | "sentinel") deployment under `folder`, run the drill, stop it."""
-    from coordinator.localredis import deployment
+    from coordinator.localredis import LocalCluster, deployment
 
     root = Path(folder) / "repo"
     root.mkdir(parents=True)
@@ -130,7 +130,7 @@ def run_drill(
                 jobs = [pool.apply_async(_worker, (dep.url, str(root), i, progress, stop)) for i in range(workers)]
                 try:
                     _wait_for(lambda: min(progress) >= before, timeout_s)
-                    port = dep.busiest_primary() if topology == "cluster" else dep.primary_port()  # type: ignore[union-attr]
+                    port = dep.busiest_primary() if isinstance(dep, LocalCluster) else dep.primary_port()
                     snapshot = list(progress)
                     killed_at = time.time()
                     dep.kill(port)

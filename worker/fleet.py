@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import RawArray, RawValue
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from coordinator.errors import CoordinatorError
 from coordinator.layout import locks_dir, state_dir_of
@@ -50,7 +50,7 @@ from .agent import (
     session_id,
     slot_label,
 )
-from .client import Client
+from .client import FileClient
 from .oracle import (  # re-exported: the oracle used to live here
     MUTATING_OPS,
     TAGGED_OPS,
@@ -64,6 +64,23 @@ from .oracle import (  # re-exported: the oracle used to live here
     verify,
 )
 from .stats import percentile
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+
+    from .http_client import HttpClient
+
+StartMethod = Literal["fork", "spawn", "forkserver"]  # multiprocessing's start methods (Linux)
+
+
+def _mp_context(method: StartMethod) -> ForkContext | SpawnContext | ForkServerContext:
+    """multiprocessing's context for `method`, typed as the concrete context (which has `Process`)."""
+    if method == "fork":
+        return mp.get_context("fork")
+    if method == "spawn":
+        return mp.get_context("spawn")
+    return mp.get_context("forkserver")
+
 
 __all__ = [
     "MUTATING_OPS",
@@ -124,19 +141,19 @@ class ClientSpec:
         return self.kind.startswith("unsafe")
 
 
-def http_client_class() -> type:
+def http_client_class() -> type[HttpClient]:
     """`worker.http_client.HttpClient`, imported on first use; a clear error if it is not installed."""
     try:
-        from . import http_client  # type: ignore[attr-defined,unused-ignore]
+        from . import http_client
     except ImportError as exc:
         raise RuntimeError(
             "--url needs worker.http_client.HttpClient, which this installation does not have "
             f"({exc}). Run without --url to use the coordinator in-process."
         ) from exc
-    return http_client.HttpClient  # type: ignore[no-any-return]
+    return http_client.HttpClient
 
 
-def make_client(spec: ClientSpec) -> Client:
+def make_client(spec: ClientSpec) -> FileClient:
     if spec.kind == "coordinator":
         from .client import InProcessClient
 
@@ -149,7 +166,9 @@ def make_client(spec: ClientSpec) -> Client:
             policy=spec.policy,
         )
     if spec.kind == "http":
-        return http_client_class()(spec.url, token=spec.token)  # type: ignore[no-any-return]
+        if spec.url is None:
+            raise ValueError('a client of kind "http" needs the url of the service')
+        return http_client_class()(spec.url, token=spec.token)
     if spec.unsafe:
         from .unsafe import UnsafeClient
 
@@ -192,7 +211,7 @@ class FleetConfig:
     chaos: Chaos = field(default_factory=Chaos)
     observe: bool = True  # sample file bytes during the run (local clients only)
     timeout_s: float | None = None  # hard stop; default: duration + 60 s, or 600 s for an edit count
-    start_method: str = "forkserver"
+    start_method: StartMethod = "forkserver"
 
     def files_for(self, index: int) -> tuple[str, ...]:
         files = self.corpus.files
@@ -266,7 +285,7 @@ class _SharedControl:
 def worker_main(
     spec: WorkerSpec,
     shared: SharedState,
-    make: Callable[[ClientSpec], Client] | None = None,
+    make: Callable[[ClientSpec], FileClient] | None = None,
     run: Callable[[Agent], None] | None = None,
 ) -> None:
     """Entry point of a worker process: make a client, wait for the start, run one agent session.
@@ -359,7 +378,7 @@ class Fleet:
             raise ValueError("give a duration or an edit count")
         if config.chaos.redis_every_s is not None and not config.chaos.state_dir:
             raise ValueError("Redis chaos needs the embedded server's state dir")
-        self.ctx = mp.get_context(config.start_method)
+        self.ctx = _mp_context(config.start_method)
         if config.start_method == "forkserver":
             # The fork server imports the coordinator (and the main module) once; each worker is a fork of it.
             self.ctx.set_forkserver_preload(["__main__", "worker.fleet"])
@@ -506,7 +525,7 @@ class Fleet:
         if cfg.duration_s is not None and now >= started + cfg.duration_s - 0.05:
             return True
         if cfg.edits is not None:
-            return sum(self.shared.acked) >= cfg.edits
+            return int(sum(self.shared.acked)) >= cfg.edits
         return False
 
     def _interval(self, mean: float | None) -> float:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator.errors import CoordinatorError, ErrorCode
 
 from .agent import TAG_RE, content_hash, parse_counters, parse_hot
-from .client import Client
+from .client import FileClient
 
 if TYPE_CHECKING:
     from .fleet import FleetRun
@@ -127,7 +127,7 @@ def local_reader(root: str | os.PathLike[str]) -> Callable[[str], bytes | None]:
     return read
 
 
-def client_reader(client: Client, session: str = "oracle") -> Callable[[str], bytes | None]:
+def client_reader(client: FileClient, session: str = "oracle") -> Callable[[str], bytes | None]:
     """Reads final files through a client (for a remote service); the text is encoded back as UTF-8."""
 
     def read(rel: str) -> bytes | None:
@@ -312,8 +312,8 @@ def _verify_tags(rep: OracleReport, ops: list[Op], final: dict[str, bytes | None
                 rep.fail(f"{o.file}: a line deleted by {o.session} (acknowledged) is back")
     for rel, tags in found.items():
         for tag, n in tags.items():
-            o = intended.get(tag)
-            if o is None or o.file != rel:
+            owner = intended.get(tag)
+            if owner is None or owner.file != rel:
                 rep.phantom_writes += n
                 rep.fail(f"{rel}: {tag} is in the file but no session put it there")
 

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -42,6 +42,11 @@ from ..history import HistoryEntry
 from ..leases import Lease
 from .base import BoundSession, EventPage, SessionStatus, follow
 from .transport import PlainHttpTransport, Reply
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound="DataclassInstance")  # a result type: a dataclass
 
 TokenSource = str | Mapping[str, str] | Callable[[str], str]
 _USER_AGENT = "edit-coordinator-http-client"
@@ -348,7 +353,7 @@ def _tupled(value: Any) -> Any:
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def build(cls: Any, data: dict[str, Any]) -> Any:
+def build(cls: type[_R], data: dict[str, Any]) -> _R:
     """A result type (a frozen dataclass) from its JSON form: JSON arrays back to the tuples the dataclass
     holds; fields this version does not know are left out (a newer service may send more)."""
     spec = _FIELDS.get(cls)

@@ -28,7 +28,7 @@ class LocalClient:
         self.policy = policy
 
     def _session(self, session: str) -> Session:
-        return self.coord.session(session, self.policy)  # type: ignore[arg-type]
+        return self.coord.session(session, self.policy)  # type: ignore[arg-type]  # a str: session() checks it
 
     @classmethod
     def open(cls, root: str, redis_url: str | None = None, **options: Any) -> LocalClient:
@@ -87,7 +87,8 @@ class LocalClient:
         """Events after `since` ("$" or None: from now; "0": the oldest kept), waiting up to `wait_s` for
         the first. The cursor moves past every event read, shown or filtered out."""
         _check_count(limit, "limit", MAX_EVENTS)
-        if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or not 0 <= wait_s <= MAX_WAIT_S:
+        wait: object = wait_s  # checked as it may come (JSON, a tool call): a bool is not a number here
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT_S:
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"wait_s must be between 0 and {MAX_WAIT_S:.0f}.")
         if since is not None and not _CURSOR_RE.match(since):
             raise CoordinatorError(

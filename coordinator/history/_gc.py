@@ -6,8 +6,9 @@ import contextlib
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._format import (
     _PACK_HEADER,
@@ -27,7 +28,28 @@ from ._format import (
 
 
 class _Rewrite:
-    """History methods for gc (mixed into History)."""
+    """History methods for gc (mixed into History).
+
+    What it uses of History is declared here for the type checker, with annotations only (the methods
+    under TYPE_CHECKING): nothing is added at run time, and History's own definitions are checked against
+    these signatures."""
+
+    packs: Path
+    _locs: dict[tuple[str, str], tuple[int, Loc]]
+
+    if TYPE_CHECKING:
+
+        def _reconcile(self, held: LockFile, key: str, head: _Head, current: str | None) -> bool: ...
+
+        def read_index(self, name: str) -> IndexFile: ...
+
+        def scan(self) -> Iterator[IndexFile]: ...
+
+        def object_path(self, digest: str) -> Path: ...
+
+        def _index_file(self, name: str) -> str: ...
+
+        def _pack_file(self, name: str, gen: int) -> str: ...
 
     def rewrite(
         self, held: LockFile, key: str, drop: set[int], current: Callable[[], str | bool | None]

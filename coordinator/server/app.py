@@ -100,7 +100,7 @@ class App:
             coord = Coordinator(
                 self.config.root,
                 self.config.redis_url,
-                durability=self.config.durability,  # type: ignore[arg-type]
+                durability=self.config.durability,  # type: ignore[arg-type]  # a str, checked by ServerConfig
                 lock_timeout=self.config.lock_timeout,
                 **options,
             )
@@ -205,7 +205,8 @@ class App:
             check_limits(self.config, model)
         if self.coord is None:
             await asyncio.get_running_loop().run_in_executor(self.executor, self.open)
-        return await getattr(self, route.handler)(route, principal, model, scope, headers)
+        handler: Callable[..., Awaitable[Answer]] = getattr(self, route.handler)
+        return await handler(route, principal, model, scope, headers)
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _error(self, exc: ServiceError | CoordinatorError) -> Answer:
