@@ -6,6 +6,7 @@ the fixture fails the test if a redis-server for one of its state dirs is still 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import coordinator.embedded as embedded
+from coordinator import netfs
 from coordinator.embedded import (
     embedded_status,
     ensure_embedded_redis,
@@ -122,7 +124,7 @@ def test_binary_is_found() -> None:
 
 
 def test_missing_binary_is_a_clear_state_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     monkeypatch.setenv("PATH", "")
     with pytest.raises(CoordinatorError) as info:
         redis_server_binary()
@@ -430,8 +432,8 @@ def test_state_folder_on_a_network_filesystem_is_refused_naming_the_topology(
 ) -> None:
     state = state_dirs()
     mounts = f"/dev/sda1 / ext4 rw 0 0\nserver:/x {state.parent.parent} nfs rw 0 0\n"
-    real = embedded.filesystem_type
-    monkeypatch.setattr(embedded, "filesystem_type", lambda p, m=None: real(p, mounts))
+    real = netfs.filesystem_type
+    monkeypatch.setattr(netfs, "filesystem_type", lambda p, m=None: real(p, mounts))
     with pytest.raises(CoordinatorError) as ei:
         ensure_embedded_redis(state)
     err = ei.value
