@@ -57,24 +57,30 @@ def redis_server_binary() -> str:
     )
 
 
-def ping(sock: Path, timeout: float = PROBE_TIMEOUT) -> bool:
-    """True iff a server answers PING on ``sock``. A raw socket: no client, no pool, ~0.1 ms."""
+def _exchange(sock: Path, command: bytes, timeout: float) -> bytes | None:
+    """Send one inline command on a fresh raw connection (no client, no pool, ~0.1 ms) and return the first
+    reply line; b"" when the server closed the connection without a reply, None when it cannot be reached."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(str(sock))
-        s.sendall(b"PING\r\n")
+        s.sendall(command + b"\r\n")
         reply = b""
         while not reply.endswith(b"\r\n"):
             chunk = s.recv(64)
             if not chunk:
-                return False
+                break
             reply += chunk
-        return reply == b"+PONG\r\n"
+        return reply
     except OSError:
-        return False
+        return None
     finally:
         s.close()
+
+
+def ping(sock: Path, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True iff a server answers PING on ``sock``."""
+    return _exchange(sock, b"PING", timeout) == b"+PONG\r\n"
 
 
 def unix_client(sock: Path, timeout: float) -> redis.Redis:
@@ -99,16 +105,7 @@ def server_pid(sock: Path) -> int | None:
 
 def shutdown_nosave(sock: Path, timeout: float = PROBE_TIMEOUT) -> bool:
     """Send SHUTDOWN NOSAVE; True iff the server closed the connection without an error reply."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(str(sock))
-        s.sendall(b"SHUTDOWN NOSAVE\r\n")
-        return s.recv(256) == b""
-    except OSError:
-        return False
-    finally:
-        s.close()
+    return _exchange(sock, b"SHUTDOWN NOSAVE", timeout) == b""
 
 
 def unix_url(sock: Path) -> str:
