@@ -26,9 +26,9 @@ from typing import Any
 
 from . import errors
 from .errors import CoordinatorError, ErrorCode
+from .redisconn import REDIS_URL_ENV
 
 ROOT_ENV = "EDIT_COORDINATOR_ROOT"
-REDIS_URL_ENV = "EDIT_COORDINATOR_REDIS_URL"
 SESSION_ENV = "EDIT_COORDINATOR_SESSION"
 SERVER_ENV = "EDIT_COORDINATOR_SERVER"
 TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"

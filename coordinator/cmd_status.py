@@ -15,7 +15,7 @@ from . import cmd_common
 from .cmd_repo import Repo, ago, duration, open_repo, rich_console, when
 from .errors import CoordinatorError
 from .layout import locks_dir, namespace_for
-from .retention import format_size, history_usage
+from .retention import format_size
 
 
 def register(sub: Any) -> None:
@@ -120,11 +120,9 @@ def _probe_redis(client: Any, info: dict[str, Any]) -> bool:
 
 
 def _live_leases(client: Any, namespace: str) -> list[dict[str, Any]] | None:
-    """The leases in force (see coordinator/leases.py), or None where this build has no leases."""
-    try:
-        from .leases import LeaseStore
-    except ImportError:
-        return None
+    """The leases in force (see coordinator/leases.py), soonest end first; None if they cannot be read."""
+    from .leases import LeaseStore
+
     try:
         live = LeaseStore(client, namespace).live()
     except Exception:
@@ -132,12 +130,47 @@ def _live_leases(client: Any, namespace: str) -> list[dict[str, Any]] | None:
     return [lease.to_dict() for lease in sorted(live, key=lambda x: x.ends_at)]
 
 
+def _sessions(store: Any, now: float, active_window: float) -> list[dict[str, Any]]:
+    """The registered sessions, most recently seen first (CoordinatorError if Redis fails)."""
+    rows = []
+    for sid, t in sorted(store.sessions(), key=lambda st: st[1], reverse=True):
+        idle = now - t
+        state = "active" if idle <= active_window else "idle"
+        rows.append({"session": sid, "last_seen": t, "idle_s": round(idle, 1), "state": state})
+    return rows
+
+
+def _from_redis(
+    client: Any, repo: Repo, redis_info: dict[str, Any], now: float, active_window: float
+) -> dict[str, Any]:
+    """The part of the status that Redis holds: sessions, leases, refusals by code (with a note for each
+    part that could not be read)."""
+    from .state import StateStore
+
+    out: dict[str, Any] = {"sessions": [], "leases": [], "leases_note": "", "conflicts": None, "conflicts_note": ""}
+    if client is None or not redis_info.get("ok"):
+        out.update(leases_note="Redis is not reachable", conflicts_note="Redis is not reachable")
+        return out
+    store = StateStore(client, namespace_for(repo.root))
+    try:
+        out["sessions"] = _sessions(store, now, active_window)
+    except CoordinatorError as exc:
+        redis_info.update(ok=False, error=exc.message)
+    leases = _live_leases(client, store.ns)
+    out["leases"] = leases or []
+    out["leases_note"] = "could not be read" if leases is None else "" if leases else "none held"
+    try:
+        out["conflicts"] = {str(k): int(v) for k, v in store.error_counts().items()}
+    except Exception as exc:
+        out["conflicts_note"] = f"could not be read ({exc})"
+    return out
+
+
 def gather_status(
     repo: Repo, redis_url: str | None, active_window: float = 60.0, recent: int = 10, client: Any = None
 ) -> dict[str, Any]:
-    """Everything `status` shows, as plain data."""
-    from .state import StateStore
-
+    """Everything `status` shows, as plain data. Uses `client` if given, else connects to a Redis that
+    already runs (never starts one)."""
     now = time.time()
     own_client = client is None
     redis_info: dict[str, Any]
@@ -146,31 +179,12 @@ def gather_status(
     else:
         redis_info = {"url": redis_url, "ok": False}
         _probe_redis(client, redis_info)
-    sessions: list[dict[str, Any]] = []
-    leases: list[dict[str, Any]] | None = None
-    conflicts: dict[str, int] | None = None
-    conflicts_note = "the engine does not count refusals by code yet"
-    if client is not None and redis_info.get("ok"):
-        store = StateStore(client, namespace_for(repo.root))
-        try:
-            for sid, t in sorted(store.sessions(), key=lambda st: st[1], reverse=True):
-                idle = now - t
-                sessions.append(
-                    {"session": sid, "last_seen": t, "idle_s": round(idle, 1),
-                     "state": "active" if idle <= active_window else "idle"}
-                )  # fmt: skip
-        except CoordinatorError as exc:
-            redis_info.update(ok=False, error=exc.message)
-        leases = _live_leases(client, store.ns)
-        counter = getattr(store, "error_counts", None)
-        if callable(counter):
-            try:
-                conflicts = {str(k): int(v) for k, v in counter().items()}
-                conflicts_note = ""
-            except Exception as exc:
-                conflicts_note = f"could not be read ({exc})"
-    if own_client and client is not None:
-        client.close()
+    try:
+        held = _from_redis(client, repo, redis_info, now, active_window)
+    finally:
+        if own_client and client is not None:
+            client.close()
+    sessions = held["sessions"]
     return {
         "root": repo.root,
         "time": now,
@@ -179,14 +193,12 @@ def gather_status(
         "active": sum(1 for s in sessions if s["state"] == "active"),
         "idle": sum(1 for s in sessions if s["state"] == "idle"),
         "recent_writes": recent_writes(repo, recent),
-        "conflicts": conflicts,
-        "conflicts_note": conflicts_note,
+        "conflicts": held["conflicts"],
+        "conflicts_note": held["conflicts_note"],
         "locks_held": probe_locks(repo),
-        "leases": leases or [],
-        "leases_note": (
-            "not available in this build" if leases is None and client is not None else "" if leases else "none held"
-        ),
-        "history": history_usage(repo.state_dir) if repo.has_state else {"objects": 0, "bytes": 0, "index_files": 0},
+        "leases": held["leases"],
+        "leases_note": held["leases_note"],
+        "history": repo.history().usage() if repo.has_state else {"objects": 0, "bytes": 0, "index_files": 0},
     }
 
 

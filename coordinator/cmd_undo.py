@@ -29,6 +29,7 @@ from typing import Any
 from . import cmd_common, fsio
 from .cmd_repo import Repo, find_version, open_repo, operator_id, read_current, when
 from .errors import CoordinatorError, ErrorCode
+from .history import HistoryEntry
 
 
 def register(sub: Any) -> None:
@@ -98,34 +99,8 @@ def undo_file(
     entries = repo.entries(key)
     if not entries:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no recorded writes to undo.")
-    newest, oldest = entries[0], entries[-1]
-    notes: list[str] = []
-    if before is not None:
-        target = before
-    elif to is not None:
-        if to >= newest.version:
-            raise CoordinatorError(
-                ErrorCode.NO_CHANGE,
-                f"Version {to} is not older than the newest version of {key} ({newest.version}): nothing to undo.",
-            )
-        if to < oldest.version - 1:
-            raise CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"Version {to} of {key} is no longer in the history (the oldest kept is {oldest.version}); "
-                f"the furthest back is --to {oldest.version - 1}.",
-            )
-        after_to = [e for e in entries if e.version > to]
-        target = after_to[-1].version
-        base = next((e for e in entries if e.version == to), None)
-        first_after = after_to[-1]
-        if base is not None and base.after != first_after.before:
-            notes.append(
-                f"{key} was changed outside the coordinator between versions {to} and {target}; it is "
-                f"restored as version {target}'s writer found it."
-            )
-    else:
-        target = newest.version
-    find_version(entries, key, target)
+    newest = entries[0]
+    target, notes = undo_target(entries, key, to=to, before=before)
     with _coordinator(repo, redis_url) as coord:
         op = coord.session(operator or operator_id())
         current = _operator_read(op, key)
@@ -152,6 +127,40 @@ def undo_file(
         "message": res.message,
         "notes": notes,
     }
+
+
+def undo_target(entries: list[HistoryEntry], key: str, *, to: int | None, before: int | None) -> tuple[int, list[str]]:
+    """The version whose pre-image `undo PATH [--to N | --before N]` restores, with notes for the person
+    (`entries` newest first, not empty). Refused: --to N not older than the newest version, or older than
+    the history keeps."""
+    newest, oldest = entries[0], entries[-1]
+    notes: list[str] = []
+    if before is not None:
+        target = before
+    elif to is not None:
+        if to >= newest.version:
+            raise CoordinatorError(
+                ErrorCode.NO_CHANGE,
+                f"Version {to} is not older than the newest version of {key} ({newest.version}): nothing to undo.",
+            )
+        if to < oldest.version - 1:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"Version {to} of {key} is no longer in the history (the oldest kept is {oldest.version}); "
+                f"the furthest back is --to {oldest.version - 1}.",
+            )
+        first_after = [e for e in entries if e.version > to][-1]
+        target = first_after.version
+        base = next((e for e in entries if e.version == to), None)
+        if base is not None and base.after != first_after.before:
+            notes.append(
+                f"{key} was changed outside the coordinator between versions {to} and {target}; it is "
+                f"restored as version {target}'s writer found it."
+            )
+    else:
+        target = newest.version
+    find_version(entries, key, target)
+    return target, notes
 
 
 def _operator_read(op: Any, key: str) -> str | None:

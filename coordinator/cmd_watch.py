@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from . import cmd_common
-from .errors import ErrorCode, info
+from .errors import CoordinatorError, ErrorCode
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,8 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     inspector = cmd_common.Inspector.open(args.root, args.redis_url)
     if inspector is None:
-        print(f"edit-coordinator: {cmd_common.not_running(args.root)} There is nothing to watch.", file=sys.stderr)
-        return info(ErrorCode.STATE_UNAVAILABLE).exit_status
+        message = f"{cmd_common.not_running(args.root)} There is nothing to watch."
+        return cmd_common.fail(CoordinatorError(ErrorCode.STATE_UNAVAILABLE, message))
     try:
         _follow(args, inspector)
     except KeyboardInterrupt:

@@ -428,11 +428,7 @@ class LeaseStore:
             last = int(_call(lambda: self.r.incrby(self.token_key, n)))
             return range(last - n + 1, last + 1)
         path = self.fence_dir / "token"
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except FileNotFoundError:
-            self.fence_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = _open_fence_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.pread(fd, 8, 0)
@@ -477,11 +473,7 @@ class LeaseStore:
         if self.fence_dir is None:
             return
         path = self.fence_path(path_key)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except FileNotFoundError:
-            self.fence_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = _open_fence_file(path)
         try:
             raw = os.pread(fd, 24, 0)
             fence = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
@@ -589,3 +581,13 @@ def _ms(t: float) -> int:
 
 def _call(fn: Callable[[], _T]) -> _T:
     return redis_call(fn)
+
+
+def _open_fence_file(path: Path) -> int:
+    """Open (creating it, and its folder, if need be) a file of the fence folder, read-write, mode 0600."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o600)

@@ -105,6 +105,14 @@ class _Server:
     def client(self, timeout: float = 1.0) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout)
 
+    def answers(self) -> bool:
+        """True iff the server answers PING now (the probe's connection is closed)."""
+        c = self.client(0.2)
+        try:
+            return bool(c.ping())
+        finally:
+            c.close()
+
 
 def _spawn(binary: str, folder: Path, port: int, extra: list[str], conf: str | None = None) -> _Server:
     folder.mkdir(parents=True, exist_ok=True)
@@ -290,7 +298,7 @@ def start_server(folder: Path, binary: str | None = None, timeout: float = 30.0)
     dep = LocalServer(Path(folder), port=port)
     try:
         dep.servers[port] = _spawn(bin_, Path(folder) / f"data-{port}", port, [])
-        _wait(lambda: dep.servers[port].client(0.2).ping(), timeout, f"server {port} to answer")
+        _wait(dep.servers[port].answers, timeout, f"server {port} to answer")
     except BaseException:
         dep.stop()
         raise
@@ -322,7 +330,7 @@ def start_cluster(
                 _CLUSTER_ARGS,
             )
         for p in ports:
-            _wait(lambda s=cl.servers[p]: s.client(0.2).ping(), timeout, f"node {p} to answer")
+            _wait(cl.servers[p].answers, timeout, f"node {p} to answer")
         cli = shutil.which("redis-cli") or os.path.join(os.path.dirname(bin_), "redis-cli")
         subprocess.run(
             [
@@ -367,7 +375,7 @@ def start_sentinel(folder: Path, binary: str | None = None, timeout: float = 30.
             bin_, Path(folder) / f"data-{replica}", replica, ["--replicaof", "127.0.0.1", str(primary)]
         )
         for p in (primary, replica):
-            _wait(lambda s=dep.servers[p]: s.client(0.2).ping(), timeout, f"server {p} to answer")
+            _wait(dep.servers[p].answers, timeout, f"server {p} to answer")
         conf = (
             f"sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n"
             f"sentinel down-after-milliseconds {SERVICE} 1000\n"

@@ -66,18 +66,6 @@ class HeldLock:
         os.close(self.fd)
         return held
 
-    def read_counter(self) -> int:
-        """The per-path counter kept in the lock file itself (the path's last history version).
-
-        Only meaningful while the lock is held: the lock file is the one place that every writer of this
-        path touches under the lock anyway, so keeping the counter there costs no extra file or round trip.
-        """
-        raw = os.pread(self.fd, 8, 0)
-        return int.from_bytes(raw, "little") if len(raw) == 8 else 0
-
-    def write_counter(self, value: int) -> None:
-        os.pwrite(self.fd, value.to_bytes(8, "little"), 0)
-
     def __enter__(self) -> HeldLock:
         return self
 

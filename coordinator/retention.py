@@ -503,8 +503,3 @@ def _recover_trash(history: History) -> int:
     if not base.is_dir():
         return 0
     return sum(_restore_all(history, d) for d in base.iterdir() if d.is_dir())
-
-
-def history_usage(state_dir: Path) -> dict[str, int]:
-    """Objects, bytes and index files of the history (for status displays)."""
-    return History(Path(state_dir), fsync=False).usage()

@@ -71,21 +71,15 @@ def _is_opening_context(chars: Sequence[str], index: int) -> bool:
     return prev.isspace() or prev in _OPENING_PRECEDERS
 
 
-def _curl_double_quotes(s: str) -> str:
+def _curl(s: str, straight: str, left: str, right: str) -> str:
+    """Each `straight` quote in `s` becomes `left` in an opening context, else `right`.
+
+    An apostrophe (don't, l'heure) follows a letter, which is never an opening context, so it becomes a
+    closing quote (’) by the same rule as any other single quote: it needs no rule of its own."""
     chars = list(s)
     for i, ch in enumerate(chars):
-        if ch == '"':
-            chars[i] = LEFT_DOUBLE if _is_opening_context(chars, i) else RIGHT_DOUBLE
-    return "".join(chars)
-
-
-def _curl_single_quotes(s: str) -> str:
-    # An apostrophe (don't, l'heure) follows a letter, which is never an opening context, so it becomes a
-    # closing quote (’) by the same rule as any other single quote: it needs no rule of its own.
-    chars = list(s)
-    for i, ch in enumerate(chars):
-        if ch == "'":
-            chars[i] = LEFT_SINGLE if _is_opening_context(chars, i) else RIGHT_SINGLE
+        if ch == straight:
+            chars[i] = left if _is_opening_context(chars, i) else right
     return "".join(chars)
 
 
@@ -101,9 +95,9 @@ def preserve_quote_style(old_string: str, actual_old: str, new_string: str) -> s
     has_single = LEFT_SINGLE in actual_old or RIGHT_SINGLE in actual_old
     result = new_string
     if has_double:
-        result = _curl_double_quotes(result)
+        result = _curl(result, '"', LEFT_DOUBLE, RIGHT_DOUBLE)
     if has_single:
-        result = _curl_single_quotes(result)
+        result = _curl(result, "'", LEFT_SINGLE, RIGHT_SINGLE)
     return result
 
 

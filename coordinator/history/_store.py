@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -30,6 +29,7 @@ from ._format import (
     _Head,
     _header_generation,
     _Line,
+    _line_bytes,
     _parse_into,
     _parse_lines,
     _pread_file,
@@ -231,12 +231,7 @@ class History(_Rewrite):
         return before_at, after_at
 
     def _append_line(self, h: _Handles, size: int, entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> None:
-        record = entry.to_dict()
-        if b_at is not None:
-            record["before_at"] = list(b_at)
-        if a_at is not None:
-            record["after_at"] = list(a_at)
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        line = _line_bytes(entry, b_at, a_at) + b"\n"
         if size and os.pread(h.index_fd, 1, size - 1) != b"\n":
             line = b"\n" + line  # a torn last line (crash mid-append) must not swallow this entry
         _write_all(h.index_fd, line)
