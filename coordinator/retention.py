@@ -50,13 +50,12 @@ from typing import Any
 from . import fsio
 from .errors import CoordinatorError, ErrorCode
 from .history import History, HistoryEntry, IndexFile, content_hash
-from .layout import RETENTION_CONFIG, locks_dir
+from .layout import locks_dir, retention_config
 
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 
-CONFIG_NAME = RETENTION_CONFIG
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}
 
@@ -78,7 +77,7 @@ class RetentionPolicy:
     @classmethod
     def load(cls, state_dir: Path) -> RetentionPolicy:
         """The policy in `<state_dir>/retention.json`, or the defaults."""
-        path = Path(state_dir) / CONFIG_NAME
+        path = retention_config(state_dir)
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -105,8 +104,8 @@ class RetentionPolicy:
         return cls(**kwargs)
 
     def save(self, state_dir: Path) -> Path:
-        path = Path(state_dir) / CONFIG_NAME
-        tmp = path.with_name(f".{CONFIG_NAME}.{os.getpid()}.tmp")
+        path = retention_config(state_dir)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
         return path
