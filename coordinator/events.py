@@ -158,14 +158,14 @@ def follow(
     cursor = since_id(since)
     if cursor == "$":
         # Resolve "$" once, so events published between two blocking reads are not skipped.
-        last = _call(lambda: client.xrevrange(key, count=1))
+        last = redis_call(lambda: client.xrevrange(key, count=1))
         cursor = _s(last[0][0]) if last else "0-0"
     matchers = [pattern_regex(p) for p in paths] if paths else None
     if timeout_s is not None:
         block_ms = max(1, min(block_ms, int(timeout_s * 1000)))  # never 0: that would block forever
     idle_since = time.monotonic()
     while stop is None or not stop():
-        reply = _call(functools.partial(client.xread, {key: cursor}, count=200, block=block_ms))
+        reply = redis_call(functools.partial(client.xread, {key: cursor}, count=200, block=block_ms))
         got = False
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
@@ -185,7 +185,7 @@ def follow(
 
 def recent(client: Any, namespace: str, count: int = 50) -> list[ChangeEvent]:
     """The newest `count` events, oldest first."""
-    raw = _call(lambda: client.xrevrange(stream_key(namespace), count=count))
+    raw = redis_call(lambda: client.xrevrange(stream_key(namespace), count=count))
     out = [e for e in (parse_event(i, f) for i, f in raw) if e is not None]
     out.reverse()
     return out
@@ -300,7 +300,3 @@ class ReadTracker:
 
 def _s(v: Any) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    return redis_call(fn)

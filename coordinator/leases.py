@@ -261,7 +261,7 @@ class LeaseStore:
 
     def live(self) -> list[Lease]:
         """Every lease that has not ended, soonest end first."""
-        raw = _call(lambda: self.r.zrangebyscore(self.key, _ms(time.time()), "+inf", withscores=True))
+        raw = redis_call(lambda: self.r.zrangebyscore(self.key, _ms(time.time()), "+inf", withscores=True))
         return self.live_from(raw)
 
     def check(self, session: str, path_key: str, leases: Sequence[Lease] | None = None) -> LeaseCheck:
@@ -419,13 +419,13 @@ class LeaseStore:
                 "The lease table changed too often to complete this request; try again in a moment.",
             )
 
-        return _call(go)
+        return redis_call(go)
 
     def _draw_tokens(self, n: int) -> range:
         """`n` fresh fencing tokens: from the local token store when there is a fence folder (never the same
         token twice, whatever Redis loses), else from the Redis counter."""
         if self.fence_dir is None:
-            last = int(_call(lambda: self.r.incrby(self.token_key, n)))
+            last = int(redis_call(lambda: self.r.incrby(self.token_key, n)))
             return range(last - n + 1, last + 1)
         path = self.fence_dir / "token"
         fd = _open_fence_file(path)
@@ -435,7 +435,7 @@ class LeaseStore:
             if len(raw) == 8:
                 last = int.from_bytes(raw, "little")
             else:  # first grant with a local store: continue after the tokens Redis handed out before
-                last = int(_call(lambda: self.r.get(self.token_key)) or 0)
+                last = int(redis_call(lambda: self.r.get(self.token_key)) or 0)
             os.pwrite(fd, (last + n).to_bytes(8, "little"), 0)
             os.fsync(fd)
         except OSError as exc:
@@ -577,10 +577,6 @@ def _check_ttl(ttl_s: object) -> float:
 
 def _ms(t: float) -> int:
     return int(t * 1000)
-
-
-def _call(fn: Callable[[], _T]) -> _T:
-    return redis_call(fn)
 
 
 def _open_fence_file(path: Path) -> int:
