@@ -8,7 +8,7 @@ agent waiting for a contended lock stalls no other agent on the loop.
 Cancellation is safe, and says which way it went. A call whose task is cancelled before a worker picked it
 up never runs: nothing was written. A call already running when its task is cancelled runs to its end
 (the check-then-write is never cut in half) and its result is kept. Pass `idempotency_key` to a write,
-edit, multi_edit or undo to be able to ask again: the same key answers with the first call's result (or
+edit, multi_edit, undo, redo or restore to be able to ask again: the same key answers with the first call's result (or
 runs it now if it never started), and `outcome(key)` says "done", "running", "not_run" or "unknown".
 Without a key, `history(path)` tells whether a write landed.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -95,6 +96,23 @@ class AsyncClient:
         self, session: str, path: str, version: int | None = None, *, idempotency_key: str | None = None
     ) -> WriteResult:
         return await self._write(idempotency_key, self.client.undo, session, path, version)
+
+    async def redo(self, session: str, path: str, *, idempotency_key: str | None = None) -> WriteResult:
+        return await self._write(idempotency_key, self.client.redo, session, path)
+
+    async def restore(
+        self,
+        path: str,
+        to_version: int | None = None,
+        *,
+        before_version: int | None = None,
+        session: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> WriteResult:
+        """For people: `Client.restore` (the whole file back as it was; the result's `discarded` lists what
+        was thrown away)."""
+        fn = functools.partial(self.client.restore, before_version=before_version, session=session)
+        return await self._write(idempotency_key, fn, path, to_version)
 
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return await self._run(self.client.history, path, limit)
@@ -243,6 +261,9 @@ class AsyncSession:
 
     async def undo(self, path: str, version: int | None = None, *, idempotency_key: str | None = None) -> WriteResult:
         return await self.client.undo(self.id, path, version, idempotency_key=idempotency_key)
+
+    async def redo(self, path: str, *, idempotency_key: str | None = None) -> WriteResult:
+        return await self.client.redo(self.id, path, idempotency_key=idempotency_key)
 
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return await self.client.history(path, limit)

@@ -217,11 +217,12 @@ class Inspector:
 
 
 def open_client(args: argparse.Namespace, **options: Any) -> Any:
-    """The `Client` a command acts through: `HttpClient` with --server, else a local engine on --root."""
+    """The `Client` a command acts through: `HttpClient` with --server, else a local engine on --root
+    (`options`: the Coordinator's; `match`, when given, also goes to the service with each edit)."""
     from .client import HttpClient, LocalClient
 
     if getattr(args, "server", None):
         if not args.token:
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"--server needs --token (or ${TOKEN_ENV}).")
-        return HttpClient(args.server, token=args.token)
+        return HttpClient(args.server, token=args.token, match=options.get("match"))
     return LocalClient.open(real_root(args.root), args.redis_url, **options)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import cmd_common
+from .arguments import MATCHES
 from .client.base import plain
 
 
@@ -52,7 +53,8 @@ def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, s
 
 
 def _run(args: argparse.Namespace, op: Callable[[Any, str, argparse.Namespace], Any]) -> int:
-    client = cmd_common.open_client(args)
+    match = getattr(args, "match", None)
+    client = cmd_common.open_client(args, **({"match": match} if match else {}))
     try:
         result = op(client, _session_id(args), args)
     finally:
@@ -83,6 +85,17 @@ def _read(client: Any, session: str, args: argparse.Namespace) -> Any:
 
 def _edit(client: Any, session: str, args: argparse.Namespace) -> Any:
     return client.edit(session, args.path, args.old, args.new, args.replace_all)
+
+
+def add_match(p: argparse.ArgumentParser) -> None:
+    """`--match exact|flexible`, for every command that edits (here and `mcp`)."""
+    p.add_argument(
+        "--match",
+        choices=MATCHES,
+        default=None,
+        help="how old text is found: exact (default), or flexible: when exact fails, whole lines with trailing "
+        "whitespace ignored, then with the indentation shifted by a constant (the result says which was used)",
+    )
 
 
 def _write(client: Any, session: str, args: argparse.Namespace) -> Any:
@@ -119,6 +132,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--old", required=True, metavar="TEXT", help="the exact text to replace ('' creates a file)")
     p.add_argument("--new", required=True, metavar="TEXT", help="the replacement")
     p.add_argument("--replace-all", action="store_true", help="replace every occurrence")
+    add_match(p)
     _add(
         sub,
         "write",

@@ -1,4 +1,9 @@
-"""The MCP tools beyond Read / Write / Edit: leases, history and undo (see mcp_tools.py for the file tools).
+"""The MCP tools beyond Read / Write / Edit: leases, history, undo and redo (see mcp_tools.py for the file
+tools).
+
+Not a tool: `restore` (a whole file back as it was at a version, discarding every later version, whoever
+wrote it). It is for people (`edit-coordinator restore`, the admin HTTP route), because an agent that
+reaches for it throws away other agents' acknowledged work; an agent reverts its own change with undo.
 
 Each tool is one row of `COORDINATION_TOOLS`: its spec (name, description, input schema) and a handler from
 the session (a `coordinator.client.BoundSession`, local or remote) and the arguments to what the model sees.
@@ -72,15 +77,18 @@ HISTORY_SCHEMA = _schema(
 )
 UNDO_SCHEMA = _schema(
     {
-        "file_path": {"type": "string", "description": "The file to restore"},
+        "file_path": {"type": "string", "description": "The file whose write to revert"},
         "version": {
             "type": "integer",
             "minimum": 1,
-            "description": "Restore the content from before this version (see history). Omitted: undo your "
-            "latest write of the file that is still in effect.",
+            "description": "Revert this version's change (see history). Omitted: your latest write of the file "
+            "that is still in effect.",
         },
     },
     ("file_path",),
+)
+REDO_SCHEMA = _schema(
+    {"file_path": {"type": "string", "description": "The file whose last undo to take back"}}, ("file_path",)
 )
 
 _LEASE_DESCRIPTION = "\n".join(
@@ -100,15 +108,26 @@ _HISTORY_DESCRIPTION = (
 )
 _UNDO_DESCRIPTION = "\n".join(
     [
-        "Reverts a recorded write: makes the file what it was before that version (an edit like any other, "
-        "recorded and itself undoable).",
+        "Reverts one recorded write: takes that write's change back out of the file and keeps everything "
+        "written since, by you or by other agents (an edit like any other, recorded, and taken back by redo).",
         "",
-        "- Without version it undoes your own latest write of the file that is still in effect; call it "
-        "again to step further back.",
-        "- You must have read the file, and it must not have changed since (not_read / stale otherwise); it "
-        "never discards another agent's later write.",
+        "- Without version it reverts your own latest write of the file that is still in effect; call it "
+        "again to step further back, one write at a time.",
+        "- You must have read the file, and it must not have changed since (not_read / stale otherwise).",
+        "- It never discards another agent's work: when a later write changed the same lines, the undo is "
+        "refused with stale, naming those lines and who wrote them, and nothing is written.",
         "",
-        error_section(("not_read", "stale", "leased", "lock_timeout", "file_not_found", *_STATE_ERRORS)),
+        error_section(("not_read", "stale", "leased", "lock_timeout", "file_not_found", "no_change", *_STATE_ERRORS)),
+    ]
+)
+_REDO_DESCRIPTION = "\n".join(
+    [
+        "Takes back your latest undo of a file: brings the reverted change back, keeping everything written "
+        "since (an undo of that undo). Call it again to step forward through earlier undos.",
+        "",
+        "- The same rules as undo: read the file first; a later write on the same lines makes it stale.",
+        "",
+        error_section(("not_read", "stale", "leased", "lock_timeout", "file_not_found", "no_change", *_STATE_ERRORS)),
     ]
 )
 
@@ -168,6 +187,11 @@ def _undo(s: Any, args: dict[str, Any]) -> ToolOutcome:
     return write_outcome(s.undo(req_str(args, "file_path"), opt_whole(args, "version", 1)))
 
 
+def _redo(s: Any, args: dict[str, Any]) -> ToolOutcome:
+    check_keys(args, REDO_SCHEMA)
+    return write_outcome(s.redo(req_str(args, "file_path")))
+
+
 def _ttl(args: dict[str, Any]) -> float:
     v = args.get("ttl_s", 300.0)
     if isinstance(v, bool) or not isinstance(v, int | float):
@@ -198,4 +222,5 @@ COORDINATION_TOOLS: tuple[Tool, ...] = (
                   LEASES_SCHEMA, True), _leases),
     Tool(ToolSpec("history", "File history", _HISTORY_DESCRIPTION, HISTORY_SCHEMA, True), _history),
     Tool(ToolSpec("undo", "Undo a write", _UNDO_DESCRIPTION, UNDO_SCHEMA, False), _undo),
+    Tool(ToolSpec("redo", "Redo an undo", _REDO_DESCRIPTION, REDO_SCHEMA, False), _redo),
 )  # fmt: skip

@@ -17,6 +17,10 @@ Decisions:
 * Started from a terminal (stdin is a tty), it says on stderr what it is and how to register it. Ctrl-C
   (SIGINT) ends it at once: a write in progress is atomic on disk, and at worst its Redis update is lost
   (the session then reads again).
+* `--match flexible` (default exact, Claude Code's Edit): edit_file and multi_edit also find old_string as
+  whole lines with trailing whitespace ignored, then with the indentation shifted by a constant; the tool
+  result says so and names the lines. Local mode sets the engine's default; with --server it is sent with
+  each edit.
 * Requires the MCP Python SDK 2.x (`mcp>=2.3`): the low-level `Server` with constructor handlers, so that
   the input schemas are exactly the ones of the tool specs rather than derived from Python signatures.
 """
@@ -34,6 +38,7 @@ import sys
 from typing import Any
 
 from . import cmd_common
+from .cmd_files import add_match
 from .errors import CoordinatorError
 from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, tool_specs
 from .tools import run_tool
@@ -137,6 +142,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd_common.add_server(p)
     p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
+    add_match(p)
     p.add_argument("--log-level", default="WARNING", help="log level for stderr")
     p.add_argument(
         "--print-tools", action="store_true", help="print the tools (names, descriptions, schemas) as JSON and exit"
@@ -168,7 +174,8 @@ def _quit_on_interrupt() -> None:
 
 def _open_session(args: argparse.Namespace) -> tuple[Any, Any, int]:
     """(client, bound session, default read lines) for --server or --root."""
-    client = cmd_common.open_client(args, durability=args.durability, lock_timeout=args.lock_timeout)
+    matching = {"match": args.match} if args.match else {}
+    client = cmd_common.open_client(args, durability=args.durability, lock_timeout=args.lock_timeout, **matching)
     try:
         if args.server:
             session_id = args.session or str(client.session_status()["session"])

@@ -1,7 +1,8 @@
 """The MCP tools as plain functions from arguments to text, raising CoordinatorError (testable without MCP).
 
 The file tools carry the names, input schemas and rules of Claude Code's Read / Write / Edit / MultiEdit:
-`read_file`, `write_file`, `edit_file`, `multi_edit`; leases, history and undo are in mcp_coordination.py.
+`read_file`, `write_file`, `edit_file`, `multi_edit`; leases, history, undo and redo are in
+mcp_coordination.py.
 What each error code means to the model comes from `coordinator.errors.CODES`.
 
 * The "unchanged since your last read" short answer is given only for a view that this process has already
@@ -259,7 +260,7 @@ class ToolSpec:
 
 
 def tool_specs(default_read_lines: int = 2000) -> list[ToolSpec]:
-    """The tools, in the order they are listed: the four file tools, then leases, history and undo."""
+    """The tools, in the order they are listed: the four file tools, then leases, history, undo and redo."""
     from .mcp_coordination import COORDINATION_TOOLS
 
     return [
@@ -272,7 +273,7 @@ def tool_specs(default_read_lines: int = 2000) -> list[ToolSpec]:
 
 
 def extra_handlers(session: Any) -> dict[str, Callable[[dict[str, Any]], ToolOutcome]]:
-    """The handlers of the coordination tools (leases, history, undo), bound to `session`."""
+    """The handlers of the coordination tools (leases, history, undo, redo), bound to `session`."""
     from .mcp_coordination import COORDINATION_TOOLS
 
     return {tool.spec.name: functools.partial(tool.handler, session) for tool in COORDINATION_TOOLS}
@@ -309,7 +310,9 @@ class SessionTools:
         if isinstance(self.session, Session):
             from .client import LocalClient
 
-            self.session = LocalClient(self.session.coord, policy=self.session.policy).session(self.session.id)
+            engine_session = self.session
+            client = LocalClient(engine_session.coord, policy=engine_session.policy, match=engine_session.match)
+            self.session = client.session(engine_session.id)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> ToolOutcome:
         handler = self._handlers().get(name)
@@ -416,14 +419,19 @@ def write_outcome(w: WriteResult) -> ToolOutcome:
     text = w.message
     if w.snippet:
         text += "\n" + w.snippet
-    data = {
+    data: dict[str, Any] = {
         "path": w.path,
         "operation": w.operation,
         "version": w.version,
         "created": w.created,
         "replacements": w.replacements,
         "start_line": w.start_line,
+        "match": w.match,  # how old_string was found (exact, quotes, trailing_whitespace, indentation)
     }
+    if w.match_lines is not None:
+        data["match_lines"] = list(w.match_lines)
+    if w.reverts is not None:
+        data["reverts"] = w.reverts  # undo / redo: the version whose change was reverted
     return ToolOutcome(text, data)
 
 

@@ -5,6 +5,10 @@ Two transports implement it: `LocalClient` (in this process, over the engine's s
 same codes, so a program written against one runs unchanged against the other; the HTTP service, the MCP
 server, the command line and the worker fleet are adapters over this interface.
 
+`restore` is the one call for people rather than agents: it puts a whole file back as it was at a version
+and discards every later version, whoever wrote it (the result's `discarded` lists them). It is not on
+`BoundSession`, and not an MCP tool; over HTTP it needs the admin token.
+
 Calls that act as a session take its id first (`client.edit("agent-7", path, old, new)`): one client can
 serve many sessions, as a worker fleet does. `client.session("agent-7")` gives a `BoundSession`, the same
 calls with the id filled in (the shape of `coordinator.Session`), for code that serves one session.
@@ -65,6 +69,12 @@ class Client(Protocol):
     def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult: ...
 
     def undo(self, session: str, path: str, version: int | None = None) -> WriteResult: ...
+
+    def redo(self, session: str, path: str) -> WriteResult: ...
+
+    def restore(
+        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
+    ) -> WriteResult: ...
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]: ...
 
@@ -148,6 +158,9 @@ class BoundSession:
 
     def undo(self, path: str, version: int | None = None) -> WriteResult:
         return self.client.undo(self.id, path, version)
+
+    def redo(self, path: str) -> WriteResult:
+        return self.client.redo(self.id, path)
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return self.client.history(path, limit)

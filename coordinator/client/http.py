@@ -10,6 +10,9 @@ once and its first answer is returned. Retried: connection failures, timeouts, a
 `lock_timeout`, `state_unavailable`, `overloaded`, ...), after their Retry-After. Never retried: refusals
 about the content or the view, which need a different call.
 
+`policy` ("strict" / "rebase") and `match` ("exact" / "flexible"): sent with every write (`match` with
+every edit and multi_edit); None leaves the service's default.
+
 `idempotency_keys=False` sends no key (saves the service its Redis round trip per write) and then retries
 no write, edit, multi_edit or undo that may have reached the service.
 
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from .. import errors
+from .. import arguments, errors
 from ..engine import ReadResult, WriteResult
 from ..errors import CoordinatorError, ErrorCode
 from ..events import ChangeEvent, Notice
@@ -73,7 +76,15 @@ class HttpClient:
         max_connections: int = 16,
         transport: httpx.BaseTransport | None = None,
         idempotency_keys: bool = True,
+        policy: str | None = None,
+        match: str | None = None,
     ) -> None:
+        if policy is not None:
+            arguments.check_policy(policy)
+        if match is not None:
+            arguments.check_match(match)
+        self.policy = policy
+        self.match = match
         if sum(x is not None for x in (token, tokens, secret)) != 1:
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT, "Give exactly one of token, tokens or secret to HttpClient."
@@ -111,13 +122,29 @@ class HttpClient:
 
     def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
         body = {"path": path, "old_string": old_string, "new_string": new_string, "replace_all": replace_all}
-        return self._mutate("/v1/edit", session, body)
+        return self._mutate("/v1/edit", session, self._matching(body))
 
     def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult:
-        return self._mutate("/v1/multi_edit", session, {"path": path, "edits": list(edits)})
+        return self._mutate("/v1/multi_edit", session, self._matching({"path": path, "edits": list(edits)}))
 
     def undo(self, session: str, path: str, version: int | None = None) -> WriteResult:
         return self._mutate("/v1/undo", session, _without_none({"path": path, "version": version}))
+
+    def redo(self, session: str, path: str) -> WriteResult:
+        return self._mutate("/v1/redo", session, {"path": path})
+
+    def restore(
+        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
+    ) -> WriteResult:
+        """For people: the whole file back as it was, discarding every later version (needs the admin
+        token; the result's `discarded` lists them). Runs as `session` (default "operator")."""
+        body = _without_none(
+            {"path": path, "to_version": to_version, "before_version": before_version, "session": session}
+        )
+        key = uuid.uuid4().hex if self.idempotency_keys else None
+        data = self._call("POST", "/v1/admin/restore", None, body, idempotent=key is not None, key=key)
+        result: WriteResult = build(WriteResult, data)
+        return result
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         """Versions of `path`, newest first (needs the admin token)."""
@@ -271,8 +298,15 @@ class HttpClient:
             cached = self._minted[session] = (token, now + ttl)
         return cached[0]
 
+    def _matching(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.match is not None:
+            body["match"] = self.match
+        return body
+
     def _mutate(self, endpoint: str, session: str, body: dict[str, Any]) -> WriteResult:
         body["session"] = session
+        if self.policy is not None:
+            body["policy"] = self.policy
         if self.idempotency_keys:
             data = self._call("POST", endpoint, session, body, idempotent=True, key=uuid.uuid4().hex)
         else:  # no key: a write whose answer was lost cannot be retried safely

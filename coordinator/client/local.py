@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
+from .. import arguments
 from ..engine import Coordinator, ReadResult, Session, WriteResult
+from ..engine.options import Match, Policy
 from ..errors import CoordinatorError, ErrorCode
 from ..events import ChangeEvent, Notice
 from ..history import HistoryEntry
@@ -20,18 +22,25 @@ MAX_WAIT_S = 60.0
 
 class LocalClient:
     """Calls the engine directly. `owns`: close the coordinator with the client. `policy`: the sessions'
-    policy ("strict" or "rebase"; None: the coordinator's)."""
+    policy ("strict" or "rebase"; None: the coordinator's). `match`: how their edits find old_string
+    ("exact" or "flexible"; None: the coordinator's). Both are checked here, so a bad value is refused when
+    the client is made rather than at its first edit."""
 
-    def __init__(self, coord: Coordinator, owns: bool = False, policy: str | None = None) -> None:
+    def __init__(
+        self, coord: Coordinator, owns: bool = False, policy: str | None = None, match: str | None = None
+    ) -> None:
         self.coord = coord
         self._owns = owns
-        self.policy = policy
+        self.policy: Policy | None = None if policy is None else _policy(policy)
+        self.match: Match | None = None if match is None else _match(match)
 
     def _session(self, session: str) -> Session:
-        return self.coord.session(session, self.policy)  # type: ignore[arg-type]  # a str: session() checks it
+        return self.coord.session(session, self.policy, self.match)
 
     @classmethod
     def open(cls, root: str, redis_url: str | None = None, **options: Any) -> LocalClient:
+        """A client over a new `Coordinator(root, redis_url, **options)` (`policy=`, `match=`, `durability=`,
+        ...: the coordinator's defaults, which its sessions take), closed with the client."""
         return cls(Coordinator(root, redis_url, **options), owns=True)
 
     def session(self, session_id: str) -> BoundSession:
@@ -53,6 +62,17 @@ class LocalClient:
 
     def undo(self, session: str, path: str, version: int | None = None) -> WriteResult:
         return self._session(session).undo(path, version=version)
+
+    def redo(self, session: str, path: str) -> WriteResult:
+        return self._session(session).redo(path)
+
+    def restore(
+        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
+    ) -> WriteResult:
+        """For people: the whole file as it was right after `to_version` (0: before the first recorded
+        version) or right before `before_version`, discarding every later version (`Coordinator.restore`;
+        the result's `discarded` lists them). Runs as `session` (default "operator")."""
+        return self.coord.restore(path, to_version, before_version=before_version, session=session or "operator")
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         _check_count(limit, "limit", 10_000)
@@ -149,6 +169,14 @@ def _matchers(coord: Coordinator, paths: Sequence[str] | None) -> list[Any] | No
     from ..leases import normalize_pattern, pattern_regex
 
     return [pattern_regex(normalize_pattern(p, coord.root)) for p in paths]
+
+
+def _policy(value: str) -> Policy:
+    return cast(Policy, arguments.check_policy(value))  # check_policy accepts only the Policy values
+
+
+def _match(value: str) -> Match:
+    return cast(Match, arguments.check_match(value))  # check_match accepts only the Match values
 
 
 def _check_count(value: object, name: str, most: int) -> None:

@@ -53,6 +53,7 @@ class WriteResult:
     match_lines: tuple[int, int] | None = None  # a flexible match: the lines of the old file it spanned
     nearby_changes: tuple[tuple[int, int], ...] = ()  # others' changes within 3 lines of this one (new file)
     reverts: int | None = None  # undo / redo: the version whose change was reverted
+    discarded: tuple[dict[str, Any], ...] = ()  # restore: the versions discarded (version, session, operation)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -61,6 +62,7 @@ class WriteResult:
         d["nearby_changes"] = [list(r) for r in self.nearby_changes]
         d["match_lines"] = list(self.match_lines) if self.match_lines else None
         d["intervening"] = [dict(x) for x in self.intervening]
+        d["discarded"] = [dict(x) for x in self.discarded]
         return d
 
 

@@ -251,10 +251,13 @@ class Session:
             return _Plan(new_data=content, new_text=text, inserted_len=len(text or ""))
 
         def finish(res: WriteResult) -> WriteResult:
+            from dataclasses import replace
+
             what = "removed (it did not exist then)" if res.hash is None else "restored"
-            gone = ", ".join(
-                f"{e.version} ({e.operation} by {e.session})" for e in sorted(discarded, key=lambda e: e.version)
-            )
+            ordered = sorted(discarded, key=lambda e: e.version)
+            gone = ", ".join(f"{e.version} ({e.operation} by {e.session})" for e in ordered)
+            kept = tuple({"version": e.version, "session": e.session, "operation": e.operation} for e in ordered)
+            res = replace(res, discarded=kept)
             msg = f"{res.path} {what}: back to its content {label} (now version {res.version})."
             if gone:
                 msg += f" Discarded the changes of version{'s' if len(discarded) != 1 else ''} {gone}."

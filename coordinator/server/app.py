@@ -32,7 +32,7 @@ import redis
 import xxhash
 from pydantic import BaseModel, ValidationError
 
-from .. import __version__
+from .. import __version__, arguments
 from ..client.local import LocalClient
 from ..engine import LockBusy
 from ..errors import CoordinatorError, ErrorCode
@@ -74,7 +74,8 @@ class App:
         self._secret = secret
         self._tokens: dict[str, Principal] = {}
         self.coord: Any = None  # Coordinator, opened at start-up (lifespan) or on first use
-        self.clients: dict[str | None, LocalClient] = {}  # by policy (None: the coordinator's)
+        # by (policy, match) of the request (None: the coordinator's)
+        self.clients: dict[tuple[str | None, str | None], LocalClient] = {}
         self.idem: IdempotencyStore | None = None
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.max_concurrency, thread_name_prefix="ec-http"
@@ -104,7 +105,11 @@ class App:
                 lock_timeout=self.config.lock_timeout,
                 **options,
             )
-            self.clients = {p: LocalClient(coord, policy=p) for p in (None, "strict", "rebase")}
+            self.clients = {
+                (p, m): LocalClient(coord, policy=p, match=m)
+                for p in (None, *arguments.POLICIES)
+                for m in (None, *arguments.MATCHES)
+            }
             self.idem = IdempotencyStore(
                 coord.redis, coord.namespace, ttl_s=self.config.idempotency_ttl_s, wait_s=self.config.lock_timeout + 5
             )
@@ -350,7 +355,7 @@ class App:
         call = route.call
         assert call is not None
         session = self._acting_session(p, getattr(m, "session", None))
-        client = self.clients[getattr(m, "policy", None)]
+        client = self.clients[(getattr(m, "policy", None), getattr(m, "match", None))]
         if route.long_poll and m.wait_s > self.config.max_poll_wait_s:
             m = m.model_copy(update={"wait_s": self.config.max_poll_wait_s})
         if route.mutating:
@@ -361,7 +366,7 @@ class App:
 
     async def op_undo(self, route: Route, p: Principal, m: UndoRequest, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
-        client = self.clients[m.policy]
+        client = self.clients[(m.policy, None)]
 
         def undo() -> Any:
             if not p.is_admin:
@@ -376,7 +381,7 @@ class App:
         newest write; a version written by another session needs the admin token."""
         if version is None:
             return
-        target = next((e for e in self.clients[None].history(path, 10_000) if e.version == version), None)
+        target = next((e for e in self.clients[(None, None)].history(path, 10_000) if e.version == version), None)
         if target is not None and target.session != session:
             raise ServiceError(
                 "forbidden",
@@ -386,12 +391,12 @@ class App:
 
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = query_session(scope)
-        client = self.clients[None]
+        client = self.clients[(None, None)]
         return await self._engine(lambda: {"leases": client.leases(session)})
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
-        client = self.clients[None]
+        client = self.clients[(None, None)]
 
         def status() -> dict[str, Any]:
             found = client.status(session)

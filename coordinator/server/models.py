@@ -26,6 +26,14 @@ PolicyField = Field(
     description="'strict' refuses an edit of a file that changed since this session's view; 'rebase' carries "
     "it over onto the changes when they do not overlap. Omitted: the coordinator's default.",
 )
+Match = Literal["exact", "flexible"]
+MatchField = Field(
+    default=None,
+    description="How old_string is found: 'exact' (Claude Code's Edit; quote-folded too), or 'flexible': when "
+    "that fails, a unique match of whole lines ignoring trailing whitespace, then one with the indentation "
+    "shifted by a constant (new_string re-indented by the same shift). The answer's `match` and `match_lines` "
+    "say which was used. Omitted: the coordinator's default.",
+)
 PathField = Field(
     min_length=1,
     max_length=MAX_PATH_CHARS,
@@ -58,6 +66,7 @@ class EditRequest(BaseModel):
     replace_all: bool = False
     session: str | None = SessionField
     policy: Policy | None = PolicyField
+    match: Match | None = MatchField
 
 
 class EditItem(BaseModel):
@@ -73,6 +82,7 @@ class MultiEditRequest(BaseModel):
     edits: list[EditItem] = Field(min_length=1, description="Applied in order, all or nothing.")
     session: str | None = SessionField
     policy: Policy | None = PolicyField
+    match: Match | None = MatchField
 
 
 class UndoRequest(BaseModel):
@@ -82,11 +92,39 @@ class UndoRequest(BaseModel):
         default=None,
         ge=1,
         le=MAX_INT,
-        description="Restore the content from before this version. Omitted: before this session's last "
-        "write. Undoing writes of other sessions needs the admin token.",
+        description="Revert this version's change, keeping every later write. Omitted: this session's newest "
+        "write of the file still in effect (repeated calls step back). Undoing a version written by another "
+        "session needs the admin token.",
     )
     session: str | None = SessionField
     policy: Policy | None = PolicyField
+
+
+class RedoRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    session: str | None = SessionField
+    policy: Policy | None = PolicyField
+
+
+class RestoreRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    to_version: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_INT,
+        description="Put back the content right after this version (0: before the first recorded version).",
+    )
+    before_version: int | None = Field(
+        default=None, ge=1, le=MAX_INT, description="Put back the content right before this version."
+    )
+    session: str | None = Field(
+        default=None,
+        pattern=SESSION_PATTERN,
+        description="The session the restore runs as (default 'admin'); it reads the file first, so a write "
+        "landing meanwhile is refused as stale, never discarded unseen.",
+    )
 
 
 class HistoryRequest(BaseModel):
