@@ -19,7 +19,19 @@ from coordinator.client import LocalClient
 from tests import REPO_ROOT
 
 PACKAGE_ROOT = str(REPO_ROOT)
-NAMES = ["read_file", "write_file", "edit_file", "multi_edit", "lease", "renew", "release", "leases", "history", "undo"]
+NAMES = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "multi_edit",
+    "lease",
+    "renew",
+    "release",
+    "leases",
+    "history",
+    "undo",
+    "redo",
+]
 
 
 def _schemas(flavor: str) -> dict[str, dict[str, object]]:

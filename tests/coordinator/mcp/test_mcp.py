@@ -26,7 +26,7 @@ from tests import REPO_ROOT
 
 PACKAGE_ROOT = str(REPO_ROOT)
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "multi_edit"]
-COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo"]
+COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo", "redo"]
 
 ORIGINAL = """\
 def greet(name):
@@ -56,10 +56,15 @@ def _env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _params(
-    root: Path, session: str | None, extra_env: dict[str, str] | None = None, remote: tuple[str, str] | None = None
+    root: Path,
+    session: str | None,
+    extra_env: dict[str, str] | None = None,
+    remote: tuple[str, str] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> StdioServerParameters:
-    """`edit-coordinator mcp` on a local root, or (remote = (url, token)) forwarding to a service."""
-    args = ["-m", "coordinator.cli", "mcp"]
+    """`edit-coordinator mcp` on a local root, or (remote = (url, token)) forwarding to a service; `flags`
+    are added to its command line."""
+    args = ["-m", "coordinator.cli", "mcp", *flags]
     if remote is None:
         args += ["--root", str(root), "--durability", "none"]
     else:
@@ -77,10 +82,11 @@ async def agent(
     errlog: Path,
     extra_env: dict[str, str] | None = None,
     remote: tuple[str, str] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> AsyncIterator[ClientSession]:
     with open(errlog, "a") as err:
         async with (
-            stdio_client(_params(root, session, extra_env, remote), errlog=err) as (read, write),
+            stdio_client(_params(root, session, extra_env, remote, flags), errlog=err) as (read, write),
             ClientSession(read, write, read_timeout_seconds=30) as client,
         ):
             await client.initialize()
