@@ -287,7 +287,7 @@ def test_symlink_swap_between_check_and_write_never_escapes(hostile: dict[str, A
 # ---------------------------------------------------------------------------------------------------------
 # Fuzzing from the OpenAPI document
 # ---------------------------------------------------------------------------------------------------------
-MUTATING = {"/v1/write", "/v1/edit", "/v1/multi_edit", "/v1/undo"}
+MUTATING = {"/v1/write", "/v1/edit", "/v1/multi_edit", "/v1/undo", "/v1/redo", "/v1/admin/restore"}
 
 
 def _fuzz_case(case: Any, hostile: dict[str, Any]) -> None:
