@@ -46,7 +46,8 @@ def test_public_names_are_pinned() -> None:
              "placeholder"]  # fmt: skip
     assert sorted(c.value for c in ErrorCode) == sorted(codes)
     for method in ("read", "write", "edit", "multi_edit", "undo", "redo", "restore", "history", "lease", "renew",
-                   "release", "leases", "poll_events", "events", "recent_events", "notices", "status", "close"):  # fmt: skip
+                   "release", "leases", "poll_events", "events", "recent_events", "notices", "status",
+                   "close"):  # fmt: skip
         assert callable(getattr(Client, method)), method
     from worker.client import Client as WorkerClient
     from worker.client import InProcessClient
