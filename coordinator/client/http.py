@@ -143,8 +143,7 @@ class HttpClient:
         )
         key = uuid.uuid4().hex if self.idempotency_keys else None
         data = self._call("POST", "/v1/admin/restore", None, body, idempotent=key is not None, key=key)
-        result: WriteResult = build(WriteResult, data)
-        return result
+        return build(WriteResult, data)
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         """Versions of `path`, newest first (needs the admin token)."""
