@@ -5,7 +5,8 @@
 The deployment is started from the system's redis-server (`coordinator.localredis`). `workers` processes
 each increment their own line of one file (`slot i: N`), reading again after any refusal. Once every
 worker has `before` acknowledged edits, the busiest primary (Cluster) or the primary (Sentinel) is killed
-with SIGKILL; the drill ends when every worker has `after` more acknowledged edits (or at `timeout_s`).
+with SIGKILL; the drill ends when every worker has at least `after` acknowledged edits stamped after the
+kill (or at `timeout_s`).
 
 The oracle: each line's final value must equal the number of edits its worker saw acknowledged. Less would
 be a lost update; more, an edit reported as refused that is in the file. Any exception other than a
@@ -131,10 +132,13 @@ def run_drill(
                 try:
                     _wait_for(lambda: min(progress) >= before, timeout_s)
                     port = dep.busiest_primary() if isinstance(dep, LocalCluster) else dep.primary_port()
-                    snapshot = list(progress)
+                    # The kill time first, then the counts: a worker may have one ack stamped before killed_at
+                    # whose count reaches `progress` only after the snapshot (its next one is stamped after
+                    # that), so `after + 1` counted past the snapshot are at least `after` acks after the kill.
                     killed_at = time.time()
+                    snapshot = list(progress)
                     dep.kill(port)
-                    _wait_for(lambda: all(p - s >= after for p, s in zip(progress, snapshot, strict=True)), timeout_s)
+                    _wait_for(lambda: all(p - s > after for p, s in zip(progress, snapshot, strict=True)), timeout_s)
                 finally:
                     stop.set()
                 outs: list[WorkerOutcome] = [j.get(timeout=timeout_s) for j in jobs]
