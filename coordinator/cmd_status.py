@@ -1,6 +1,10 @@
 """`edit-coordinator status` and `top`: sessions, recent writes, refusals by code, locks held, leases and Redis
 health of a root, once or refreshing. They only inspect: they never start the embedded Redis server (the
-status then says it is not running)."""
+status then says it is not running, and the leases and refusals by code, which Redis holds, are said to be
+unknown rather than shown as none).
+
+"Locks held now" is a probe: a shared, non-blocking flock on each lock file fails iff a writer holds it.
+Lock files and history index files are named by the same hash of the path, so the history names the path."""
 
 from __future__ import annotations
 

@@ -538,9 +538,12 @@ def test_status_without_a_running_redis_does_not_start_one(tmp_path: Path, capsy
     root.mkdir()
     data = cli_json(capsys, root, "status")
     assert not data["redis"]["ok"] and "not running" in data["redis"]["error"]
+    # What Redis holds is not shown as empty: it is said to be unknown.
+    assert data["leases"] == [] and data["leases_note"] == "Redis is not reachable"
+    assert data["conflicts"] is None and data["conflicts_note"] == "Redis is not reachable"
     assert not (root / ".edit-coordinator").exists()
-    rc, _, _ = cli(capsys, root, "status", "--redis-url", "redis://127.0.0.1:1")
-    assert rc == 1
+    rc, out, _ = cli(capsys, root, "status", "--redis-url", "redis://127.0.0.1:1")
+    assert rc == 1 and "Leases: Redis is not reachable." in out
 
 
 def test_top_refreshes_and_stops(repo: tuple[Path, Coordinator], capsys: Any) -> None:
