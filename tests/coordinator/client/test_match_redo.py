@@ -134,6 +134,15 @@ def test_undo_redo_restore_and_match_the_same_through_both_transports(tmp_path: 
     try:
         with HttpClient(server.url, secret=SECRET, match="flexible") as remote:
             got = _script(remote, served, "p")
+        (served / "async.py").write_text(INDENTED)
+
+        async def remote_async() -> str:
+            async with AsyncClient.remote(server.url, secret=SECRET, match="flexible") as c:
+                await c.read("async-flex", "async.py")
+                return (await c.edit("async-flex", "async.py", FLAT_OLD, FLAT_NEW)).match
+
+        assert asyncio.run(remote_async()) == "indentation"  # AsyncClient.remote passes match to HttpClient
+        assert (served / "async.py").read_text() == EDITED
     finally:
         server.stop()
         stop_embedded_redis(served / ".edit-coordinator")
