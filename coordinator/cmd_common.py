@@ -7,6 +7,9 @@ Options and their variables (a flag wins over its variable, the variable over th
     --session ID       $EDIT_COORDINATOR_SESSION     the session to act as
     --server URL       $EDIT_COORDINATOR_SERVER      a remote `edit-coordinator serve` instead of a local engine
     --token T          $EDIT_COORDINATOR_TOKEN       its bearer token
+    --ca-file FILE     $EDIT_COORDINATOR_CA_FILE     PEM CA certificate(s) an https:// --server is checked against
+    --tls-cert FILE    $EDIT_COORDINATOR_TLS_CERT    `serve`: its certificate chain (PEM); with --tls-key, HTTPS
+    --tls-key FILE     $EDIT_COORDINATOR_TLS_KEY     `serve`: the certificate's private key (PEM, unencrypted)
     --json                                           JSON output
 
 Errors: one line on stderr, `edit-coordinator: [code] message`, and the exit status of the code's row in
@@ -32,6 +35,9 @@ ROOT_ENV = "EDIT_COORDINATOR_ROOT"
 SESSION_ENV = "EDIT_COORDINATOR_SESSION"
 SERVER_ENV = "EDIT_COORDINATOR_SERVER"
 TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
+CA_FILE_ENV = "EDIT_COORDINATOR_CA_FILE"
+TLS_CERT_ENV = "EDIT_COORDINATOR_TLS_CERT"
+TLS_KEY_ENV = "EDIT_COORDINATOR_TLS_KEY"
 
 _EXIT_MEANINGS = {
     1: "refused because of the file's state (read the file again)",
@@ -105,6 +111,29 @@ def add_server(p: argparse.ArgumentParser) -> None:
         help=f"a remote `edit-coordinator serve` to call instead of a local engine (default: ${SERVER_ENV})",
     )
     p.add_argument("--token", default=_env(TOKEN_ENV), help=f"bearer token for --server (default: ${TOKEN_ENV})")
+    p.add_argument(
+        "--ca-file",
+        default=_env(CA_FILE_ENV),
+        metavar="FILE",
+        help=f"for an https:// --server: the PEM CA certificate(s) its certificate is checked against, instead of "
+        f"the system's trusted CAs (default: ${CA_FILE_ENV})",
+    )
+
+
+def add_tls(p: argparse.ArgumentParser) -> None:
+    """`serve`'s TLS options: both or neither (checked by `coordinator.server.serve.tls_options`)."""
+    p.add_argument(
+        "--tls-cert",
+        default=_env(TLS_CERT_ENV),
+        metavar="FILE",
+        help=f"serve HTTPS with this PEM certificate (chain); needs --tls-key (default: ${TLS_CERT_ENV})",
+    )
+    p.add_argument(
+        "--tls-key",
+        default=_env(TLS_KEY_ENV),
+        metavar="FILE",
+        help=f"the PEM private key of --tls-cert, unencrypted (default: ${TLS_KEY_ENV})",
+    )
 
 
 def add_json(p: argparse.ArgumentParser, help: str = "print JSON instead of text") -> None:
@@ -224,5 +253,6 @@ def open_client(args: argparse.Namespace, **options: Any) -> Any:
     if getattr(args, "server", None):
         if not args.token:
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"--server needs --token (or ${TOKEN_ENV}).")
-        return HttpClient(args.server, token=args.token, match=options.get("match"))
+        ca_file = getattr(args, "ca_file", None)
+        return HttpClient(args.server, token=args.token, match=options.get("match"), ca_file=ca_file)
     return LocalClient.open(real_root(args.root), args.redis_url, **options)

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     LEASED = "leased"
     IO_ERROR = "io_error"
     PLACEHOLDER = "placeholder"
+    TLS_UNTRUSTED = "tls_untrusted"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -172,6 +173,12 @@ _LIBRARY_ROWS = (
          "until when): nothing was written; work on something else and come back after the lease ends."),
     _row("state_unavailable", 503, 5, "the coordination service (Redis) could not be reached: nothing was "
          "written; wait a moment, then read the file again and retry.", retry_after_s=1),
+    # Raised by clients only (`HttpClient`, and the adapters over it): the service never answers with it. Its
+    # status is what a gateway (an MCP server forwarding to the service) would answer: 502.
+    _row("tls_untrusted", 502, 5, "the coordinator service's TLS certificate is not trusted here (not signed by "
+         "a known CA, or not for this host name): nothing was sent; retrying will not help. The service needs "
+         "its CA file (ca_file=, --ca-file or $EDIT_COORDINATOR_CA_FILE) and a URL naming a host its "
+         "certificate covers."),
     _row("io_error", 500, 6, "an unexpected failure: read the file again before you retry, to see what it "
          "holds now."),
 )  # fmt: skip

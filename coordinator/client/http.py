@@ -21,6 +21,11 @@ session), `tokens` (a mapping or a function from session id to token), or `secre
 secret: tokens are made here, as `edit-coordinator token` would; calls that name no session use an admin
 token).
 
+TLS: an https:// URL is checked against the system's trusted CAs, or, with `ca_file`, against the CA
+certificate(s) of that PEM file only (a private CA: `edit-coordinator serve --tls-cert/--tls-key`). A
+certificate that is not trusted (or not for the URL's host) is the refusal `tls_untrusted`, never retried;
+an http:// URL to a TLS port, or https:// to a plain one, is `invalid_argument` naming the scheme to use.
+
 Service refusals that have no library code are raised with the library code their row names
 (`coordinator.errors.CODES[code].library`), and the service's own code in `details["service_code"]`.
 """
@@ -28,7 +33,10 @@ Service refusals that have no library code are raised with the library code thei
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -78,6 +86,7 @@ class HttpClient:
         idempotency_keys: bool = True,
         policy: str | None = None,
         match: str | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if policy is not None:
             arguments.check_policy(policy)
@@ -102,7 +111,12 @@ class HttpClient:
         self.backoff_s = backoff_s
         # Requests go straight to the transport (httpx's transport interface): the httpx.Client layer's
         # per-call work (URL merging, auth and redirect flows, cookies) is not needed here.
-        self._transport = transport if transport is not None else PlainHttpTransport(max_connections)
+        if transport is not None and ca_file is not None:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT, "Give ca_file or transport to HttpClient, not both: a transport makes "
+                "its own TLS settings (httpx.HTTPTransport(verify=...)).",
+            )  # fmt: skip
+        self._transport = transport if transport is not None else _default_transport(base, max_connections, ca_file)
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout).as_dict()
         self._urls: dict[str, httpx.URL] = {}
         self._fast = self._transport if type(self._transport) is PlainHttpTransport else None
@@ -337,6 +351,9 @@ class HttpClient:
             try:
                 r = self._send(method, endpoint, payload, headers, params, read_timeout)
             except httpx.TransportError as exc:
+                refusal = self._tls_refusal(exc)
+                if refusal is not None:  # a handshake that failed: nothing was sent, and a retry fails alike
+                    raise refusal from exc
                 unsent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # never reached the service
                 if attempt < self.retries and (unsent or (idempotent and _retryable_transport(exc))):
                     attempt += 1
@@ -352,6 +369,36 @@ class HttpClient:
             attempt += 1
             time.sleep(_retry_delay(self.backoff_s * 2 ** (attempt - 1), r.headers.get("retry-after", "")))
 
+    def _tls_refusal(self, exc: httpx.TransportError) -> CoordinatorError | None:
+        """The refusal for a TLS mismatch: an untrusted certificate, or the two ends not speaking the same
+        protocol (http:// to a TLS port, https:// to a plain one). None for any other transport error."""
+        https = self.url.startswith("https:")
+        for cause in _causes(exc):
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                return CoordinatorError(
+                    ErrorCode.TLS_UNTRUSTED,
+                    f"The coordinator service at {self.url} presented a TLS certificate this client does not "
+                    f"trust ({cause.verify_message or cause}). Nothing was sent. Pass the CA file that signed "
+                    "the service's certificate (HttpClient(..., ca_file=FILE), --ca-file FILE or "
+                    "$EDIT_COORDINATOR_CA_FILE), and use a host name the certificate covers.",
+                )
+            if https and isinstance(cause, ssl.SSLError):
+                return CoordinatorError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"The TLS handshake with {self.url} failed ({cause.reason or cause}): the service may not "
+                    "serve TLS there. Nothing was sent. Use an http:// URL if it serves plain HTTP.",
+                )
+        if not https and isinstance(exc, httpx.RemoteProtocolError) and self._serves_tls():
+            return CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"The coordinator service at {self.url} serves TLS, not plain HTTP: use the https:// URL "
+                "(with --ca-file / ca_file if its certificate is signed by a private CA). Nothing was done.",
+            )
+        return None
+
+    def _serves_tls(self) -> bool:
+        return _serves_tls(self._host_key[0], self._host_key[1], self._timeout.get("connect"))
+
     def _unreachable(self, exc: httpx.TransportError, unsent: bool) -> CoordinatorError:
         outcome = (
             "The call was not sent, so nothing was done."
@@ -363,6 +410,56 @@ class HttpClient:
             f"The coordinator service at {self.url} could not be reached ({type(exc).__name__}: {exc}). " + outcome,
             service_code="unreachable",
         )
+
+
+def _default_transport(base: httpx.URL, max_connections: int, ca_file: Any) -> httpx.BaseTransport:
+    """Plain http://: the one-write transport (transport.py). https://: httpx's own, verifying the service's
+    certificate against the system's CAs, or against `ca_file` only."""
+    if base.scheme == "http":
+        if ca_file is not None:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"ca_file is given but {str(base)!r} is plain http://: use the https:// URL of a service that "
+                "serves TLS, or leave out the CA file.",
+            )
+        return PlainHttpTransport(max_connections)
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    return httpx.HTTPTransport(verify=True if ca_file is None else _trusting(ca_file), limits=limits)
+
+
+def _trusting(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
+    """A client TLS context that trusts exactly the CA certificate(s) of `ca_file` (checks host names too)."""
+    try:
+        return ssl.create_default_context(cafile=os.fspath(ca_file))
+    except (OSError, ssl.SSLError, ValueError, TypeError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"The CA file {os.fspath(ca_file)!r} cannot be used ({reason}): give a readable PEM file holding "
+            "the CA certificate that signed the service's certificate.",
+        ) from None
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _serves_tls(host: str, port: int, timeout: float | None) -> bool:
+    """Whether a TLS handshake with host:port completes (any certificate accepted: this only tells a TLS
+    port from a plain one, after a plain-HTTP call was cut off without an answer)."""
+    probe = ssl.create_default_context()
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw, probe.wrap_socket(raw) as tls:
+            return tls.version() is not None
+    except (OSError, ValueError):
+        return False
 
 
 def _retry_delay(backoff: float, retry_after: str) -> float:

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import signal
 import socket
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,15 @@ def register(subparsers: Any) -> None:
         "serve",
         help="run the HTTP service",
         description="Serve the coordinator over HTTP/JSON (OpenAPI document at /openapi.json). Binds "
-        "127.0.0.1 unless told otherwise. Every call but /v1/health needs a bearer token: see "
+        "127.0.0.1 unless told otherwise; on any other address give --tls-cert and --tls-key (HTTPS), since "
+        "tokens travel in every request. Every call but /v1/health needs a bearer token: see "
         "`edit-coordinator token`.",
         formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind")
+    cmd_common.add_tls(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (another than loopback: with TLS)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
@@ -83,6 +86,51 @@ def _cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
+    """uvicorn's TLS options (`ssl_certfile`, `ssl_keyfile`, absolute paths) for a certificate and its key;
+    {} for neither. Refused before anything starts (`invalid_argument`): one without the other, a file that
+    cannot be read, a certificate and key that do not load together (not PEM, not a pair, an encrypted key).
+    The workers load the same files again; checking here keeps a bad file from becoming workers that die at
+    start."""
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        env = cmd_common.TLS_KEY_ENV if key is None else cmd_common.TLS_CERT_ENV
+        raise CoordinatorError(
+            cmd_common.ErrorCode.INVALID_ARGUMENT,
+            f"{given} needs {missing} (or ${env}): HTTPS takes a certificate and its private key.",
+        )
+    paths = {"certificate": os.path.abspath(cert), "key": os.path.abspath(key)}
+    for what, path in paths.items():
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            raise CoordinatorError(
+                cmd_common.ErrorCode.INVALID_ARGUMENT,
+                f"The TLS {what} file {path!r} cannot be read ({exc.strerror or exc}): give a readable PEM file.",
+            ) from None
+    _load_pair(paths["certificate"], paths["key"])
+    return {"ssl_certfile": paths["certificate"], "ssl_keyfile": paths["key"]}
+
+
+def _load_pair(cert: str, key: str) -> None:
+    def no_password() -> bytes:
+        raise ValueError("the key is encrypted")
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise CoordinatorError(
+            cmd_common.ErrorCode.INVALID_ARGUMENT,
+            f"The TLS certificate {cert!r} and key {key!r} cannot be used together ({reason}): give the PEM "
+            "certificate (chain) and its unencrypted PEM private key (decrypt one with `openssl pkey -in KEY "
+            "-out PLAIN`).",
+        ) from None
+
+
 def _bind(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -125,8 +173,9 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
     return config, secret_source
 
 
-def _uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
+def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str, Any]:
     return {
+        **tls,
         "lifespan": "on",
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
@@ -144,13 +193,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return cmd_common.usage_error("--workers must be at least 1.")
     root = os.path.realpath(args.root)
     try:
+        tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
         config, secret_source = _config(args, root)
     except CoordinatorError as exc:
         return cmd_common.fail(exc)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
         print(
-            f"warning: binding {args.host}: tokens travel in clear text over plain HTTP; put a TLS proxy in "
-            "front of the service.",
+            f"warning: binding {args.host} without TLS: tokens travel in clear text over plain HTTP; give "
+            "--tls-cert and --tls-key, or put a TLS proxy in front of the service.",
             file=sys.stderr,
         )
     try:
@@ -158,7 +208,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
     host, port = sock.getsockname()[:2]
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
     os.environ[CONFIG_ENV] = config.to_json()
     print(f"edit-coordinator serving {root} on {url} ({args.workers} workers; secret: "
           f"{secret_source or '$' + SECRET_ENV})", flush=True)  # fmt: skip
@@ -167,13 +217,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         Path(tmp).write_text(url + "\n")
         os.replace(tmp, args.url_file)
     try:
-        return _run(args, sock)
+        return _run(args, sock, tls)
     finally:
         sock.close()
 
 
-def _run(args: argparse.Namespace, sock: socket.socket) -> int:
-    options = _uvicorn_options(args)
+def _run(args: argparse.Namespace, sock: socket.socket, tls: dict[str, str]) -> int:
+    options = _uvicorn_options(args, tls)
     if args.workers > 1:
         from .supervisor import supervise
 

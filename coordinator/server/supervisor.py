@@ -3,7 +3,10 @@
 Why our own supervisor: uvicorn's multi-worker supervisor (`uvicorn.supervisors.Multiprocess`) is internal
 and its constructor changed in 0.51. Each worker here is a fresh interpreter
 (`python -m coordinator.server.worker`) that inherits the bound socket (pass_fds) and runs
-`uvicorn.Server(config).run(sockets=[sock])`, the public Server API.
+`uvicorn.Server(config).run(sockets=[sock])`, the public Server API. The uvicorn options travel to each
+worker as JSON, TLS included (`ssl_certfile`, `ssl_keyfile`: uvicorn wraps the inherited socket itself);
+`serve` checks those files before any worker starts (`serve.tls_options`), so a bad certificate is one
+clear refusal, not workers that die at start.
 
 Rules: SIGTERM or SIGINT stops every worker gracefully (they finish running calls), then the supervisor
 exits 0; a worker that dies on its own is restarted, unless workers keep dying within seconds of starting
