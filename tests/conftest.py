@@ -1,7 +1,8 @@
 """Shared fixtures.
 
 Redis topologies: a test marked `@pytest.mark.topology` runs once per deployment:
-    default    its ordinary setup (the `coord` fixture on fakeredis; `real_redis_root` on the embedded server)
+    default    its ordinary setup (`coord` and the other fixtures made with `coordinator_for` on fakeredis;
+               `real_redis_root` on the embedded server)
     sentinel   a primary + replica + 3 sentinels (redis+sentinel://), started once per test session
     cluster    a 6-node Redis Cluster (redis+cluster://), started once per test session
 For sentinel and cluster, `EDIT_COORDINATOR_REDIS_URL` is set for the test, so every Coordinator it makes,
@@ -79,13 +80,19 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
+def coordinator_for(root: Path, redis_url: str | None, **options: Any) -> Coordinator:
+    """What every `coord`-style fixture builds (take `redis_url` in the fixture, and a `topology` test runs it
+    on each deployment): a coordinator on fakeredis for the default run, else on the deployment."""
+    options.setdefault("durability", "none")
+    if redis_url is None:
+        return Coordinator(root, redis_client=fakeredis.FakeRedis(), **options)
+    return Coordinator(root, redis_url=redis_url, **options)
+
+
 @pytest.fixture
 def coord(root: Path, redis_url: str | None) -> Iterator[Coordinator]:
     """A coordinator on fakeredis (fast, single-process unit tests), or on this run's deployment."""
-    if redis_url is None:
-        c = Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none")
-    else:
-        c = Coordinator(root, redis_url=redis_url, durability="none")
+    c = coordinator_for(root, redis_url)
     yield c
     c.close()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+from coordinator.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
 from tests.conftest import touch_later
 
 WORKERS = 8
@@ -59,12 +59,14 @@ def _unsafe_worker(root: str, idx: int, n: int, start: mp.synchronize.Event) -> 
     return acked, 0
 
 
-def _run_fleet(root: Path, worker, increments: int = INCREMENTS) -> tuple[list[tuple[int, int]], dict[int, int]]:
-    (root / "counters.txt").write_text(_slot_file(WORKERS))
+def _run_fleet(
+    root: Path, worker, increments: int = INCREMENTS, workers: int = WORKERS
+) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    (root / "counters.txt").write_text(_slot_file(workers))
     ctx = mp.get_context("spawn")
     start = ctx.Manager().Event()
-    with ctx.Pool(WORKERS) as pool:
-        results = [pool.apply_async(worker, (str(root), i, increments, start)) for i in range(WORKERS)]
+    with ctx.Pool(workers) as pool:
+        results = [pool.apply_async(worker, (str(root), i, increments, start)) for i in range(workers)]
         start.set()
         out = [r.get(timeout=240) for r in results]
     text = (root / "counters.txt").read_text()
@@ -72,13 +74,20 @@ def _run_fleet(root: Path, worker, increments: int = INCREMENTS) -> tuple[list[t
     return out, final
 
 
-def test_eight_processes_lose_no_update(real_redis_root):
-    ensure_embedded_redis(real_redis_root / ".edit-coordinator")
-    out, final = _run_fleet(real_redis_root, _coordinated_worker)
-    assert [acked for acked, _ in out] == [INCREMENTS] * WORKERS
+@pytest.mark.topology
+def test_eight_processes_lose_no_update(real_redis_root, redis_url):
+    """On each deployment: the worker processes share the root's embedded server (default: 8 processes), or
+    inherit $EDIT_COORDINATOR_REDIS_URL (sentinel, cluster: 4 processes, to keep the default run short)."""
+    if redis_url is None:
+        ensure_embedded_redis(real_redis_root / ".edit-coordinator")
+    workers, increments = (WORKERS, INCREMENTS) if redis_url is None else (4, 25)
+    out, final = _run_fleet(real_redis_root, _coordinated_worker, increments, workers)
+    assert [acked for acked, _ in out] == [increments] * workers
     # The oracle: every acknowledged increment is in the file, exactly.
-    assert final == dict.fromkeys(range(WORKERS), INCREMENTS)
+    assert final == dict.fromkeys(range(workers), increments)
     assert sum(stale for _, stale in out) > 0, "the workers did contend"
+    if redis_url is not None:  # the processes used the deployment: none of them started an embedded server
+        assert embedded_status(real_redis_root / ".edit-coordinator") is None
 
 
 def test_without_coordinator_updates_are_lost(tmp_path):

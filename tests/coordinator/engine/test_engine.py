@@ -24,6 +24,7 @@ def codeof(fn, *a, **kw) -> ErrorCode:
 
 
 # --------------------------------------------------------------------------------------------------- read
+@pytest.mark.topology
 def test_read_numbers_lines_and_returns_exact_content(coord, root):
     write_bytes(root / "a.py", b"one\ntwo\r\nthree")
     r = coord.session("s").read("a.py")
@@ -153,6 +154,7 @@ def test_unchanged_answer_for_same_range_only(coord, root):
     assert s.read("u.txt", offset=2).unchanged
 
 
+@pytest.mark.topology
 def test_read_records_read_state(coord, root):
     f = root / "r.txt"
     write_bytes(f, b"hello\nworld\n")
@@ -166,6 +168,7 @@ def test_read_records_read_state(coord, root):
 
 
 # --------------------------------------------------------------------------------------------------- edit
+@pytest.mark.topology
 def test_edit_view_rules(coord, root):
     f = root / "v.py"
     write_bytes(f, b"a = 1\n")
@@ -328,6 +331,7 @@ def test_edit_result_snippet_and_message(coord, root):
     assert "    10\tten" in r.snippet and "    11\tTEN" in r.snippet
 
 
+@pytest.mark.topology
 def test_multi_edit_in_order_all_or_nothing(coord, root):
     f = root / "me.py"
     write_bytes(f, b"alpha\nbeta\ngamma\n")
@@ -359,6 +363,7 @@ def test_multi_edit_in_order_all_or_nothing(coord, root):
     assert f.read_bytes() == before
 
 
+@pytest.mark.topology
 def test_consecutive_edits_need_no_reread_but_others_go_stale(coord, root):
     write_bytes(root / "c.txt", b"1\n2\n")
     a, b = coord.session("a"), coord.session("b")
@@ -373,6 +378,7 @@ def test_consecutive_edits_need_no_reread_but_others_go_stale(coord, root):
 
 
 # -------------------------------------------------------------------------------------------------- write
+@pytest.mark.topology
 def test_write_rules(coord, root):
     s = coord.session("s")
     r = s.write("pkg/mod/new.py", "print('hi')\n")
@@ -393,6 +399,7 @@ def test_write_rules(coord, root):
 
 
 # ---------------------------------------------------------------------------------------- history / undo
+@pytest.mark.topology
 def test_history_and_undo(coord, root):
     f = root / "h.txt"
     write_bytes(f, b"v0\n")

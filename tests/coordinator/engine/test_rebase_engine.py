@@ -11,6 +11,7 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
+from tests.conftest import coordinator_for
 
 
 def numbered(n: int) -> str:
@@ -18,8 +19,8 @@ def numbered(n: int) -> str:
 
 
 @pytest.fixture
-def rcoord(root: Path):  # type: ignore[no-untyped-def]
-    c = Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none", policy="rebase")
+def rcoord(root: Path, redis_url: str | None):  # type: ignore[no-untyped-def]
+    c = coordinator_for(root, redis_url, policy="rebase")
     yield c
     c.close()
 
@@ -31,6 +32,7 @@ def refused(code: ErrorCode, fn, *args) -> CoordinatorError:  # type: ignore[no-
     return info.value
 
 
+@pytest.mark.topology
 def test_far_apart_edits_both_land_and_the_result_says_so(root: Path, rcoord: Coordinator) -> None:
     (root / "f.py").write_text(numbered(40))
     a, b = rcoord.session("A"), rcoord.session("B")

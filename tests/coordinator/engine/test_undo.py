@@ -19,6 +19,7 @@ def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: 
     return info.value
 
 
+@pytest.mark.topology
 def test_undo_of_u1_keeps_u2s_later_write(root: Path, coord: Coordinator) -> None:
     """The scenario of the issue: u1 edits a, u2 edits b (the next line), u1 reads and undoes."""
     (root / "b.py").write_text("a = 0\nb = 0\n")
@@ -132,6 +133,7 @@ def test_undo_of_a_binary_write_needs_the_file_as_it_left_it(root: Path, coord: 
     assert "modified since you last read it" in s_err.message
 
 
+@pytest.mark.topology
 def test_undo_needs_a_current_view(root: Path, coord: Coordinator) -> None:
     (root / "a.py").write_text("a\nb\n")
     u1, u2 = coord.session("u1"), coord.session("u2")
