@@ -130,6 +130,7 @@ class ClientSpec:
     durability: str = "fsync"
     lock_timeout: float = 10.0
     token: str | None = None  # "http": the token the service accepts
+    ca_file: str | None = None  # "http" to an https:// service: the CA file its certificate is checked against
     policy: str = "strict"  # "coordinator": strict or rebase
 
     @property
@@ -168,7 +169,7 @@ def make_client(spec: ClientSpec) -> FileClient:
     if spec.kind == "http":
         if spec.url is None:
             raise ValueError('a client of kind "http" needs the url of the service')
-        return http_client_class()(spec.url, token=spec.token)
+        return http_client_class()(spec.url, token=spec.token, ca_file=spec.ca_file)
     if spec.unsafe:
         from .unsafe import UnsafeClient
 

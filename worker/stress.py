@@ -123,6 +123,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--url", default=None, help="use a running `edit-coordinator serve` at this URL")
     p.add_argument("--token", default=None, help="with --url: the token (default $EDIT_COORDINATOR_TOKEN)")
+    p.add_argument(
+        "--ca-file",
+        default=os.environ.get("EDIT_COORDINATOR_CA_FILE") or None,
+        metavar="FILE",
+        help="with an https:// --url: the CA file its certificate is checked against (default "
+        "$EDIT_COORDINATOR_CA_FILE)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON, without the live display")
     p.set_defaults(func=run_stress)
 
@@ -227,7 +234,7 @@ class _Scratch:
             token = args.token or os.environ.get("EDIT_COORDINATOR_TOKEN")
             if not token:
                 raise UsageError("--url needs --token (or $EDIT_COORDINATOR_TOKEN): a token the service accepts.")
-            return ClientSpec("http", url=args.url, token=token)
+            return ClientSpec("http", url=args.url, token=token, ca_file=args.ca_file)
         if args.unsafe:
             return ClientSpec("unsafe", root=str(self.root))
         redis_url = args.redis_url

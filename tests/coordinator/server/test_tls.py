@@ -14,6 +14,7 @@ reverse), unreadable files and a mismatched pair before it starts anything.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -250,6 +251,17 @@ def test_file_commands_take_the_ca_file_by_flag_or_environment(tls_served: TlsSe
     assert r.returncode == 5, (r.returncode, r.stderr)  # the row of tls_untrusted: the service unreachable
     assert r.stderr.startswith("edit-coordinator: [tls_untrusted] ") and "--ca-file" in r.stderr
     assert (tls_served.root / name).read_text() == "delta\nbeta\n"
+
+
+def test_stress_runs_through_an_https_service_with_the_ca_file(tls_served: TlsServer, pki: Pki) -> None:
+    remote = ["--url", tls_served.url, "--token", token(admin=True), "--in-place", "--workers", "2"]
+    r = _cli("stress", *remote, "--edits", "12", "--json", "--ca-file", str(pki.ca))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["summary"]["client"] == "http" and report["summary"]["acknowledged"] >= 12
+    assert report["oracle"]["ok"] and report["oracle"]["lost_updates"] == 0
+    r = _cli("stress", *remote, "--edits", "12", "--json")
+    assert r.returncode != 0 and "--ca-file" in r.stderr, r.stderr
 
 
 def test_mcp_forwards_over_https_with_the_ca_file(tls_served: TlsServer, pki: Pki, tmp_path: Path) -> None:
