@@ -382,7 +382,7 @@ class HttpClient:
                     "the service's certificate (HttpClient(..., ca_file=FILE), --ca-file FILE or "
                     "$EDIT_COORDINATOR_CA_FILE), and use a host name the certificate covers.",
                 )
-            if https and isinstance(cause, ssl.SSLError):
+            if https and isinstance(cause, ssl.SSLError) and not isinstance(cause, _CUT_OFF):
                 return CoordinatorError(
                     ErrorCode.INVALID_ARGUMENT,
                     f"The TLS handshake with {self.url} failed ({cause.reason or cause}): the service may not "
@@ -438,6 +438,10 @@ def _trusting(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
             f"The CA file {os.fspath(ca_file)!r} cannot be used ({reason}): give a readable PEM file holding "
             "the CA certificate that signed the service's certificate.",
         ) from None
+
+
+# A handshake cut off (the service stopping, a dropped connection): transient, handled as any transport error.
+_CUT_OFF = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
