@@ -22,7 +22,7 @@ def _slot_file(n: int) -> str:
     return "".join(f"slot {i}: 0\n" for i in range(n))
 
 
-def _coordinated_worker(root: str, idx: int, n: int, start: mp.synchronize.Event) -> tuple[int, int]:
+def _coordinated_worker(root: str, idx: int, n: int, start: mp.synchronize.Barrier) -> tuple[int, int]:
     """Increment this worker's own slot line n times; re-read and retry on stale. Returns (acked, stale)."""
     acked = stale = 0
     with Coordinator(root, durability="none") as coord:
@@ -43,7 +43,7 @@ def _coordinated_worker(root: str, idx: int, n: int, start: mp.synchronize.Event
     return acked, stale
 
 
-def _unsafe_worker(root: str, idx: int, n: int, start: mp.synchronize.Event) -> tuple[int, int]:
+def _unsafe_worker(root: str, idx: int, n: int, start: mp.synchronize.Barrier) -> tuple[int, int]:
     """The same increments as plain read-modify-write: no lock, no check."""
     path = Path(root) / "counters.txt"
     acked = 0
@@ -64,10 +64,11 @@ def _run_fleet(
 ) -> tuple[list[tuple[int, int]], dict[int, int]]:
     (root / "counters.txt").write_text(_slot_file(workers))
     ctx = mp.get_context("spawn")
-    start = ctx.Manager().Event()
+    # A barrier, not an event set here: every worker starts editing once all are set up (a slow connection,
+    # e.g. to a cluster, would otherwise stagger them until they no longer overlap).
+    start = ctx.Manager().Barrier(workers, timeout=120)
     with ctx.Pool(workers) as pool:
         results = [pool.apply_async(worker, (str(root), i, increments, start)) for i in range(workers)]
-        start.set()
         out = [r.get(timeout=240) for r in results]
     text = (root / "counters.txt").read_text()
     final = {int(a): int(b) for a, b in re.findall(r"^slot (\d+): (\d+)$", text, re.M)}
