@@ -54,7 +54,7 @@ def _exit_statuses() -> str:
     """The exit statuses, from the per-code table (coordinator.errors.CODES)."""
     lines = ["exit statuses:", "  0    success"]
     for status, meaning in _EXIT_MEANINGS.items():
-        codes = [c.value for c in ErrorCode if errors.info(c).exit_status == status]
+        codes = [code for code, row in errors.CODES.items() if row.exit_status == status]
         lines.append(f"  {status}    {meaning}: {', '.join(codes)}")
     lines.append("  130  interrupted")
     return "\n".join(lines)
@@ -149,9 +149,12 @@ def add_common(p: argparse.ArgumentParser, *, redis: bool = True, json: bool = T
 
 
 def fail(exc: CoordinatorError) -> int:
-    """The one error format: a line on stderr; the exit status of the code."""
-    print(f"edit-coordinator: [{exc.code.value}] {exc.message}", file=sys.stderr)
-    return errors.info(exc.code).exit_status
+    """The one error format: a line on stderr; the exit status of the code. A refusal that carries a service
+    code with a row of its own (`tls_untrusted`, `unauthorized`, ...) is named and judged by that code."""
+    code = exc.details.get("service_code")
+    code = code if isinstance(code, str) and code in errors.CODES else exc.code.value
+    print(f"edit-coordinator: [{code}] {exc.message}", file=sys.stderr)
+    return errors.info(code).exit_status
 
 
 def usage_error(message: str) -> int:

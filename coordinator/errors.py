@@ -42,7 +42,6 @@ class ErrorCode(StrEnum):
     LEASED = "leased"
     IO_ERROR = "io_error"
     PLACEHOLDER = "placeholder"
-    TLS_UNTRUSTED = "tls_untrusted"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -173,17 +172,19 @@ _LIBRARY_ROWS = (
          "until when): nothing was written; work on something else and come back after the lease ends."),
     _row("state_unavailable", 503, 5, "the coordination service (Redis) could not be reached: nothing was "
          "written; wait a moment, then read the file again and retry.", retry_after_s=1),
-    # Raised by clients only (`HttpClient`, and the adapters over it): the service never answers with it. Its
-    # status is what a gateway (an MCP server forwarding to the service) would answer: 502.
-    _row("tls_untrusted", 502, 5, "the coordinator service's TLS certificate is not trusted here (not signed by "
-         "a known CA, or not for this host name): nothing was sent; retrying will not help. The service needs "
-         "its CA file (ca_file=, --ca-file or $EDIT_COORDINATOR_CA_FILE) and a URL naming a host its "
-         "certificate covers."),
     _row("io_error", 500, 6, "an unexpected failure: read the file again before you retry, to see what it "
          "holds now."),
 )  # fmt: skip
 
 _SERVICE_ROWS = (
+    # Raised by clients only (`HttpClient`, and the adapters over it), under the library code
+    # `invalid_argument` (the client's configuration needs changing; the library's codes are CONTRACT.md's):
+    # the service never answers with it. Its status is what a gateway (an MCP server forwarding to the
+    # service) would answer: 502.
+    CodeInfo("tls_untrusted", 502, "the coordinator service's TLS certificate is not trusted here (not signed "
+             "by a known CA, or not for this host name): nothing was sent; retrying will not help. The service "
+             "needs its CA file (ca_file=, --ca-file or $EDIT_COORDINATOR_CA_FILE) and a URL naming a host its "
+             "certificate covers.", exit_status=5, library=ErrorCode.INVALID_ARGUMENT),
     CodeInfo("unauthorized", 401, "the bearer token is missing, malformed, expired or not signed by this "
              "coordinator: get a new token; nothing was done.", exit_status=5, library=ErrorCode.PERMISSION_DENIED),
     CodeInfo("forbidden", 403, "this token may not do that (a session token acts only as its own session; "

@@ -39,7 +39,7 @@ _PATH_ERRORS = (
     "outside_root",
     "permission_denied",
 )
-_SERVICE_ERRORS = ("state_unavailable", "tls_untrusted", "invalid_argument", "io_error")
+_SERVICE_ERRORS = ("state_unavailable", "invalid_argument", "io_error")
 _VIEW_ERRORS = ("not_read", "stale", "leased", "lock_timeout")
 _EDIT_ERRORS = ("no_match", "ambiguous", "no_change", "file_exists", "placeholder")
 _KNOWN_CODES = frozenset(c.value for c in ErrorCode)

@@ -23,7 +23,8 @@ token).
 
 TLS: an https:// URL is checked against the system's trusted CAs, or, with `ca_file`, against the CA
 certificate(s) of that PEM file only (a private CA: `edit-coordinator serve --tls-cert/--tls-key`). A
-certificate that is not trusted (or not for the URL's host) is the refusal `tls_untrusted`, never retried;
+certificate that is not trusted (or not for the URL's host) is the refusal `invalid_argument` with
+`details["service_code"] == "tls_untrusted"`, never retried;
 an http:// URL to a TLS port, or https:// to a plain one, is `invalid_argument` naming the scheme to use.
 
 Service refusals that have no library code are raised with the library code their row names
@@ -376,11 +377,12 @@ class HttpClient:
         for cause in _causes(exc):
             if isinstance(cause, ssl.SSLCertVerificationError):
                 return CoordinatorError(
-                    ErrorCode.TLS_UNTRUSTED,
+                    ErrorCode.INVALID_ARGUMENT,
                     f"The coordinator service at {self.url} presented a TLS certificate this client does not "
                     f"trust ({cause.verify_message or cause}). Nothing was sent. Pass the CA file that signed "
                     "the service's certificate (HttpClient(..., ca_file=FILE), --ca-file FILE or "
                     "$EDIT_COORDINATOR_CA_FILE), and use a host name the certificate covers.",
+                    service_code="tls_untrusted",
                 )
             if https and isinstance(cause, ssl.SSLError) and not isinstance(cause, _CUT_OFF):
                 return CoordinatorError(

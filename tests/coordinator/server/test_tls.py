@@ -170,7 +170,7 @@ def test_an_untrusted_certificate_is_refused_with_the_ca_hint(tls_served: TlsSer
     with HttpClient(tls_served.url, token=token("agent-x"), ca_file=ca_file) as client:
         for call in (lambda: client.read("agent-x", name), lambda: client.write("agent-x", name, "overwritten\n")):
             err = refusal(call)
-            assert err.code == ErrorCode.TLS_UNTRUSTED, err
+            assert err.code == ErrorCode.INVALID_ARGUMENT and err.details.get("service_code") == "tls_untrusted", err
             assert "CA file" in err.message and "--ca-file" in err.message and "Nothing was sent" in err.message
     assert (tls_served.root / name).read_text() == "alpha\nbeta\n"
 
@@ -183,7 +183,7 @@ def test_a_host_name_the_certificate_does_not_cover_is_refused(tls_served: TlsSe
         pytest.skip("localhost does not resolve here")
     with HttpClient(f"https://localhost:{port}", token=token("agent-h"), ca_file=pki.ca) as client:
         err = refusal(client.read, "agent-h", new_file(tls_served))
-    assert err.code == ErrorCode.TLS_UNTRUSTED and "host name" in err.message, err
+    assert err.details.get("service_code") == "tls_untrusted" and "host name" in err.message, err
     assert "localhost" in err.message  # OpenSSL's reason names the host that did not match
 
 
