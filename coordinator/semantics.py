@@ -313,20 +313,16 @@ def _apply_edit(
     # Everything outside the replaced slices is copied verbatim: untouched bytes never change.
     length = len(found.old)
     pieces: list[str] = []
-    out_len = 0
     cursor = 0
     first_offset = inserted_len = removed_len = -1
     for start in positions:
         end = start + length
         replacement = preserve_quote_style(found.old, content[start:end], new)
         end += _terminator_after(content, start, end, replacement)
-        kept = content[cursor:start]
-        pieces.append(kept)
-        out_len += len(kept)
-        if first_offset < 0:
-            first_offset, inserted_len, removed_len = out_len, len(replacement), end - start
+        pieces.append(content[cursor:start])
+        if first_offset < 0:  # the first replacement: everything before it is kept, so it starts at `start`
+            first_offset, inserted_len, removed_len = start, len(replacement), end - start
         pieces.append(replacement)
-        out_len += len(replacement)
         cursor = end
     pieces.append(content[cursor:])
     text = "".join(pieces)
@@ -506,10 +502,10 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
     if not text:
         return ""
     offset = max(0, min(offset, len(text)))
-    if offset >= len(text) - 1:  # a region at the very end: the clamping rules of render_snippet apply
-        region = text[offset : offset + length]
-        last_line = first_line + max(region.count(_LF) - (1 if region.endswith(_LF) else 0), 0)
-        return render_snippet(text, first_line, last_line, context)
+    if offset >= len(text) - 1:
+        # A region at the very end (the last char, or nothing past it) lies on one line; the clamping rules of
+        # render_snippet apply.
+        return render_snippet(text, first_line, first_line, context)
     start = text.rfind(_LF, 0, offset) + 1  # start of the region's first line
     first_shown = first_line
     for _ in range(max(0, context)):

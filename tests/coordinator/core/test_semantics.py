@@ -670,12 +670,13 @@ def test_render_snippet_at_matches_whole_text_rendering(lines, eol, trailing, da
 
     text = eol.join(lines) + (eol if trailing and lines else "")
     offset = data.draw(st.integers(0, len(text)))
-    length = data.draw(st.integers(0, len(text) - offset))
+    length = data.draw(st.integers(0, len(text) - offset + 3))  # a region may run past the end: it is cut there
+    context = data.draw(st.integers(0, 5))
     region = text[offset : offset + length]
     first = line_number_at(text, offset)
     last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
-    expected = render_snippet(text, first, last)
-    assert render_snippet_at(text, offset, length, first) == expected
+    expected = render_snippet(text, first, last, context)
+    assert render_snippet_at(text, offset, length, first, context) == expected
 
 
 # --- edge rules each pinned by one example -------------------------------------------------------------
@@ -821,3 +822,38 @@ def test_a_flexible_edit_is_one_replacement_and_its_region_is_right_in_a_multi_e
     out = apply_edits(src, [EditSpec("  x = 1\n", "  x = 3\n"), EditSpec("b\n", "B\n")], match="flexible")
     assert out.text == "a:\n  x = 3\n  y = 2\nB\n" and out.replacements == 2
     assert (out.first_offset, out.inserted_len) == (3, len("  x = 3\n"))
+
+
+# --- rules pinned by surviving mutants (docs/mutation.md) ----------------------------------------------
+
+
+def test_a_file_with_one_crlf_line_among_lf_lines_is_mixed() -> None:
+    # one CRLF is enough to make the file mixed: an LF old_string is then also tried in CRLF
+    assert apply_edit("a\r\nb\nc\n", "a\nb", "x").text == "x\nc\n"
+
+
+def test_a_pure_crlf_file_is_matched_in_crlf_only() -> None:
+    # a stray CR before a line end in old_string is not folded away by also trying LF in a CRLF-only file
+    err = refused(ErrorCode.NO_MATCH, apply_edit, "a\r\nb\r\n", "a\r\r\nb", "x")
+    assert err.details == {}
+    err = refused(ErrorCode.NO_MATCH, apply_edit, f"{LEFT_DOUBLE}a{RIGHT_DOUBLE}\r\nb\r\n", '"a"\r\r\nb', "x")
+    assert err.details == {}
+
+
+def test_deleting_the_first_line_of_a_file_without_final_newline_swallows_its_terminator() -> None:
+    assert apply_edit("a\nb", "a", "").text == "b"
+    assert apply_edit("a\r\nb", "a", "").text == "b"
+
+
+def test_a_multi_edit_reports_the_first_of_its_loosest_matches() -> None:
+    out = apply_edits("p  \nq\nr  \ns\n", [EditSpec("p\n", "P\n"), EditSpec("r\n", "R\n")], match="flexible")
+    assert out.text == "P\nq\nR\ns\n"
+    assert out.match == "trailing_whitespace" and out.match_lines == (1, 1)
+
+
+def test_a_flexible_edit_after_an_exact_one_merges_into_its_region_by_what_it_removed() -> None:
+    src = "0123456789\nab  \ncd\n"
+    out = apply_edits(src, [EditSpec("cd", "CD"), EditSpec("ab\n", "AB\n")], match="flexible")
+    assert out.text == "0123456789\nAB\nCD\n"
+    # the changed region is "AB\nCD": from the flexible match's start to the end of the exact edit
+    assert (out.first_offset, out.inserted_len) == (11, 5)
