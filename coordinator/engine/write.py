@@ -14,6 +14,7 @@ check_then_write                       public entry: the request, refusal counti
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -159,7 +160,10 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             raise busy.wrap(self._counted) from None
 
     def _with_cache_retry(self, req: _Request, first: Callable[[], WriteResult] | None = None) -> WriteResult:
-        """Try with this process's cached view; a refusal it led to is confirmed in Redis or tried again."""
+        """Try with this process's cached view; a refusal it led to is confirmed in Redis or tried again.
+
+        Invariant: a resumed call (`first`, LockBusy.resume) never raises LockBusy again: its retry waits
+        for the lock, since whoever resumed it has taken on the wait and has no second resume to run."""
         try:
             try:
                 return first() if first is not None else self._attempt(req, True)
@@ -167,6 +171,8 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
                 raise busy.wrap(lambda resume: self._with_cache_retry(req, resume)) from None
         except _CachedViewRefused as cv:
             self._confirm_cached_refusal(req.session, cv)
+        if first is not None and not req.options.wait_for_lock:
+            req = dataclasses.replace(req, options=dataclasses.replace(req.options, wait_for_lock=True))
         return self._attempt(req, False)
 
     def _confirm_cached_refusal(self, session: str, cv: _CachedViewRefused) -> None:

@@ -4,6 +4,7 @@ many coroutines over many sessions lose nothing (on the embedded, real Redis).""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,16 +55,41 @@ def test_a_lock_wait_does_not_block_the_loop(repo: Path) -> None:
     asyncio.run(main())
 
 
-def test_cancelled_before_it_ran_writes_nothing_and_runs_when_asked_again(repo: Path) -> None:
+def test_a_lock_wait_leaves_the_engine_workers_free(repo: Path) -> None:
+    """In-process, a call waiting for a file lock does not hold one of the (few) engine workers: with a
+    single worker, a write to another file completes while an edit waits, then the edit lands."""
+
     async def main() -> None:
         async with AsyncClient.local(str(repo), durability="none", max_workers=1) as client:
             s = client.session("a1")
             await s.read("a.txt")
             other, held = _hold_lock(repo, "a.txt")
             try:
+                edit = asyncio.ensure_future(s.edit("a.txt", "count = 0", "count = 1"))
+                await _ticks_while(edit, 20)
+                created = await asyncio.wait_for(s.write("b.txt", "other\n"), timeout=10)
+                assert created.created and not edit.done()
+            finally:
+                held.release()
+                other.close()
+            assert (await edit).version == 1 and (repo / "a.txt").read_text() == "count = 1\n"
+
+    asyncio.run(main())
+
+
+def test_cancelled_before_it_ran_writes_nothing_and_runs_when_asked_again(repo: Path) -> None:
+    async def main() -> None:
+        async with AsyncClient.local(str(repo), durability="none", max_workers=1) as client:
+            s = client.session("a1")
+            await s.read("a.txt")
+            other, held = _hold_lock(repo, "a.txt")
+            gate = threading.Event()
+            try:
                 first = asyncio.ensure_future(s.edit("a.txt", "count = 0", "count = 1", idempotency_key="k1"))
                 await _ticks_while(first, 20)
-                # The only worker waits for the lock, so this call is queued, not started.
+                assert client.outcome("k1") == "running"  # waiting for the lock (among the lock waiters)
+                # The only engine worker is kept busy, so the next call is queued, not started.
+                busy = client._pool.submit(gate.wait)
                 second = asyncio.ensure_future(s.write("b.txt", "new\n", idempotency_key="k2"))
                 await asyncio.sleep(0.01)
                 second.cancel()
@@ -75,8 +101,10 @@ def test_cancelled_before_it_ran_writes_nothing_and_runs_when_asked_again(repo: 
                     await first
                 assert client.outcome("k1") == "running"
             finally:
+                gate.set()
                 held.release()
                 other.close()
+            assert busy.result(timeout=10) is True
             again = await s.edit("a.txt", "count = 0", "count = 1", idempotency_key="k1")
             assert client.outcome("k1") == "done" and again.version == 1  # the first call's own result
             assert (repo / "a.txt").read_text() == "count = 1\n"

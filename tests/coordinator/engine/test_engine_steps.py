@@ -294,3 +294,30 @@ def test_a_resumed_call_keeps_the_options_it_started_with(coord: Coordinator, ro
     worker.join(timeout=30)
     assert out and out[0].version == 1 and (root / "f.txt").read_text() == "b\n"
     assert hook.replies == [[True, 1]] and hook.queued[0].message == out[0].message
+
+
+def test_a_resumed_call_never_raises_lock_busy_again(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed call whose cached view is refused and tried again with the view in Redis waits for the
+    lock on that retry: whoever resumed it has no second resume to run (the HTTP service and AsyncClient
+    resume on a worker thread)."""
+    (root / "f.txt").write_text("a\nb\n")
+    s = coord.session("s")
+    s.read("f.txt")  # this process caches s's view
+    same = Coordinator(root, redis_client=coord.redis, durability="none")  # s in another process
+    try:
+        same.session("t").read("f.txt")
+        same.session("t").edit("f.txt", "b", "B")
+        same.session("s").read("f.txt")  # s's view in Redis is now the current file; the cache is older
+    finally:
+        same.close()
+    other = _other_holder(coord)
+    held = other.acquire("f.txt")
+    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
+        s.edit("f.txt", "a", "A")
+    held.release()
+    other.close()
+    monkeypatch.setattr(coord.locks, "try_acquire", lambda key: None)  # from now on the lock looks busy
+    res = ei.value.resume()
+    assert res.version == 2 and (root / "f.txt").read_text() == "A\nB\n"
