@@ -1,0 +1,291 @@
+"""Added latency and CPU per edit of the HTTP service over the in-process engine.
+
+    python3 tools/http_latency.py [--edits N] [--rounds R] [--columns a,b,...]
+
+One repository, one session, N consecutive edits per column of a 200-line counters file (the bench's solo
+row: each edit increments the next slot line), durability none. Columns, run interleaved in R rounds
+(the order rotates every round, so load drifts hit every column alike):
+
+- ``inproc``:       LocalClient on a Coordinator in this process;
+- ``http-plain``:   a plain ``httpx.Client`` with keep-alive, no idempotency key (coordinator_bench/plainhttp.py,
+                    the bench's column) against ``edit-coordinator serve --workers 1``;
+- ``http-project``: the project's HttpClient without idempotency keys, same service;
+- ``http-stdlib``:  ``http.client.HTTPConnection`` (keep-alive), same service;
+- ``floor-httpx`` / ``floor-stdlib``: the same requests (same body, an answer of the same size) to an ASGI
+                    app that does nothing, under uvicorn with the service's options: the floor of any Python
+                    service with that client.
+
+Each column edits its own file (same session), so that no process's cached view is invalidated by another
+column. Printed per column: p50 / p99 wall latency per edit, p50 added over ``inproc``, CPU per edit of
+this (client) process, of the server process (utime + stime from /proc/PID/stat before and after each
+column's turn) and of the Redis server; and the load average. Wall time on a shared machine is noisy; CPU
+per edit is the reliable figure. A command, not a test: it takes tens of seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from coordinator import Coordinator, HttpClient
+from coordinator.client.local import LocalClient
+from coordinator.embedded import stop_embedded_redis
+from coordinator_bench.httpserver import HttpService
+from coordinator_bench.plainhttp import PlainHttpClient
+
+SESSION = "bench"
+LINES = 200
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+COLUMNS = ("inproc", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
+
+
+def cpu_of(pid: int) -> float:
+    """utime + stime of one process, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def counters(values: list[int]) -> str:
+    return "".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values))
+
+
+class Editor:
+    """One column's edit loop state: its file, its slot values, its edit call."""
+
+    def __init__(self, name: str, path: str, edit: Callable[[str, str, str], Any]) -> None:
+        self.name = name
+        self.path = path
+        self.edit = edit
+        self.values = [0] * LINES
+        self.n = 0
+
+    def step(self) -> None:
+        slot = self.n % LINES
+        v = self.values[slot]
+        self.edit(self.path, f"s{slot:03d} = {v}\n", f"s{slot:03d} = {v + 1}\n")
+        self.values[slot] = v + 1
+        self.n += 1
+
+
+class StdlibClient:
+    """http.client.HTTPConnection with keep-alive: the standard library's client, JSON in and out."""
+
+    def __init__(self, url: str, token: str) -> None:
+        host, _, port = url.removeprefix("http://").partition(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.conn.request("POST", route, json.dumps(body).encode(), self.headers)
+        r = self.conn.getresponse()
+        data = json.loads(r.read())
+        if r.status != 200:
+            raise RuntimeError(f"{route}: HTTP {r.status}: {data}")
+        return data  # type: ignore[no-any-return]
+
+    def edit(self, path: str, old: str, new: str) -> Any:
+        return self.post("/v1/edit", {"session": SESSION, "path": path, "old_string": old, "new_string": new})
+
+
+# -- the floor: an ASGI app that reads the body and answers a fixed JSON of an edit answer's size ---------
+FLOOR_ANSWER = json.dumps({"path": "x", "replacements": 1, "snippet": "x" * 300, "message": "ok"}).encode()
+
+
+async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(FLOOR_ANSWER)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": FLOOR_ANSWER})
+
+
+def run_floor(url_file: str) -> None:
+    """The floor server (a child process): uvicorn with the service's own options."""
+    import socket
+    from types import SimpleNamespace
+
+    import uvicorn
+
+    from coordinator.server.serve import _uvicorn_options
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    Path(url_file).write_text(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    args = SimpleNamespace(access_log=False, log_level="error", graceful_timeout=1.0)
+    options = {k: v for k, v in _uvicorn_options(args, {}).items() if k != "lifespan"}
+    uvicorn.Server(uvicorn.Config(floor_app, lifespan="off", **options)).run(sockets=[sock])
+
+
+@contextlib.contextmanager
+def floor_server(work: Path) -> Iterator[tuple[str, int]]:
+    url_file = work / "floor-url"
+    proc = subprocess.Popen([sys.executable, __file__, "--floor-server", str(url_file)])
+    try:
+        while not url_file.exists() or not url_file.read_text():
+            if proc.poll() is not None:
+                raise RuntimeError("the floor server did not start")
+            time.sleep(0.02)
+        yield url_file.read_text(), proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# -- the measurement -----------------------------------------------------------------------------------
+class Column:
+    def __init__(self, editor: Editor, server_pid: int | None) -> None:
+        self.editor = editor
+        self.server_pid = server_pid
+        self.lat: list[float] = []
+        self.client_cpu = 0.0
+        self.server_cpu = 0.0
+        self.redis_cpu = 0.0
+
+    def turn(self, n: int, redis_pid: int) -> None:
+        step = self.editor.step
+        c0, s0, r0 = time.process_time(), self._server(), cpu_of(redis_pid)
+        lat = self.lat
+        clock = time.perf_counter
+        for _ in range(n):
+            t = clock()
+            step()
+            lat.append(clock() - t)
+        self.client_cpu += time.process_time() - c0
+        self.server_cpu += self._server() - s0
+        self.redis_cpu += cpu_of(redis_pid) - r0
+
+    def _server(self) -> float:
+        return cpu_of(self.server_pid) if self.server_pid else 0.0
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
+    base = statistics.median(cols["inproc"].lat) if "inproc" in cols else None
+    print(f"load average {load[0]:.2f} before, {load[1]:.2f} after (1 min); {os.cpu_count()} CPUs")
+    head = f"{'column':<14}{'edits':>7}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}"
+    print(head + f"{'client CPU ms':>15}{'server CPU ms':>15}{'redis CPU ms':>14}{'total CPU ms':>14}  (per edit)")
+    for name, col in cols.items():
+        n = len(col.lat)
+        p50 = statistics.median(col.lat) * 1e3
+        added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
+        cpu = [col.client_cpu / n * 1e3, col.server_cpu / n * 1e3, col.redis_cpu / n * 1e3]
+        print(
+            f"{name:<14}{n:>7}{p50:>9.3f}{pct(col.lat, 0.99) * 1e3:>9.3f}{added:>9}"
+            f"{cpu[0]:>15.3f}{cpu[1]:>15.3f}{cpu[2]:>14.3f}{sum(cpu):>14.3f}"
+        )
+
+
+def build(
+    names: list[str], root: Path, coord: Coordinator, service: HttpService | None, floor: tuple[str, int] | None
+) -> tuple[dict[str, Column], list[Callable[[], None]]]:
+    cols: dict[str, Column] = {}
+    closers: list[Callable[[], None]] = []
+    server_pid = service.proc.pid if service is not None and service.proc is not None else None
+    for name in names:
+        path = f"{name}.txt"
+        (root / path).write_text(counters([0] * LINES))
+        if name == "inproc":
+            local = LocalClient(coord)
+            local.read(SESSION, path)
+            cols[name] = Column(Editor(name, path, lambda p, a, b, c=local: c.edit(SESSION, p, a, b)), None)
+            continue
+        if name.startswith("floor"):
+            assert floor is not None
+            url, pid, token = floor[0], floor[1], "x"
+        else:
+            assert service is not None
+            url, pid, token = service.url, server_pid, service.token
+        editor: Callable[[str, str, str], Any]
+        if name in ("http-plain", "floor-httpx"):
+            plain = PlainHttpClient(url, token)
+            if name == "floor-httpx":
+                editor = lambda p, a, b, c=plain: c.http.post("/v1/edit", json=_body(p, a, b)).json()  # noqa: E731
+            else:
+                plain.read(SESSION, path)
+                editor = lambda p, a, b, c=plain: c.edit(SESSION, p, a, b)  # noqa: E731
+            closers.append(plain.close)
+        elif name == "http-project":
+            project = HttpClient(url, token=token, idempotency_keys=False)
+            project.read(SESSION, path)
+            editor = lambda p, a, b, c=project: c.edit(SESSION, p, a, b)  # noqa: E731
+            closers.append(project.close)
+        else:
+            std = StdlibClient(url, token)
+            if name == "http-stdlib":
+                std.post("/v1/read", {"session": SESSION, "path": path})
+            editor = std.edit
+        cols[name] = Column(Editor(name, path, editor), pid)
+    return cols, closers
+
+
+def _body(path: str, old: str, new: str) -> dict[str, Any]:
+    return {"session": SESSION, "path": path, "old_string": old, "new_string": new}
+
+
+def measure(names: list[str], edits: int, rounds: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="http-latency-"))
+    root = work / "repo"
+    root.mkdir()
+    with contextlib.ExitStack() as stack:
+        coord = stack.enter_context(Coordinator(root, durability="none"))
+        stack.callback(stop_embedded_redis, root / ".edit-coordinator")
+        redis_pid = int(redis.Redis.from_url(str(coord.redis_url)).info("server")["process_id"])
+        service = None
+        if any(n.startswith("http") for n in names):
+            service = stack.enter_context(HttpService(root, str(coord.redis_url), work / "serve", workers=1))
+        floor = stack.enter_context(floor_server(work)) if any(n.startswith("floor") for n in names) else None
+        cols, closers = build(names, root, coord, service, floor)
+        for close in reversed(closers):
+            stack.callback(close)
+        for col in cols.values():  # warm-up: connections, caches, scripts
+            col.turn(50, redis_pid)
+            col.lat.clear()
+            col.client_cpu = col.server_cpu = col.redis_cpu = 0.0
+        load0 = os.getloadavg()[0]
+        order = list(cols.values())
+        for r in range(rounds):
+            for col in order[r % len(order) :] + order[: r % len(order)]:
+                col.turn(max(1, edits // rounds), redis_pid)
+        report(cols, (load0, os.getloadavg()[0]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--edits", type=int, default=3000, help="edits per column (over all rounds)")
+    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
+    ap.add_argument("--columns", default=",".join(COLUMNS), help=f"comma-separated, of {', '.join(COLUMNS)}")
+    ap.add_argument("--floor-server", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.floor_server:
+        run_floor(args.floor_server)
+        return
+    names = [n for n in args.columns.split(",") if n]
+    unknown = set(names) - set(COLUMNS)
+    if unknown:
+        ap.error(f"unknown columns {sorted(unknown)}; choose among {', '.join(COLUMNS)}")
+    measure(names, args.edits, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
