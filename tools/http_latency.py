@@ -4,9 +4,11 @@
 
 One repository, one session, N consecutive edits per column of a 200-line counters file (the bench's solo
 row: each edit increments the next slot line), durability none. Columns, run interleaved in R rounds
-(the order rotates every round, so load drifts hit every column alike):
+(the order rotates every round, so load drifts hit every column alike), after a warm-up of 50 edits each:
 
 - ``inproc``:       LocalClient on a Coordinator in this process;
+- ``asgi``:         the service's ASGI app in this process, called directly with the request's messages (no
+                    uvicorn, no socket; one ``run_until_complete`` per call): the app's own cost over ``inproc``;
 - ``http-plain``:   a plain ``httpx.Client`` with keep-alive, no idempotency key (coordinator_bench/plainhttp.py,
                     the bench's column) against ``edit-coordinator serve --workers 1``;
 - ``http-project``: the project's HttpClient without idempotency keys, same service;
@@ -18,7 +20,8 @@ row: each edit increments the next slot line), durability none. Columns, run int
 Each column edits its own file (same session), so that no process's cached view is invalidated by another
 column. Printed per column: p50 / p99 wall latency per edit, p50 added over ``inproc``, CPU per edit of
 this (client) process, of the server process (utime + stime from /proc/PID/stat before and after each
-column's turn) and of the Redis server; and the load average. Wall time on a shared machine is noisy; CPU
+column's turn) and of the Redis server; and the load average. For the floor columns, "+p50" is their
+whole p50: what an empty service adds per call with that client. Wall time on a shared machine is noisy; CPU
 per edit is the reliable figure. A command, not a test: it takes tens of seconds.
 """
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -43,13 +47,14 @@ import redis
 from coordinator import Coordinator, HttpClient
 from coordinator.client.local import LocalClient
 from coordinator.embedded import stop_embedded_redis
+from coordinator.server import ServerConfig, create_app, mint_token
 from coordinator_bench.httpserver import HttpService
 from coordinator_bench.plainhttp import PlainHttpClient
 
 SESSION = "bench"
 LINES = 200
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-COLUMNS = ("inproc", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
+COLUMNS = ("inproc", "asgi", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
 
 
 def cpu_of(pid: int) -> float:
@@ -100,8 +105,46 @@ class StdlibClient:
         return self.post("/v1/edit", {"session": SESSION, "path": path, "old_string": old, "new_string": new})
 
 
+class AsgiDriver:
+    """Calls the service's App directly, as uvicorn would, with one request's ASGI messages."""
+
+    def __init__(self, root: Path, redis_url: str, token: str, secret: bytes) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        config = ServerConfig(root=str(root), redis_url=redis_url, durability="none")
+        self.app = create_app(config, secret)
+        self.app.open()
+        self.auth = f"Bearer {token}".encode()
+
+    def post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        raw = json.dumps(body).encode()
+        headers = [(b"host", b"x"), (b"authorization", self.auth), (b"content-type", b"application/json"),
+                   (b"content-length", str(len(raw)).encode())]  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": route, "headers": headers, "query_string": b""}
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        self.loop.run_until_complete(self.app(scope, receive, send))
+        if sent[0]["status"] != 200:
+            raise RuntimeError(f"{route}: HTTP {sent[0]['status']}: {sent[1]['body'][:300]!r}")
+        return json.loads(sent[1]["body"])  # type: ignore[no-any-return]
+
+    def edit(self, path: str, old: str, new: str) -> Any:
+        return self.post("/v1/edit", _body(path, old, new))
+
+    def close(self) -> None:
+        self.app.close()
+        self.loop.close()
+
+
 # -- the floor: an ASGI app that reads the body and answers a fixed JSON of an edit answer's size ---------
-FLOOR_ANSWER = json.dumps({"path": "x", "replacements": 1, "snippet": "x" * 300, "message": "ok"}).encode()
+FLOOR_ANSWER = json.dumps({"path": "x", "replacements": 1, "snippet": "x" * 700, "message": "ok"}).encode()
 
 
 async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -118,7 +161,6 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def run_floor(url_file: str) -> None:
     """The floor server (a child process): uvicorn with the service's own options."""
     import socket
-    from types import SimpleNamespace
 
     import uvicorn
 
@@ -128,7 +170,7 @@ def run_floor(url_file: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     Path(url_file).write_text(f"http://127.0.0.1:{sock.getsockname()[1]}")
-    args = SimpleNamespace(access_log=False, log_level="error", graceful_timeout=1.0)
+    args = argparse.Namespace(access_log=False, log_level="error", graceful_timeout=1.0)
     options = {k: v for k, v in _uvicorn_options(args, {}).items() if k != "lifespan"}
     uvicorn.Server(uvicorn.Config(floor_app, lifespan="off", **options)).run(sockets=[sock])
 
@@ -188,7 +230,10 @@ def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
     for name, col in cols.items():
         n = len(col.lat)
         p50 = statistics.median(col.lat) * 1e3
-        added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
+        if name.startswith("floor"):
+            added = f"{p50:+.3f}"  # an empty service adds its whole round trip
+        else:
+            added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
         cpu = [col.client_cpu / n * 1e3, col.server_cpu / n * 1e3, col.redis_cpu / n * 1e3]
         print(
             f"{name:<14}{n:>7}{p50:>9.3f}{pct(col.lat, 0.99) * 1e3:>9.3f}{added:>9}"
@@ -196,47 +241,59 @@ def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
         )
 
 
+Edit = Callable[[str, str, str], Any]
+
+
 def build(
     names: list[str], root: Path, coord: Coordinator, service: HttpService | None, floor: tuple[str, int] | None
 ) -> tuple[dict[str, Column], list[Callable[[], None]]]:
+    """Each column's file (same session), client and the process whose CPU is its server's."""
     cols: dict[str, Column] = {}
     closers: list[Callable[[], None]] = []
-    server_pid = service.proc.pid if service is not None and service.proc is not None else None
     for name in names:
         path = f"{name}.txt"
         (root / path).write_text(counters([0] * LINES))
+        pid: int | None = None
         if name == "inproc":
             local = LocalClient(coord)
             local.read(SESSION, path)
-            cols[name] = Column(Editor(name, path, lambda p, a, b, c=local: c.edit(SESSION, p, a, b)), None)
-            continue
-        if name.startswith("floor"):
+            edit: Edit = functools.partial(local.edit, SESSION)
+        elif name == "asgi":
+            secret = b"a" * 32
+            driver = AsgiDriver(root, str(coord.redis_url), mint_token(secret, admin=True, ttl_s=3600), secret)
+            driver.post("/v1/read", {"session": SESSION, "path": path})
+            closers.append(driver.close)
+            edit = driver.edit
+        elif name.startswith("floor"):
             assert floor is not None
-            url, pid, token = floor[0], floor[1], "x"
+            pid = floor[1]
+            edit = remote_client(name, floor[0], "x", path, closers)
         else:
-            assert service is not None
-            url, pid, token = service.url, server_pid, service.token
-        editor: Callable[[str, str, str], Any]
-        if name in ("http-plain", "floor-httpx"):
-            plain = PlainHttpClient(url, token)
-            if name == "floor-httpx":
-                editor = lambda p, a, b, c=plain: c.http.post("/v1/edit", json=_body(p, a, b)).json()  # noqa: E731
-            else:
-                plain.read(SESSION, path)
-                editor = lambda p, a, b, c=plain: c.edit(SESSION, p, a, b)  # noqa: E731
-            closers.append(plain.close)
-        elif name == "http-project":
-            project = HttpClient(url, token=token, idempotency_keys=False)
-            project.read(SESSION, path)
-            editor = lambda p, a, b, c=project: c.edit(SESSION, p, a, b)  # noqa: E731
-            closers.append(project.close)
-        else:
-            std = StdlibClient(url, token)
-            if name == "http-stdlib":
-                std.post("/v1/read", {"session": SESSION, "path": path})
-            editor = std.edit
-        cols[name] = Column(Editor(name, path, editor), pid)
+            assert service is not None and service.proc is not None
+            pid = service.proc.pid
+            edit = remote_client(name, service.url, service.token, path, closers)
+        cols[name] = Column(Editor(name, path, edit), pid)
     return cols, closers
+
+
+def remote_client(name: str, url: str, token: str, path: str, closers: list[Callable[[], None]]) -> Edit:
+    """The edit call of an HTTP column (the session has read `path` first, except on the floor)."""
+    if name in ("http-plain", "floor-httpx"):
+        plain = PlainHttpClient(url, token)
+        closers.append(plain.close)
+        if name == "floor-httpx":
+            return lambda p, a, b: plain.http.post("/v1/edit", json=_body(p, a, b)).json()
+        plain.read(SESSION, path)
+        return functools.partial(plain.edit, SESSION)
+    if name == "http-project":
+        project = HttpClient(url, token=token, idempotency_keys=False)
+        closers.append(project.close)
+        project.read(SESSION, path)
+        return functools.partial(project.edit, SESSION)
+    std = StdlibClient(url, token)
+    if name == "http-stdlib":
+        std.post("/v1/read", {"session": SESSION, "path": path})
+    return std.edit
 
 
 def _body(path: str, old: str, new: str) -> dict[str, Any]:
@@ -268,6 +325,17 @@ def measure(names: list[str], edits: int, rounds: int) -> None:
             for col in order[r % len(order) :] + order[: r % len(order)]:
                 col.turn(max(1, edits // rounds), redis_pid)
         report(cols, (load0, os.getloadavg()[0]))
+        check(root, cols)
+
+
+def check(root: Path, cols: dict[str, Column]) -> None:
+    """Every acknowledged edit is in its file (the floor's are not edits): else the figures mean nothing."""
+    for name, col in cols.items():
+        if name.startswith("floor"):
+            continue
+        if (root / col.editor.path).read_text() != counters(col.editor.values):
+            raise SystemExit(f"{name}: {col.editor.path} does not hold the {col.editor.n} edits acknowledged")
+    print("every acknowledged edit is in its file")
 
 
 def main() -> None:
