@@ -9,6 +9,8 @@ row: each edit increments the next slot line), durability none. Columns, run int
 - ``inproc``:       LocalClient on a Coordinator in this process;
 - ``asgi``:         the service's ASGI app in this process, called directly with the request's messages (no
                     uvicorn, no socket; one ``run_until_complete`` per call): the app's own cost over ``inproc``;
+- ``app-only``:     the same, with the engine replaced by a stub that returns a real edit's result: the
+                    app's own CPU per call (routing, token, body, validation, limits, JSON answer);
 - ``http-plain``:   a plain ``httpx.Client`` with keep-alive, no idempotency key (coordinator_bench/plainhttp.py,
                     the bench's column) against ``edit-coordinator serve --workers 1``;
 - ``http-project``: the project's HttpClient without idempotency keys, same service;
@@ -20,8 +22,8 @@ row: each edit increments the next slot line), durability none. Columns, run int
 Each column edits its own file (same session), so that no process's cached view is invalidated by another
 column. Printed per column: p50 / p99 wall latency per edit, p50 added over ``inproc``, CPU per edit of
 this (client) process, of the server process (utime + stime from /proc/PID/stat before and after each
-column's turn) and of the Redis server; and the load average. For the floor columns, "+p50" is their
-whole p50: what an empty service adds per call with that client. Wall time on a shared machine is noisy; CPU
+column's turn) and of the Redis server; and the load average. For the floor and app-only columns,
+"+p50" is their whole p50: what an empty service (the app alone) adds per call. Wall time on a shared machine is noisy; CPU
 per edit is the reliable figure. A command, not a test: it takes tens of seconds.
 """
 
@@ -54,7 +56,7 @@ from coordinator_bench.plainhttp import PlainHttpClient
 SESSION = "bench"
 LINES = 200
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-COLUMNS = ("inproc", "asgi", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
+COLUMNS = ("inproc", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
 
 
 def cpu_of(pid: int) -> float:
@@ -230,8 +232,8 @@ def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
     for name, col in cols.items():
         n = len(col.lat)
         p50 = statistics.median(col.lat) * 1e3
-        if name.startswith("floor"):
-            added = f"{p50:+.3f}"  # an empty service adds its whole round trip
+        if name.startswith("floor") or name == "app-only":
+            added = f"{p50:+.3f}"  # an empty service (or the app alone) adds its whole p50
         else:
             added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
         cpu = [col.client_cpu / n * 1e3, col.server_cpu / n * 1e3, col.redis_cpu / n * 1e3]
@@ -264,6 +266,8 @@ def build(
             driver.post("/v1/read", {"session": SESSION, "path": path})
             closers.append(driver.close)
             edit = driver.edit
+        elif name == "app-only":
+            edit = app_only(root, coord, path, closers)
         elif name.startswith("floor"):
             assert floor is not None
             pid = floor[1]
@@ -274,6 +278,24 @@ def build(
             edit = remote_client(name, service.url, service.token, path, closers)
         cols[name] = Column(Editor(name, path, edit), pid)
     return cols, closers
+
+
+def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[], None]]) -> Edit:
+    """The App with every client replaced by a stub that answers one real edit's result."""
+    secret = b"a" * 32
+    driver = AsgiDriver(root, str(coord.redis_url), mint_token(secret, admin=True, ttl_s=3600), secret)
+    closers.append(driver.close)
+    real = LocalClient(driver.app.coord)
+    real.read(SESSION, path)
+    result = real.edit(SESSION, path, "s000 = 0\n", "s000 = 1\n")
+
+    class Stub:
+        def edit(self, *args: Any) -> Any:
+            return result
+
+    for key in driver.app.clients:
+        driver.app.clients[key] = Stub()  # type: ignore[assignment]
+    return driver.edit
 
 
 def remote_client(name: str, url: str, token: str, path: str, closers: list[Callable[[], None]]) -> Edit:
@@ -329,9 +351,10 @@ def measure(names: list[str], edits: int, rounds: int) -> None:
 
 
 def check(root: Path, cols: dict[str, Column]) -> None:
-    """Every acknowledged edit is in its file (the floor's are not edits): else the figures mean nothing."""
+    """Every acknowledged edit is in its file (the floor's and the stub's are not edits): else the figures
+    mean nothing."""
     for name, col in cols.items():
-        if name.startswith("floor"):
+        if name.startswith("floor") or name == "app-only":
             continue
         if (root / col.editor.path).read_text() != counters(col.editor.values):
             raise SystemExit(f"{name}: {col.editor.path} does not hold the {col.editor.n} edits acknowledged")
