@@ -7,6 +7,9 @@ row: each edit increments the next slot line), durability none. Columns, run int
 (the order rotates every round, so load drifts hit every column alike), after a warm-up of 50 edits each:
 
 - ``inproc``:       LocalClient on a Coordinator in this process;
+- ``inproc-paced``: the same, sleeping 0.3 ms (untimed) after each edit, as a service waits for its client's
+                    next request between calls: what a process that sleeps between edits pays for cold
+                    caches, on the same engine work;
 - ``asgi``:         the service's ASGI app in this process, called directly with the request's messages (no
                     uvicorn, no socket; one ``run_until_complete`` per call): the app's own cost over ``inproc``;
 - ``app-only``:     the same, with the engine replaced by a stub that returns a real edit's result: the
@@ -23,8 +26,8 @@ Each column edits its own file (same session), so that no process's cached view 
 column. Printed per column: p50 / p99 wall latency per edit, p50 added over ``inproc``, CPU per edit of
 this (client) process, of the server process (utime + stime from /proc/PID/stat before and after each
 column's turn) and of the Redis server; and the load average. For the floor and app-only columns,
-"+p50" is their whole p50: what an empty service (the app alone) adds per call. Wall time on a shared machine is noisy; CPU
-per edit is the reliable figure. A command, not a test: it takes tens of seconds.
+"+p50" is their whole p50: what an empty service (the app alone) adds per call. Wall time on a shared
+machine is noisy; CPU per edit is the reliable figure. A command, not a test: it takes tens of seconds.
 """
 
 from __future__ import annotations
@@ -56,7 +59,11 @@ from coordinator_bench.plainhttp import PlainHttpClient
 SESSION = "bench"
 LINES = 200
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-COLUMNS = ("inproc", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "floor-httpx", "floor-stdlib")
+PACED_S = 0.0003
+COLUMNS = (
+    "inproc", "inproc-paced", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "floor-httpx",
+    "floor-stdlib",
+)  # fmt: skip
 
 
 def cpu_of(pid: int) -> float:
@@ -194,8 +201,9 @@ def floor_server(work: Path) -> Iterator[tuple[str, int]]:
 
 # -- the measurement -----------------------------------------------------------------------------------
 class Column:
-    def __init__(self, editor: Editor, server_pid: int | None) -> None:
+    def __init__(self, editor: Editor, server_pid: int | None, pause_s: float = 0.0) -> None:
         self.editor = editor
+        self.pause_s = pause_s
         self.server_pid = server_pid
         self.lat: list[float] = []
         self.client_cpu = 0.0
@@ -207,10 +215,13 @@ class Column:
         c0, s0, r0 = time.process_time(), self._server(), cpu_of(redis_pid)
         lat = self.lat
         clock = time.perf_counter
+        pause = self.pause_s
         for _ in range(n):
             t = clock()
             step()
             lat.append(clock() - t)
+            if pause:
+                time.sleep(pause)
         self.client_cpu += time.process_time() - c0
         self.server_cpu += self._server() - s0
         self.redis_cpu += cpu_of(redis_pid) - r0
@@ -256,7 +267,8 @@ def build(
         path = f"{name}.txt"
         (root / path).write_text(counters([0] * LINES))
         pid: int | None = None
-        if name == "inproc":
+        pause = PACED_S if name == "inproc-paced" else 0.0
+        if name.startswith("inproc"):
             local = LocalClient(coord)
             local.read(SESSION, path)
             edit: Edit = functools.partial(local.edit, SESSION)
@@ -276,7 +288,7 @@ def build(
             assert service is not None and service.proc is not None
             pid = service.proc.pid
             edit = remote_client(name, service.url, service.token, path, closers)
-        cols[name] = Column(Editor(name, path, edit), pid)
+        cols[name] = Column(Editor(name, path, edit), pid, pause)
     return cols, closers
 
 
