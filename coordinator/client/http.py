@@ -33,39 +33,30 @@ Service refusals that have no library code are raised with the library code thei
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import socket
 import ssl
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
-from .. import arguments, errors
+from .. import arguments
 from ..engine import ReadResult, WriteResult
 from ..errors import CoordinatorError, ErrorCode
 from ..events import ChangeEvent, Notice
 from ..history import HistoryEntry
 from ..leases import Lease
 from .base import BoundSession, EventPage, SessionStatus, follow
+from .calls import Call, Calls, RetryRule, build, error_from, headers_for, payload_for, timeout_for
 from .transport import PlainHttpTransport, Reply
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-_R = TypeVar("_R", bound="DataclassInstance")  # a result type: a dataclass
-
+T = TypeVar("T")
 TokenSource = str | Mapping[str, str] | Callable[[str], str]
 _USER_AGENT = "edit-coordinator-http-client"
-_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
-_LIBRARY_CODES = frozenset(c.value for c in ErrorCode)
-_MAX_RETRY_AFTER_S = 5.0
-_POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
+
+__all__ = ["HttpClient", "TokenSource", "build", "error_from"]
 
 
 class HttpClient:
@@ -93,8 +84,6 @@ class HttpClient:
             arguments.check_policy(policy)
         if match is not None:
             arguments.check_match(match)
-        self.policy = policy
-        self.match = match
         if sum(x is not None for x in (token, tokens, secret)) != 1:
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT, "Give exactly one of token, tokens or secret to HttpClient."
@@ -107,9 +96,8 @@ class HttpClient:
         self._tokens = tokens
         self._secret = secret.encode() if isinstance(secret, str) else secret
         self._minted: dict[str | None, tuple[str, float]] = {}
-        self.retries = max(0, retries)
-        self.idempotency_keys = idempotency_keys
-        self.backoff_s = backoff_s
+        self.calls = Calls(policy, match, idempotency_keys)  # the operations, described once
+        self._rule = RetryRule(self.url, retries, backoff_s)
         # Requests go straight to the transport (httpx's transport interface): the httpx.Client layer's
         # per-call work (URL merging, auth and redirect flows, cookies) is not needed here.
         if transport is not None and ca_file is not None:
@@ -117,87 +105,116 @@ class HttpClient:
                 ErrorCode.INVALID_ARGUMENT, "Give ca_file or transport to HttpClient, not both: a transport makes "
                 "its own TLS settings (httpx.HTTPTransport(verify=...)).",
             )  # fmt: skip
-        self._transport = transport if transport is not None else _default_transport(base, max_connections, ca_file)
+        self._verify: bool | ssl.SSLContext = True if ca_file is None else _trusting(ca_file)
+        self._max_connections = max_connections
+        if transport is None:
+            transport = _default_transport(base, max_connections, self._verify, ca_file is not None)
+        self._transport = transport
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout).as_dict()
         self._urls: dict[str, httpx.URL] = {}
         self._fast = self._transport if type(self._transport) is PlainHttpTransport else None
+        self._plain = base.scheme == "http"
         self._host_key = (base.host, base.port or 80)
         self._host_line = f"host: {base.netloc.decode('ascii')}\r\nuser-agent: {_USER_AGENT}\r\n"
+
+    # The options (kept where the operations and the retry rule read them; settable as before).
+    @property
+    def policy(self) -> str | None:
+        return self.calls.policy
+
+    @policy.setter
+    def policy(self, value: str | None) -> None:
+        self.calls.policy = value
+
+    @property
+    def match(self) -> str | None:
+        return self.calls.match
+
+    @match.setter
+    def match(self, value: str | None) -> None:
+        self.calls.match = value
+
+    @property
+    def idempotency_keys(self) -> bool:
+        return self.calls.idempotency_keys
+
+    @idempotency_keys.setter
+    def idempotency_keys(self, value: bool) -> None:
+        self.calls.idempotency_keys = value
+
+    @property
+    def retries(self) -> int:
+        return self._rule.retries
+
+    @retries.setter
+    def retries(self, value: int) -> None:
+        self._rule.retries = max(0, value)
+
+    @property
+    def backoff_s(self) -> float:
+        return self._rule.backoff_s
+
+    @backoff_s.setter
+    def backoff_s(self, value: float) -> None:
+        self._rule.backoff_s = value
 
     def session(self, session_id: str) -> BoundSession:
         return BoundSession(self, session_id)
 
-    # -- files --------------------------------------------------------------------------------------------
+    # -- files (each operation is described once, in `Calls`; `_run` sends it) -----------------------------
     def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
-        body = _without_none({"path": path, "session": session, "offset": offset, "limit": limit})
-        return build(ReadResult, self._call("POST", "/v1/read", session, body, idempotent=True))
+        return self._run(self.calls.read(session, path, offset, limit))
 
     def write(self, session: str, path: str, content: str) -> WriteResult:
-        return self._mutate("/v1/write", session, {"path": path, "content": content})
+        return self._run(self.calls.write(session, path, content))
 
     def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
-        body = {"path": path, "old_string": old_string, "new_string": new_string, "replace_all": replace_all}
-        return self._mutate("/v1/edit", session, self._matching(body))
+        return self._run(self.calls.edit(session, path, old_string, new_string, replace_all))
 
     def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult:
-        return self._mutate("/v1/multi_edit", session, self._matching({"path": path, "edits": list(edits)}))
+        return self._run(self.calls.multi_edit(session, path, edits))
 
     def undo(self, session: str, path: str, version: int | None = None) -> WriteResult:
-        return self._mutate("/v1/undo", session, _without_none({"path": path, "version": version}))
+        return self._run(self.calls.undo(session, path, version))
 
     def redo(self, session: str, path: str) -> WriteResult:
-        return self._mutate("/v1/redo", session, {"path": path})
+        return self._run(self.calls.redo(session, path))
 
     def restore(
         self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
     ) -> WriteResult:
         """For people: the whole file back as it was, discarding every later version (needs the admin
         token; the result's `discarded` lists them). Runs as `session` (default "operator")."""
-        body = _without_none(
-            {"path": path, "to_version": to_version, "before_version": before_version, "session": session}
-        )
-        key = uuid.uuid4().hex if self.idempotency_keys else None
-        data = self._call("POST", "/v1/admin/restore", None, body, idempotent=key is not None, key=key)
-        return build(WriteResult, data)
+        return self._run(self.calls.restore(path, to_version, before_version=before_version, session=session))
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         """Versions of `path`, newest first (needs the admin token)."""
-        data = self._call("POST", "/v1/history", None, {"path": path, "limit": limit}, idempotent=True)
-        return [build(HistoryEntry, e) for e in data["entries"]]
+        return self._run(self.calls.history(path, limit))
 
     # -- leases -------------------------------------------------------------------------------------------
     def lease(
         self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
     ) -> list[Lease]:
-        body: dict[str, Any] = {"session": session, "mode": mode, "ttl_s": ttl_s}
-        body["paths"] = [paths] if isinstance(paths, str) else list(paths)
-        return _leases(self._call("POST", "/v1/leases", session, body, idempotent=False))
+        return self._run(self.calls.lease(session, paths, mode, ttl_s))
 
     def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
-        body = _without_none({"session": session, "lease_id": lease_id, "ttl_s": ttl_s})
-        return _leases(self._call("POST", "/v1/leases/renew", session, body, idempotent=True))
+        return self._run(self.calls.renew(session, lease_id, ttl_s))
 
     def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
-        body = _without_none({"session": session, "lease_id": lease_id, "pattern": pattern})
-        return int(self._call("POST", "/v1/leases/release", session, body, idempotent=True)["released"])
+        return self._run(self.calls.release(session, lease_id, pattern))
 
     def leases(self, session: str | None = None) -> list[Lease]:
-        params = {"session": session} if session is not None else None
-        return _leases(self._call("GET", "/v1/leases", session, None, idempotent=True, params=params))
+        return self._run(self.calls.leases(session))
 
     def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
         """End a lease by id, or every lease of a session, whoever holds it (needs the admin token)."""
-        body = _without_none({"lease_id": lease_id, "session": session})
-        return _leases(self._call("POST", "/v1/admin/leases/break", None, body, idempotent=True))
+        return self._run(self.calls.break_lease(lease_id, session))
 
     # -- events, notices, status --------------------------------------------------------------------------
     def poll_events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
     ) -> EventPage:
-        body = _without_none({"since": since, "paths": list(paths) if paths else None, "wait_s": wait_s})
-        body["limit"] = limit
-        data = self._call("POST", "/v1/events", None, body, idempotent=True, read_timeout=wait_s + _POLL_SLACK_S)
-        return EventPage(tuple(build(ChangeEvent, e) for e in data["events"]), str(data["cursor"]))
+        return self._run(self.calls.poll_events(since, paths, wait_s, limit))
 
     def events(
         self, since: str | None = None, paths: Sequence[str] | None = None, timeout_s: float | None = None
@@ -205,36 +222,29 @@ class HttpClient:
         return follow(self, since, paths, timeout_s)
 
     def recent_events(self, count: int = 50) -> list[ChangeEvent]:
-        data = self._call("POST", "/v1/events/recent", None, {"count": count}, idempotent=True)
-        return [build(ChangeEvent, e) for e in data["events"]]
+        return self._run(self.calls.recent_events(count))
 
     def notices(self, session: str) -> Notice | None:
-        data = self._call("POST", "/v1/notices", session, {"session": session}, idempotent=True)
-        found = data.get("notice")
-        return None if found is None else Notice(tuple(found["paths"]), tuple(found["writers"]))
+        return self._run(self.calls.notices(session))
 
     def status(self, session: str) -> SessionStatus:
-        data = self._call("GET", "/v1/session", session, None, idempotent=True, params={"session": session})
-        leases = tuple(build(Lease, x) for x in data.get("leases", ()))
-        return SessionStatus(str(data["session"]), data.get("last_seen"), leases)
+        return self._run(self.calls.status(session))
 
     # -- the service ----------------------------------------------------------------------------------------
     def session_status(self, session: str | None = None) -> dict[str, Any]:
         """The raw answer of GET /v1/session (role and token expiry included)."""
-        params = {"session": session} if session is not None else None
-        return self._call("GET", "/v1/session", session, None, idempotent=True, params=params)
+        return self._run(self.calls.session_status(session))
 
     def health(self) -> dict[str, Any]:
-        return dict(self._send("GET", "/v1/health", None, {}).json())
+        return self._run(self.calls.health())
 
     def issue_token(self, session: str, ttl_s: int = 24 * 3600) -> str:
         """A session token for `session` (needs the admin token)."""
-        data = self._call("POST", "/v1/tokens", None, {"session": session, "ttl_s": ttl_s}, idempotent=True)
-        return str(data["token"])
+        return self._run(self.calls.issue_token(session, ttl_s))
 
     def shutdown(self) -> dict[str, Any]:
         """Ask the service to stop gracefully (needs the admin token)."""
-        return self._call("POST", "/v1/admin/shutdown", None, None, idempotent=False)
+        return self._run(self.calls.shutdown())
 
     def close(self) -> None:
         self._transport.close()
@@ -246,36 +256,51 @@ class HttpClient:
         self.close()
 
     # -- plumbing -----------------------------------------------------------------------------------------
-    def _send(
-        self,
-        method: str,
-        endpoint: str,
-        payload: bytes | None,
-        headers: dict[str, str],
-        params: dict[str, str] | None = None,
-        read_timeout: float | None = None,
-    ) -> Reply | httpx.Response:
+    def _run(self, call: Call[T]) -> T:
+        """Send one call, retrying (same Idempotency-Key) while that is safe, bounded by `retries`
+        (the rules: `calls.RetryRule`; `AsyncHttpDriver.run` is the same loop, awaited)."""
+        headers = headers_for(call, self._token_for(call.session) if call.auth else None)
+        payload = payload_for(call)
+        rule = self._rule
+        attempt = 0
+        while True:
+            try:
+                r = self._send(call, payload, headers)
+            except httpx.TransportError as exc:
+                delay = rule.after_transport_error(call, exc, attempt, rule.needs_tls_probe(exc) and self._serves_tls())
+            else:
+                if r.status_code < 300:
+                    return call.decode(r.json())
+                delay = rule.after_refusal(call, r, attempt)
+            attempt += 1
+            time.sleep(delay)
+
+    def _url(self, endpoint: str, params: dict[str, str] | None) -> httpx.URL:
         url = self._urls.get(endpoint)
         if url is None:
             url = self._urls[endpoint] = httpx.URL(self.url + endpoint)
-        if params:
-            url = url.copy_merge_params(params)
-        timeout = self._timeout
-        if read_timeout is not None and (timeout.get("read") or 0) < read_timeout:
-            timeout = {**timeout, "read": read_timeout}
-        if self._fast is not None and url.scheme == "http":
+        return url.copy_merge_params(params) if params else url
+
+    def _request(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> httpx.Request:
+        """The httpx request of `call` (the TLS path and the async driver; plain http:// has a faster one)."""
+        headers = {"user-agent": _USER_AGENT, **headers}
+        if payload is not None:
+            headers["content-type"] = "application/json"
+        url = self._url(call.endpoint, call.params)
+        timeout = timeout_for(self._timeout, call)
+        return httpx.Request(call.method, url, content=payload, headers=headers, extensions={"timeout": timeout})
+
+    def _send(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> Reply | httpx.Response:
+        if self._fast is not None and self._plain:
             # Straight to the socket: no request or response objects (the calls are made here, all ASCII).
             lines = [self._host_line, *(f"{k}: {v}\r\n" for k, v in headers.items())]
             if payload is not None:
                 lines.append(f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n")
-            target = url.raw_path.decode("ascii")
+            target = self._url(call.endpoint, call.params).raw_path.decode("ascii")
             head = "".join(lines).encode("latin-1")
-            return self._fast.roundtrip(self._host_key, method, target, head, payload or b"", timeout)
-        headers = {"user-agent": _USER_AGENT, **headers}
-        if payload is not None:
-            headers["content-type"] = "application/json"
-        request = httpx.Request(method, url, content=payload, headers=headers, extensions={"timeout": timeout})
-        response = self._transport.handle_request(request)
+            timeout = timeout_for(self._timeout, call)
+            return self._fast.roundtrip(self._host_key, call.method, target, head, payload or b"", timeout)
+        response = self._transport.handle_request(self._request(call, payload, headers))
         try:
             response.read()
         finally:
@@ -312,113 +337,17 @@ class HttpClient:
             cached = self._minted[session] = (token, now + ttl)
         return cached[0]
 
-    def _matching(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.match is not None:
-            body["match"] = self.match
-        return body
-
-    def _mutate(self, endpoint: str, session: str, body: dict[str, Any]) -> WriteResult:
-        body["session"] = session
-        if self.policy is not None:
-            body["policy"] = self.policy
-        if self.idempotency_keys:
-            data = self._call("POST", endpoint, session, body, idempotent=True, key=uuid.uuid4().hex)
-        else:  # no key: a write whose answer was lost cannot be retried safely
-            data = self._call("POST", endpoint, session, body, idempotent=False)
-        return build(WriteResult, data)
-
-    def _call(
-        self,
-        method: str,
-        endpoint: str,
-        session: str | None,
-        body: dict[str, Any] | None,
-        *,
-        idempotent: bool,
-        key: str | None = None,
-        params: dict[str, str] | None = None,
-        read_timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Send one call, retrying (same Idempotency-Key) while that is safe. Bounded by `retries`."""
-        tok = self._token_for(session)
-        if not _TOKEN_RE.match(tok):
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The token is not a single word of visible ASCII.")
-        headers = {"authorization": f"Bearer {tok}"}
-        if key is not None:
-            headers["idempotency-key"] = key
-        payload = None if body is None else json.dumps(body).encode()
-        attempt = 0
-        while True:
-            try:
-                r = self._send(method, endpoint, payload, headers, params, read_timeout)
-            except httpx.TransportError as exc:
-                refusal = self._tls_refusal(exc)
-                if refusal is not None:  # a handshake that failed: nothing was sent, and a retry fails alike
-                    raise refusal from exc
-                unsent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # never reached the service
-                if attempt < self.retries and (unsent or (idempotent and _retryable_transport(exc))):
-                    attempt += 1
-                    time.sleep(self.backoff_s * 2 ** (attempt - 1))
-                    continue
-                raise self._unreachable(exc, unsent) from exc
-            if r.status_code < 300:
-                return dict(r.json())
-            err = error_from(r)
-            row = errors.info(err.details.get("service_code", err.code.value))
-            if not (idempotent and row.retryable and attempt < self.retries):
-                raise err
-            attempt += 1
-            time.sleep(_retry_delay(self.backoff_s * 2 ** (attempt - 1), r.headers.get("retry-after", "")))
-
-    def _tls_refusal(self, exc: httpx.TransportError) -> CoordinatorError | None:
-        """The refusal for a TLS mismatch: an untrusted certificate, or the two ends not speaking the same
-        protocol (http:// to a TLS port, https:// to a plain one). None for any other transport error."""
-        https = self.url.startswith("https:")
-        for cause in _causes(exc):
-            if isinstance(cause, ssl.SSLCertVerificationError):
-                return CoordinatorError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"The coordinator service at {self.url} presented a TLS certificate this client does not "
-                    f"trust ({cause.verify_message or cause}). Nothing was sent. Pass the CA file that signed "
-                    "the service's certificate (HttpClient(..., ca_file=FILE), --ca-file FILE or "
-                    "$EDIT_COORDINATOR_CA_FILE), and use a host name the certificate covers.",
-                    service_code="tls_untrusted",
-                )
-            if https and isinstance(cause, ssl.SSLError) and not isinstance(cause, _CUT_OFF):
-                return CoordinatorError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"The TLS handshake with {self.url} failed ({cause.reason or cause}): the service may not "
-                    "serve TLS there. Nothing was sent. Use an http:// URL if it serves plain HTTP.",
-                )
-        if not https and isinstance(exc, httpx.RemoteProtocolError) and self._serves_tls():
-            return CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"The coordinator service at {self.url} serves TLS, not plain HTTP: use the https:// URL "
-                "(with --ca-file / ca_file if its certificate is signed by a private CA). Nothing was done.",
-            )
-        return None
-
     def _serves_tls(self) -> bool:
         return _serves_tls(self._host_key[0], self._host_key[1], self._timeout.get("connect"))
 
-    def _unreachable(self, exc: httpx.TransportError, unsent: bool) -> CoordinatorError:
-        outcome = (
-            "The call was not sent, so nothing was done."
-            if unsent
-            else "Whether the call was applied is unknown: read the file again before retrying."
-        )
-        return CoordinatorError(
-            ErrorCode.STATE_UNAVAILABLE,
-            f"The coordinator service at {self.url} could not be reached ({type(exc).__name__}: {exc}). " + outcome,
-            service_code="unreachable",
-        )
 
-
-def _default_transport(base: httpx.URL, max_connections: int, ca_file: Any) -> httpx.BaseTransport:
+def _default_transport(
+    base: httpx.URL, max_connections: int, verify: bool | ssl.SSLContext, has_ca_file: bool
+) -> httpx.BaseTransport:
     """Plain http://: the one-write transport (transport.py). https://: httpx's own, verifying the service's
     certificate against the system's CAs, or against `ca_file` only."""
     if base.scheme == "http":
-        if ca_file is not None:
+        if has_ca_file:
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT,
                 f"ca_file is given but {str(base)!r} is plain http://: use the https:// URL of a service that "
@@ -426,7 +355,7 @@ def _default_transport(base: httpx.URL, max_connections: int, ca_file: Any) -> h
             )
         return PlainHttpTransport(max_connections)
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return httpx.HTTPTransport(verify=True if ca_file is None else _trusting(ca_file), limits=limits)
+    return httpx.HTTPTransport(verify=verify, limits=limits)
 
 
 def _trusting(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
@@ -442,19 +371,6 @@ def _trusting(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
         ) from None
 
 
-# A handshake cut off (the service stopping, a dropped connection): transient, handled as any transport error.
-_CUT_OFF = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
-
-
 def _serves_tls(host: str, port: int, timeout: float | None) -> bool:
     """Whether a TLS handshake with host:port completes (any certificate accepted: this only tells a TLS
     port from a plain one, after a plain-HTTP call was cut off without an answer)."""
@@ -466,61 +382,3 @@ def _serves_tls(host: str, port: int, timeout: float | None) -> bool:
             return tls.version() is not None
     except (OSError, ValueError):
         return False
-
-
-def _retry_delay(backoff: float, retry_after: str) -> float:
-    if retry_after.isdigit():
-        return max(backoff, min(float(retry_after), _MAX_RETRY_AFTER_S))
-    return backoff
-
-
-def _without_none(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if v is not None}
-
-
-def _leases(data: dict[str, Any]) -> list[Lease]:
-    return [build(Lease, x) for x in data["leases"]]
-
-
-def _tupled(value: Any) -> Any:
-    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
-
-
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-
-
-def build(cls: type[_R], data: dict[str, Any]) -> _R:
-    """A result type (a frozen dataclass) from its JSON form: JSON arrays back to the tuples the dataclass
-    holds; fields this version does not know are left out (a newer service may send more)."""
-    spec = _FIELDS.get(cls)
-    if spec is None:
-        spec = _FIELDS[cls] = tuple((f.name, "tuple" in str(f.type)) for f in fields(cls))
-    values = {name: (_tupled(data[name]) if tup else data[name]) for name, tup in spec if name in data}
-    return cls(**values)
-
-
-def _retryable_transport(exc: httpx.TransportError) -> bool:
-    # A request that may have reached the service is retried only with its idempotency key (all calls
-    # here are either reads or carry one); protocol errors of a broken proxy are not retried.
-    return isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
-
-
-def error_from(r: Reply | httpx.Response) -> CoordinatorError:
-    """The CoordinatorError for an error answer: the library's code and message as the service sent them."""
-    try:
-        data = r.json()
-        code = str(data["code"])
-        message = str(data["message"])
-        details = dict(data.get("details") or {})
-    except (ValueError, KeyError, TypeError):
-        text = r.text[:300].strip()
-        return CoordinatorError(
-            ErrorCode.STATE_UNAVAILABLE if r.status_code >= 500 else ErrorCode.INVALID_ARGUMENT,
-            f"The coordinator service answered HTTP {r.status_code} without a coordinator error body: {text!r}",
-            http_status=r.status_code,
-        )
-    details["http_status"] = r.status_code
-    if code in _LIBRARY_CODES:
-        return CoordinatorError(ErrorCode(code), message, **details)
-    details["service_code"] = code
-    return CoordinatorError(errors.library_code(code), message, **details)

@@ -1,0 +1,421 @@
+"""The HTTP service's operations, each described once, and the pure rules of sending one (no I/O here).
+
+`Calls` has one method per operation of `HttpClient` (same name, same parameters) that returns a `Call`:
+the request (method, endpoint, the session whose token it carries, JSON body, query parameters, read
+timeout), whether a retry is safe (`idempotent`, `key`: the Idempotency-Key kept across retries) and
+`decode`, which turns the answer's JSON into the result type. Two drivers run a `Call`: `HttpClient._run`
+(blocking, over the plain-http fast path or httpx's transport) and `AsyncHttpDriver.run` (coroutines over
+httpx's async transport). What both decide the same way lives here, once:
+
+- `RetryRule`: after a transport error or an error answer, the delay before the next attempt, or the
+  refusal to raise (TLS mismatches, `unreachable` / `state_unavailable`, the service's own refusal);
+- `headers_for` / `payload_for`: the token check and the headers of one call;
+- `build` / `error_from`: JSON to result types, error answers to `CoordinatorError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import ssl
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import httpx
+
+from .. import errors
+from ..engine import ReadResult, WriteResult
+from ..errors import CoordinatorError, ErrorCode
+from ..events import ChangeEvent, Notice
+from ..history import HistoryEntry
+from ..leases import Lease
+from .base import EventPage, SessionStatus
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
+_R = TypeVar("_R", bound="DataclassInstance")  # a result type: a dataclass
+
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
+_LIBRARY_CODES = frozenset(c.value for c in ErrorCode)
+_MAX_RETRY_AFTER_S = 5.0
+_POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One request to the service and how to read its answer. `idempotent`: a retry after the request may
+    have reached the service is safe (a read, or a write carrying `key`)."""
+
+    method: str
+    endpoint: str
+    session: str | None  # whose token the call carries; None: the admin token
+    body: dict[str, Any] | None
+    idempotent: bool
+    decode: Callable[[dict[str, Any]], T]
+    key: str | None = None  # the Idempotency-Key, the same on every retry of this call
+    params: dict[str, str] | None = None
+    read_timeout: float | None = None  # at least this read timeout (long polls)
+    auth: bool = True  # False: no token (the health check)
+
+    def keyed(self, key: str) -> Call[T]:
+        """The same call with the caller's own Idempotency-Key (so it may be retried, and asked again)."""
+        return dataclasses.replace(self, key=key, idempotent=True)
+
+
+class Reply(Protocol):
+    """An answer as the drivers see it (`transport.Reply` or `httpx.Response`)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def text(self) -> str: ...
+    def json(self) -> Any: ...
+
+
+def _same(data: dict[str, Any]) -> dict[str, Any]:
+    return data
+
+
+class Calls:
+    """The operations of `HttpClient`, as `Call`s (see the module docstring). `policy`, `match` and
+    `idempotency_keys` are the client's options: sent with every write / edit, and whether writes carry a
+    fresh Idempotency-Key (without one, a write that may have reached the service is never retried)."""
+
+    def __init__(self, policy: str | None = None, match: str | None = None, idempotency_keys: bool = True) -> None:
+        self.policy = policy
+        self.match = match
+        self.idempotency_keys = idempotency_keys
+
+    # -- files --------------------------------------------------------------------------------------------
+    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> Call[ReadResult]:
+        body = _without_none({"path": path, "session": session, "offset": offset, "limit": limit})
+        return Call("POST", "/v1/read", session, body, True, _builder(ReadResult))
+
+    def write(self, session: str, path: str, content: str) -> Call[WriteResult]:
+        return self._mutate("/v1/write", session, {"path": path, "content": content})
+
+    def edit(
+        self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False
+    ) -> Call[WriteResult]:
+        body = {"path": path, "old_string": old_string, "new_string": new_string, "replace_all": replace_all}
+        return self._mutate("/v1/edit", session, self._matching(body))
+
+    def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> Call[WriteResult]:
+        return self._mutate("/v1/multi_edit", session, self._matching({"path": path, "edits": list(edits)}))
+
+    def undo(self, session: str, path: str, version: int | None = None) -> Call[WriteResult]:
+        return self._mutate("/v1/undo", session, _without_none({"path": path, "version": version}))
+
+    def redo(self, session: str, path: str) -> Call[WriteResult]:
+        return self._mutate("/v1/redo", session, {"path": path})
+
+    def restore(
+        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
+    ) -> Call[WriteResult]:
+        body = _without_none(
+            {"path": path, "to_version": to_version, "before_version": before_version, "session": session}
+        )
+        key = uuid.uuid4().hex if self.idempotency_keys else None
+        return Call("POST", "/v1/admin/restore", None, body, key is not None, _builder(WriteResult), key=key)
+
+    def history(self, path: str, limit: int = 100) -> Call[list[HistoryEntry]]:
+        return Call("POST", "/v1/history", None, {"path": path, "limit": limit}, True, _history)
+
+    # -- leases -------------------------------------------------------------------------------------------
+    def lease(
+        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+    ) -> Call[list[Lease]]:
+        body: dict[str, Any] = {"session": session, "mode": mode, "ttl_s": ttl_s}
+        body["paths"] = [paths] if isinstance(paths, str) else list(paths)
+        return Call("POST", "/v1/leases", session, body, False, _leases)
+
+    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> Call[list[Lease]]:
+        body = _without_none({"session": session, "lease_id": lease_id, "ttl_s": ttl_s})
+        return Call("POST", "/v1/leases/renew", session, body, True, _leases)
+
+    def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> Call[int]:
+        body = _without_none({"session": session, "lease_id": lease_id, "pattern": pattern})
+        return Call("POST", "/v1/leases/release", session, body, True, _released)
+
+    def leases(self, session: str | None = None) -> Call[list[Lease]]:
+        params = {"session": session} if session is not None else None
+        return Call("GET", "/v1/leases", session, None, True, _leases, params=params)
+
+    def break_lease(self, lease_id: str | None = None, session: str | None = None) -> Call[list[Lease]]:
+        body = _without_none({"lease_id": lease_id, "session": session})
+        return Call("POST", "/v1/admin/leases/break", None, body, True, _leases)
+
+    # -- events, notices, status --------------------------------------------------------------------------
+    def poll_events(
+        self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
+    ) -> Call[EventPage]:
+        body = _without_none({"since": since, "paths": list(paths) if paths else None, "wait_s": wait_s})
+        body["limit"] = limit
+        return Call("POST", "/v1/events", None, body, True, _page, read_timeout=wait_s + _POLL_SLACK_S)
+
+    def recent_events(self, count: int = 50) -> Call[list[ChangeEvent]]:
+        return Call("POST", "/v1/events/recent", None, {"count": count}, True, _events)
+
+    def notices(self, session: str) -> Call[Notice | None]:
+        return Call("POST", "/v1/notices", session, {"session": session}, True, _notice)
+
+    def status(self, session: str) -> Call[SessionStatus]:
+        return Call("GET", "/v1/session", session, None, True, _status, params={"session": session})
+
+    # -- the service ----------------------------------------------------------------------------------------
+    def session_status(self, session: str | None = None) -> Call[dict[str, Any]]:
+        params = {"session": session} if session is not None else None
+        return Call("GET", "/v1/session", session, None, True, _same, params=params)
+
+    def health(self) -> Call[dict[str, Any]]:
+        return Call("GET", "/v1/health", None, None, True, _same, auth=False)
+
+    def issue_token(self, session: str, ttl_s: int = 24 * 3600) -> Call[str]:
+        return Call("POST", "/v1/tokens", None, {"session": session, "ttl_s": ttl_s}, True, _token)
+
+    def shutdown(self) -> Call[dict[str, Any]]:
+        return Call("POST", "/v1/admin/shutdown", None, None, False, _same)
+
+    # -- shared parts -----------------------------------------------------------------------------------------
+    def _matching(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.match is not None:
+            body["match"] = self.match
+        return body
+
+    def _mutate(self, endpoint: str, session: str, body: dict[str, Any]) -> Call[WriteResult]:
+        body["session"] = session
+        if self.policy is not None:
+            body["policy"] = self.policy
+        if self.idempotency_keys:
+            return Call("POST", endpoint, session, body, True, _builder(WriteResult), key=uuid.uuid4().hex)
+        # no key: a write whose answer was lost cannot be retried safely
+        return Call("POST", endpoint, session, body, False, _builder(WriteResult))
+
+
+# -- decoding -------------------------------------------------------------------------------------------------
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def build(cls: type[_R], data: dict[str, Any]) -> _R:
+    """A result type (a frozen dataclass) from its JSON form: JSON arrays back to the tuples the dataclass
+    holds; fields this version does not know are left out (a newer service may send more)."""
+    spec = _FIELDS.get(cls)
+    if spec is None:
+        spec = _FIELDS[cls] = tuple((f.name, "tuple" in str(f.type)) for f in fields(cls))
+    values = {name: (_tupled(data[name]) if tup else data[name]) for name, tup in spec if name in data}
+    return cls(**values)
+
+
+_BUILDERS: dict[type, Callable[[dict[str, Any]], Any]] = {}
+
+
+def _builder(cls: type[_R]) -> Callable[[dict[str, Any]], _R]:
+    fn = _BUILDERS.get(cls)
+    if fn is None:
+        fn = _BUILDERS[cls] = lambda data: build(cls, data)
+    return fn
+
+
+def _tupled(value: Any) -> Any:
+    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
+
+
+def _without_none(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _leases(data: dict[str, Any]) -> list[Lease]:
+    return [build(Lease, x) for x in data["leases"]]
+
+
+def _history(data: dict[str, Any]) -> list[HistoryEntry]:
+    return [build(HistoryEntry, e) for e in data["entries"]]
+
+
+def _events(data: dict[str, Any]) -> list[ChangeEvent]:
+    return [build(ChangeEvent, e) for e in data["events"]]
+
+
+def _page(data: dict[str, Any]) -> EventPage:
+    return EventPage(tuple(_events(data)), str(data["cursor"]))
+
+
+def _released(data: dict[str, Any]) -> int:
+    return int(data["released"])
+
+
+def _notice(data: dict[str, Any]) -> Notice | None:
+    found = data.get("notice")
+    return None if found is None else Notice(tuple(found["paths"]), tuple(found["writers"]))
+
+
+def _status(data: dict[str, Any]) -> SessionStatus:
+    leases = tuple(build(Lease, x) for x in data.get("leases", ()))
+    return SessionStatus(str(data["session"]), data.get("last_seen"), leases)
+
+
+def _token(data: dict[str, Any]) -> str:
+    return str(data["token"])
+
+
+def error_from(r: Reply) -> CoordinatorError:
+    """The CoordinatorError for an error answer: the library's code and message as the service sent them."""
+    try:
+        data = r.json()
+        code = str(data["code"])
+        message = str(data["message"])
+        details = dict(data.get("details") or {})
+    except (ValueError, KeyError, TypeError):
+        text = r.text[:300].strip()
+        return CoordinatorError(
+            ErrorCode.STATE_UNAVAILABLE if r.status_code >= 500 else ErrorCode.INVALID_ARGUMENT,
+            f"The coordinator service answered HTTP {r.status_code} without a coordinator error body: {text!r}",
+            http_status=r.status_code,
+        )
+    details["http_status"] = r.status_code
+    if code in _LIBRARY_CODES:
+        return CoordinatorError(ErrorCode(code), message, **details)
+    details["service_code"] = code
+    return CoordinatorError(errors.library_code(code), message, **details)
+
+
+# -- one call's request --------------------------------------------------------------------------------------
+def headers_for(call: Call[Any], token: str | None) -> dict[str, str]:
+    """The authorization and Idempotency-Key headers of `call` (token None: a call without auth)."""
+    headers: dict[str, str] = {}
+    if token is not None:
+        if not _TOKEN_RE.match(token):
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The token is not a single word of visible ASCII.")
+        headers["authorization"] = f"Bearer {token}"
+    if call.key is not None:
+        headers["idempotency-key"] = call.key
+    return headers
+
+
+def payload_for(call: Call[Any]) -> bytes | None:
+    return None if call.body is None else json.dumps(call.body).encode()
+
+
+def timeout_for(base: dict[str, float | None], call: Call[Any]) -> dict[str, float | None]:
+    """The client's timeouts, with the read timeout raised to what a long poll needs."""
+    if call.read_timeout is not None and (base.get("read") or 0) < call.read_timeout:
+        return {**base, "read": call.read_timeout}
+    return base
+
+
+# -- retries and refusals --------------------------------------------------------------------------------------
+# A handshake cut off (the service stopping, a dropped connection): transient, handled as any transport error.
+_CUT_OFF = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+
+
+class RetryRule:
+    """What to do after one attempt of a call failed: the delay before the next attempt, or the refusal.
+
+    Retried (at most `retries` times, backoff doubling from `backoff_s`): a call that never reached the
+    service (connect errors); an idempotent call after a timeout, network or protocol error; an idempotent
+    call whose refusal `coordinator.errors.CODES` marks retryable, after its Retry-After (at most 5 s).
+    Never retried: TLS mismatches (a retry fails alike) and refusals about the content or the view.
+    """
+
+    def __init__(self, url: str, retries: int, backoff_s: float) -> None:
+        self.url = url
+        self.https = url.startswith("https:")
+        self.retries = max(0, retries)
+        self.backoff_s = backoff_s
+
+    def needs_tls_probe(self, exc: httpx.TransportError) -> bool:
+        """Whether a plain-http call cut off without an answer should ask if the port serves TLS."""
+        return not self.https and isinstance(exc, httpx.RemoteProtocolError) and self.tls_refusal(exc) is None
+
+    def after_transport_error(
+        self, call: Call[Any], exc: httpx.TransportError, attempt: int, serves_tls: bool = False
+    ) -> float:
+        """The delay before the next attempt; raises the refusal when there is none."""
+        refusal = self.tls_refusal(exc)
+        if refusal is None and serves_tls:
+            refusal = self._plain_to_tls()
+        if refusal is not None:  # a handshake that failed: nothing was sent, and a retry fails alike
+            raise refusal from exc
+        unsent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # never reached the service
+        if attempt < self.retries and (unsent or (call.idempotent and _retryable_transport(exc))):
+            return self._backoff(attempt)
+        raise self._unreachable(exc, unsent) from exc
+
+    def after_refusal(self, call: Call[Any], r: Reply, attempt: int) -> float:
+        """The delay before the next attempt after an error answer; raises the refusal when there is none."""
+        err = error_from(r)
+        row = errors.info(err.details.get("service_code", err.code.value))
+        if not (call.idempotent and row.retryable and attempt < self.retries):
+            raise err
+        return _retry_delay(self._backoff(attempt), r.headers.get("retry-after", ""))
+
+    def _backoff(self, attempt: int) -> float:
+        return float(self.backoff_s * 2**attempt)
+
+    def tls_refusal(self, exc: httpx.TransportError) -> CoordinatorError | None:
+        """The refusal for a TLS mismatch seen in `exc`: an untrusted certificate, or a handshake an https://
+        URL could not make. None for any other transport error."""
+        for cause in _causes(exc):
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                return CoordinatorError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"The coordinator service at {self.url} presented a TLS certificate this client does not "
+                    f"trust ({cause.verify_message or cause}). Nothing was sent. Pass the CA file that signed "
+                    "the service's certificate (HttpClient(..., ca_file=FILE), --ca-file FILE or "
+                    "$EDIT_COORDINATOR_CA_FILE), and use a host name the certificate covers.",
+                    service_code="tls_untrusted",
+                )
+            if self.https and isinstance(cause, ssl.SSLError) and not isinstance(cause, _CUT_OFF):
+                return CoordinatorError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"The TLS handshake with {self.url} failed ({cause.reason or cause}): the service may not "
+                    "serve TLS there. Nothing was sent. Use an http:// URL if it serves plain HTTP.",
+                )
+        return None
+
+    def _plain_to_tls(self) -> CoordinatorError:
+        return CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"The coordinator service at {self.url} serves TLS, not plain HTTP: use the https:// URL "
+            "(with --ca-file / ca_file if its certificate is signed by a private CA). Nothing was done.",
+        )
+
+    def _unreachable(self, exc: httpx.TransportError, unsent: bool) -> CoordinatorError:
+        outcome = (
+            "The call was not sent, so nothing was done."
+            if unsent
+            else "Whether the call was applied is unknown: read the file again before retrying."
+        )
+        return CoordinatorError(
+            ErrorCode.STATE_UNAVAILABLE,
+            f"The coordinator service at {self.url} could not be reached ({type(exc).__name__}: {exc}). " + outcome,
+            service_code="unreachable",
+        )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _retry_delay(backoff: float, retry_after: str) -> float:
+    if retry_after.isdigit():
+        return max(backoff, min(float(retry_after), _MAX_RETRY_AFTER_S))
+    return backoff
+
+
+def _retryable_transport(exc: httpx.TransportError) -> bool:
+    # A request that may have reached the service is retried only with its idempotency key (all calls
+    # here are either reads or carry one); protocol errors of a broken proxy are not retried.
+    return isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
