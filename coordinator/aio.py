@@ -1,9 +1,19 @@
 """`AsyncClient`: the `Client` operations, awaitable, for programs that run many conversations on one loop.
 
-A blocking call (an edit may wait for a file lock, every write touches the disk) never runs on the event
-loop: each call is handed to a bounded pool of worker threads, in-process over the engine (`local`) or over
-HTTP keep-alive connections to `edit-coordinator serve` (`remote`). The loop only awaits the result, so one
-agent waiting for a contended lock stalls no other agent on the loop.
+Two ways a call runs, one per kind of client:
+
+- Remote (`AsyncClient.remote(url, ...)`, or `AsyncClient(http_client)`): the call is a coroutine on the
+  caller's loop, over httpx's async transport (`coordinator.client.async_http`): no worker thread, and a
+  long poll (`events()`, `poll_events(wait_s=...)`) is awaited. The operations and the rules (token,
+  Idempotency-Key kept across retries, which failures are retried, the `tls_untrusted`, `unreachable` and
+  service refusals) are `HttpClient`'s own, described once (`coordinator.client.calls`). At most
+  `max_workers` calls are on the wire at once; the others wait their turn. Such a client belongs to the loop
+  it is first used on (its connections do). An `HttpClient` made with a `transport=` that has no async side
+  keeps the thread pool below.
+- In process (`AsyncClient.local(root, ...)`, or `AsyncClient(local_client)`): the engine is blocking by
+  design (an edit may wait for a file lock, every write touches the disk), so each call is handed to a
+  bounded pool of `max_workers` threads and the loop only awaits the result. One agent waiting for a
+  contended lock stalls no other agent on the loop.
 
 In-process, the pool is small (`LOCAL_WORKERS`, 2) and lock waits leave it: a call whose file lock is taken
 stops before anything is read under the lock (`Coordinator.call_options(wait_for_lock=False)`, LockBusy)
@@ -13,12 +23,18 @@ loop wait longer for the GIL. Measured side by side on the 2-core machine (16 co
 shared files, load ~3): 8 workers gave a largest loop stall of 87 ms (p99 36 ms) at 166 edits/s; 2
 workers 29 ms (p99 6 ms) at 191 edits/s.
 
-Cancellation is safe, and says which way it went. A call whose task is cancelled before a worker picked it
-up never runs: nothing was written. A call already running when its task is cancelled runs to its end
-(the check-then-write is never cut in half) and its result is kept. Pass `idempotency_key` to a write,
-edit, multi_edit, undo, redo or restore to be able to ask again: the same key answers with the first call's result (or
-runs it now if it never started), and `outcome(key)` says "done", "running", "not_run" or "unknown".
-Without a key, `history(path)` tells whether a write landed.
+Cancellation is safe, and says which way it went, the same for both. A call whose task is cancelled before
+it started (no worker picked it up; for a remote call: no request was sent, it was still waiting for its
+turn) never runs: nothing was written. A call already started when its task is cancelled runs to its end
+(the check-then-write is never cut in half) and its result is kept. For a remote call that means: the
+request was sent, so the service finishes it; this client keeps reading its answer in the background (the
+connection stays usable) and keeps that answer for the key. Pass `idempotency_key` to a write, edit,
+multi_edit, undo, redo or restore to be able to ask again: the same key answers with the first call's result
+(or its refusal), or runs it now if it never started, and `outcome(key)` says "done", "running", "not_run"
+or "unknown". Remote, the key is also the request's Idempotency-Key: the service itself answers a repeat
+with the first answer (for its `--idempotency-ttl`), so another process, or this one after the key was
+forgotten here, gets the same answer by asking with the same session and key. Without a key,
+`history(path)` tells whether a write landed.
 """
 
 from __future__ import annotations
@@ -29,15 +45,20 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
+from . import errors
 from .client import BoundSession, Client, EventPage, HttpClient, LocalClient, SessionStatus
+from .client.async_http import AsyncHttpDriver
+from .client.calls import Call
 from .engine import LockBusy, ReadResult, WriteResult
+from .errors import CoordinatorError
 from .events import ChangeEvent, Notice
 from .history import HistoryEntry
 from .leases import Lease
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Outcome = Literal["done", "running", "not_run", "unknown"]
 
 DEFAULT_WORKERS = 8  # remote: calls in flight at once (each mostly waits on its connection)
@@ -50,7 +71,8 @@ class AsyncClient:
     """The coordinator's operations as coroutines, over any `Client` (see the module docstring).
 
     `AsyncClient.local(root, ...)` runs the engine in this process; `AsyncClient.remote(url, token=...)`
-    talks to a service; `AsyncClient(client)` wraps a client you made. `max_workers` bounds how many calls
+    talks to a service; `AsyncClient(client)` wraps a client you made (an `HttpClient` is driven
+    asynchronously, any other client on the thread pool). `max_workers` bounds how many calls
     run at once (the others wait their turn without blocking the loop): in-process, how many do engine
     work at once (default `LOCAL_WORKERS`; calls waiting for a file lock do not count), remote, how many
     are in flight (default `DEFAULT_WORKERS`).
@@ -64,8 +86,13 @@ class AsyncClient:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="edit-coordinator")
         self._waiters = concurrent.futures.ThreadPoolExecutor(_LOCK_WAITERS, thread_name_prefix="edit-coordinator-lock")
         self._blocking: concurrent.futures.ThreadPoolExecutor | None = None
-        self._calls: OrderedDict[str, concurrent.futures.Future[Any]] = OrderedDict()
+        self._calls: OrderedDict[str, concurrent.futures.Future[Any] | _Flight[Any]] = OrderedDict()
         self._calls_lock = threading.Lock()
+        # Remote: coroutines over the async driver; the pools' threads start on first use only, so such a
+        # client starts none unless an adapter uses `submit`.
+        self._remote = AsyncHttpDriver.for_client(client) if isinstance(client, HttpClient) else None
+        self._turns = asyncio.Semaphore(workers)  # remote calls on the wire at once
+        self._flying: set[asyncio.Task[Any]] = set()
 
     @classmethod
     def local(
@@ -76,7 +103,8 @@ class AsyncClient:
 
     @classmethod
     def remote(cls, url: str, *, max_workers: int = DEFAULT_WORKERS, **options: Any) -> AsyncClient:
-        """A service at `url` (`HttpClient(url, **options)`: token, tokens or secret), closed with the client."""
+        """A service at `url` (`HttpClient(url, **options)`: token, tokens or secret, ca_file, ...), its calls
+        coroutines on the caller's loop; closed with the client."""
         options.setdefault("max_connections", max_workers)
         return cls(HttpClient(url, **options), max_workers=max_workers, owns=True)
 
@@ -86,7 +114,7 @@ class AsyncClient:
 
     # -- files --------------------------------------------------------------------------------------------
     async def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
-        return await self._run(self.client.read, session, path, offset, limit)
+        return await self._op(self.client.read, session, path, offset, limit)
 
     async def write(self, session: str, path: str, content: str, *, idempotency_key: str | None = None) -> WriteResult:
         return await self._write(idempotency_key, self.client.write, session, path, content)
@@ -127,41 +155,42 @@ class AsyncClient:
     ) -> WriteResult:
         """For people: `Client.restore` (the whole file back as it was; the result's `discarded` lists what
         was thrown away)."""
-        fn = functools.partial(self.client.restore, before_version=before_version, session=session)
-        return await self._write(idempotency_key, fn, path, to_version)
+        return await self._write(
+            idempotency_key, self.client.restore, path, to_version, before_version=before_version, session=session
+        )
 
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
-        return await self._run(self.client.history, path, limit)
+        return await self._op(self.client.history, path, limit)
 
     # -- leases -------------------------------------------------------------------------------------------
     async def lease(
         self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
     ) -> list[Lease]:
-        return await self._run(self.client.lease, session, paths, mode, ttl_s)
+        return await self._op(self.client.lease, session, paths, mode, ttl_s)
 
     async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
-        return await self._run(self.client.renew, session, lease_id, ttl_s)
+        return await self._op(self.client.renew, session, lease_id, ttl_s)
 
     async def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
-        return await self._run(self.client.release, session, lease_id, pattern)
+        return await self._op(self.client.release, session, lease_id, pattern)
 
     async def leases(self, session: str | None = None) -> list[Lease]:
-        return await self._run(self.client.leases, session)
+        return await self._op(self.client.leases, session)
 
     async def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
-        return await self._run(self.client.break_lease, lease_id, session)
+        return await self._op(self.client.break_lease, lease_id, session)
 
     # -- change events, notices, status -------------------------------------------------------------------
     async def poll_events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
     ) -> EventPage:
-        return await self._run(self.client.poll_events, since, paths, wait_s, limit)
+        return await self._op(self.client.poll_events, since, paths, wait_s, limit)
 
     async def events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 25.0
     ) -> AsyncIterator[ChangeEvent]:
         """Follow the change events (oldest first) until the caller stops iterating; each wait is a long
-        poll of at most `wait_s` seconds on a worker thread."""
+        poll of at most `wait_s` seconds (awaited on the loop when remote, on a worker thread in process)."""
         page = await self.poll_events(since, paths, 0.0, 1)  # pins "$" to a cursor now
         cursor = page.cursor
         for event in page.events:
@@ -173,13 +202,13 @@ class AsyncClient:
                 yield event
 
     async def recent_events(self, count: int = 50) -> list[ChangeEvent]:
-        return await self._run(self.client.recent_events, count)
+        return await self._op(self.client.recent_events, count)
 
     async def notices(self, session: str) -> Notice | None:
-        return await self._run(self.client.notices, session)
+        return await self._op(self.client.notices, session)
 
     async def status(self, session: str) -> SessionStatus:
-        return await self._run(self.client.status, session)
+        return await self._op(self.client.status, session)
 
     # -- idempotency and lifecycle ------------------------------------------------------------------------
     def outcome(self, idempotency_key: str) -> Outcome:
@@ -195,10 +224,17 @@ class AsyncClient:
         return "done" if fut.done() else "running"
 
     async def aclose(self) -> None:
-        """Wait for the calls that are running, then close the client if this object made it."""
+        """Wait for the calls that are running (remote ones included), then close the client if this object
+        made it."""
+        if self._flying:
+            await asyncio.gather(*self._flying, return_exceptions=True)
+        if self._remote is not None:
+            await self._remote.aclose()
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     def close(self) -> None:
+        """Blocking close: the pools and, if this object made it, the client (use `aclose` on a loop: it also
+        closes the remote connections)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._blocking is not None:
             self._blocking.shutdown(wait=True, cancel_futures=True)
@@ -226,9 +262,6 @@ class AsyncClient:
                 )
         return self._blocking.submit(fn, *args)
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._start(fn, *args))
-
     def _start(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
         """Start one call; its future is done when the call is. Invariant (cancellation): the future can be
         cancelled only while no worker has picked the call up; once running (lock wait included) it runs
@@ -253,18 +286,81 @@ class AsyncClient:
         self._pool.submit(first)
         return outer
 
-    async def _write(self, key: str | None, fn: Callable[..., T], *args: Any) -> T:
+    def _describe(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]:
+        """The remote `Call` of the client's method `fn`: `HttpClient.calls` has one per operation, of the
+        same name and parameters (tests/coordinator/client/test_async_remote.py checks that they match)."""
+        assert self._remote is not None
+        call: Call[T] = getattr(self._remote.calls, fn.__name__)(*args, **kwargs)
+        return call
+
+    async def _op(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._remote is None:
+            return await asyncio.wrap_future(self._start(_bound(fn, args, kwargs)))
+        return await self._await(self._fly(self._describe(fn, *args, **kwargs)))
+
+    async def _write(self, key: str | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         if key is None:
-            return await self._run(fn, *args)
+            return await self._op(fn, *args, **kwargs)
+        if self._remote is not None:
+            return await self._remote_write(key, self._describe(fn, *args, **kwargs).keyed(key))
         with self._calls_lock:
             fut = self._calls.get(key)
             if fut is None or fut.cancelled():  # never ran: run it now
-                fut = self._start(fn, *args)
-                self._calls[key] = fut
-                self._calls.move_to_end(key)
-                self._forget_old()
+                fut = self._start(_bound(fn, args, kwargs))
+                self._remember(key, fut)
+        assert isinstance(fut, concurrent.futures.Future)
         # A cancelled await cancels `fut` only if no worker has started it (concurrent.futures semantics).
         return await asyncio.wrap_future(fut)
+
+    async def _remote_write(self, key: str, call: Call[T]) -> T:
+        with self._calls_lock:
+            flight = self._calls.get(key)
+            if not isinstance(flight, _Flight) or flight.cancelled() or flight.may_send_again():
+                # Never sent, or it failed in a way the same call may overcome: send it (again) now. With the
+                # same key, the service answers a request it already ran with that request's answer.
+                flight = self._fly(call)
+                self._remember(key, flight)
+        return await self._await(flight)
+
+    def _remember(self, key: str, entry: concurrent.futures.Future[Any] | _Flight[Any]) -> None:
+        self._calls[key] = entry
+        self._calls.move_to_end(key)
+        self._forget_old()
+
+    def _fly(self, call: Call[T]) -> _Flight[T]:
+        """Start a remote call as a task of its own: it waits its turn, then is sent and read to its end."""
+        assert self._remote is not None
+        remote = self._remote
+        flight: _Flight[T] = _Flight()
+
+        async def go() -> T:
+            async with self._turns:
+                flight.sent = True  # from here on it runs to its end, whoever stops waiting for it
+                return await remote.run(call)
+
+        task = asyncio.get_running_loop().create_task(go())
+        flight.task = task
+        self._flying.add(task)
+        task.add_done_callback(self._landed)
+        return flight
+
+    def _landed(self, task: asyncio.Task[Any]) -> None:
+        self._flying.discard(task)
+        if not task.cancelled():
+            task.exception()  # kept on the task for whoever asks again; not "never retrieved"
+
+    async def _await(self, flight: _Flight[T]) -> T:
+        """The flight's result. Cancelled while waiting: the call is cancelled too if it was not sent yet
+        and nobody else waits for it (nothing was written); once sent it runs to its end."""
+        flight.waiters += 1
+        try:
+            return await asyncio.shield(flight.task)
+        except asyncio.CancelledError:
+            if not flight.sent and flight.waiters == 1:
+                flight.task.cancel()
+            raise
+        finally:
+            flight.waiters -= 1
 
     def _forget_old(self) -> None:
         while len(self._calls) > _KEPT_KEYS:
@@ -280,6 +376,39 @@ def _settle(outer: concurrent.futures.Future[T], resume: Callable[[], T]) -> Non
         outer.set_result(resume())
     except BaseException as exc:
         outer.set_exception(exc)
+
+
+class _Flight(Generic[T]):
+    """A remote call as `AsyncClient` tracks it: its task, whether its request was sent, who waits."""
+
+    __slots__ = ("sent", "task", "waiters")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[T]
+        self.sent = False
+        self.waiters = 0
+
+    def cancelled(self) -> bool:
+        return self.task.cancelled()
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    def may_send_again(self) -> bool:
+        """It ended with the service `unreachable` (sent or not: with its key, the service runs a request
+        once), or in a refusal that `coordinator.errors.CODES` marks retryable (`lock_timeout`,
+        `overloaded`, ...): asking again with the same key sends it again."""
+        if not self.task.done() or self.task.cancelled():
+            return False
+        exc = self.task.exception()
+        if not isinstance(exc, CoordinatorError):
+            return False
+        code = exc.details.get("service_code", exc.code.value)
+        return code == "unreachable" or errors.info(code).retryable
+
+
+def _bound(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], T]:
+    return functools.partial(fn, *args, **kwargs) if kwargs else functools.partial(fn, *args)
 
 
 class AsyncSession:

@@ -107,6 +107,7 @@ class HttpClient:
             )  # fmt: skip
         self._verify: bool | ssl.SSLContext = True if ca_file is None else _trusting(ca_file)
         self._max_connections = max_connections
+        self._made_transport = transport is None  # (an async driver makes its own alike)
         if transport is None:
             transport = _default_transport(base, max_connections, self._verify, ca_file is not None)
         self._transport = transport
