@@ -291,14 +291,18 @@ class HttpClient:
         timeout = timeout_for(self._timeout, call)
         return httpx.Request(call.method, url, content=payload, headers=headers, extensions={"timeout": timeout})
 
+    def _plain_head(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> tuple[str, bytes]:
+        """The target and header lines of `call` for the plain-http fast paths (this one and the async one)."""
+        lines = [self._host_line, *(f"{k}: {v}\r\n" for k, v in headers.items())]
+        if payload is not None:
+            lines.append(f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n")
+        target = self._url(call.endpoint, call.params).raw_path.decode("ascii")
+        return target, "".join(lines).encode("latin-1")
+
     def _send(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> Reply | httpx.Response:
         if self._fast is not None and self._plain:
             # Straight to the socket: no request or response objects (the calls are made here, all ASCII).
-            lines = [self._host_line, *(f"{k}: {v}\r\n" for k, v in headers.items())]
-            if payload is not None:
-                lines.append(f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n")
-            target = self._url(call.endpoint, call.params).raw_path.decode("ascii")
-            head = "".join(lines).encode("latin-1")
+            target, head = self._plain_head(call, payload, headers)
             timeout = timeout_for(self._timeout, call)
             return self._fast.roundtrip(self._host_key, call.method, target, head, payload or b"", timeout)
         response = self._transport.handle_request(self._request(call, payload, headers))

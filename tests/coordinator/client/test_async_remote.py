@@ -496,3 +496,52 @@ def test_a_keyed_call_that_found_the_service_unreachable_is_sent_again() -> None
     err, created, sent = asyncio.run(main())
     assert err.details["service_code"] == "unreachable" and created
     assert sent == 3 and seen[:2] == ["k", "k"] and seen[2] == "e"  # the stale edit was sent once
+
+
+def test_the_async_plain_transport_reads_chunked_interim_and_closing_answers() -> None:
+    """Against a stub service: a 100 Continue before the answer, a chunked body, keep-alive reuse, then an
+    answer delimited by the connection's end; a connection cut mid-answer is a retryable transport error."""
+    from coordinator.client.async_http import AsyncPlainHttp
+
+    answers = [
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        b'3\r\n{"a\r\n5\r\n": 1}\r\n0\r\n\r\n',
+        b"HTTP/1.1 409 Conflict\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.0 200 OK\r\n\r\n[1, 2]",
+    ]
+    connections = 0
+
+    async def main() -> tuple[list[Any], str]:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            while answers:
+                if not await reader.readuntil(b"\r\n\r\n"):
+                    return
+                answer = answers.pop(0)
+                writer.write(answer)
+                await writer.drain()
+                if answer.startswith(b"HTTP/1.0"):
+                    break
+            if not answers and connections > 1:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort")  # cut short
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        key = ("127.0.0.1", server.sockets[0].getsockname()[1])
+        plain = AsyncPlainHttp()
+        head = f"host: {key[0]}\r\n".encode()
+        got = []
+        for _ in range(3):
+            r = await plain.roundtrip(key, "GET", "/", head, None, {"read": 5.0})
+            got.append((r.status_code, r.json()))
+        with pytest.raises(httpx.RemoteProtocolError) as cut:
+            await plain.roundtrip(key, "GET", "/", head, None, {"read": 5.0})
+        plain.close()
+        server.close()
+        return got, repr(cut.value)
+
+    got, cut = asyncio.run(main())
+    assert got == [(200, {"a": 1}), (409, {}), (200, [1, 2])], got
+    assert connections == 2 and "connection failed" in cut  # the three answers came on one kept-alive connection
