@@ -3,13 +3,14 @@
 Two ways a call runs, one per kind of client:
 
 - Remote (`AsyncClient.remote(url, ...)`, or `AsyncClient(http_client)`): the call is a coroutine on the
-  caller's loop, over httpx's async transport (`coordinator.client.async_http`): no worker thread, and a
-  long poll (`events()`, `poll_events(wait_s=...)`) is awaited. The operations and the rules (token,
-  Idempotency-Key kept across retries, which failures are retried, the `tls_untrusted`, `unreachable` and
-  service refusals) are `HttpClient`'s own, described once (`coordinator.client.calls`). At most
-  `max_workers` calls are on the wire at once; the others wait their turn. Such a client belongs to the loop
-  it is first used on (its connections do). An `HttpClient` made with a `transport=` that has no async side
-  keeps the thread pool below.
+  caller's loop (`coordinator.client.async_http`: asyncio streams for http://, httpx's async transport for
+  https://): no worker thread, and a long poll (`events()`, `poll_events(wait_s=...)`) is awaited. The
+  operations and the rules (token, Idempotency-Key kept across retries, which failures are retried, the
+  `tls_untrusted`, `unreachable` and service refusals) are `HttpClient`'s own, described once
+  (`coordinator.client.calls`). At most `max_workers` calls are on the wire at once; the others wait their
+  turn. Such a client belongs to the loop it is first used on (its connections do). An `HttpClient` made
+  with a `transport=` that has no async side keeps the thread pool below. `tools.adispatch` and `submit`
+  run blocking adapter code, so they still use a worker thread (started on first use).
 - In process (`AsyncClient.local(root, ...)`, or `AsyncClient(local_client)`): the engine is blocking by
   design (an edit may wait for a file lock, every write touches the disk), so each call is handed to a
   bounded pool of `max_workers` threads and the loop only awaits the result. One agent waiting for a
@@ -33,7 +34,9 @@ multi_edit, undo, redo or restore to be able to ask again: the same key answers 
 (or its refusal), or runs it now if it never started, and `outcome(key)` says "done", "running", "not_run"
 or "unknown". Remote, the key is also the request's Idempotency-Key: the service itself answers a repeat
 with the first answer (for its `--idempotency-ttl`), so another process, or this one after the key was
-forgotten here, gets the same answer by asking with the same session and key. Without a key,
+forgotten here, gets the same answer by asking with the same session and key. A keyed remote call that
+ended with the service `unreachable`, or in a refusal `coordinator.errors.CODES` marks retryable, is sent
+again (same key) when asked again. Without a key,
 `history(path)` tells whether a write landed.
 """
 

@@ -13,8 +13,10 @@ Calls that act as a session take its id first (`client.edit("agent-7", path, old
 serve many sessions, as a worker fleet does. `client.session("agent-7")` gives a `BoundSession`, the same
 calls with the id filled in (the shape of `coordinator.Session`), for code that serves one session.
 
-Adding an operation: one method here, in `LocalClient` and `HttpClient`, then one line in each adapter's
-table (`coordinator.server.routes.ROUTES`, `coordinator.mcp_server.tool_specs`, `coordinator.cmd_files`).
+Adding an operation: one method here and in `LocalClient`; its request once in `coordinator.client.calls.Calls`
+(same name and parameters) with a one-line `HttpClient` method that runs it (`AsyncClient` sends the same
+`Call` through its async driver, found by name); then one line in each adapter's table
+(`coordinator.server.routes.ROUTES`, `coordinator.mcp_server.tool_specs`, `coordinator.cmd_files`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Same calls, same result types, same refusals (`CoordinatorError` with the library's codes) as
 `LocalClient`, so a program runs unchanged against a remote service.
 
+Each operation is described once, as a `Call` (`coordinator.client.calls.Calls`: the request, whether a
+retry is safe, how the answer becomes the result); the rules below are pure code there (`RetryRule`,
+`headers_for`, `error_from`). This class is the blocking driver of those calls; `AsyncHttpDriver`
+(`coordinator.client.async_http`, used by `AsyncClient.remote`) is the async one over the same rules.
+
 Retries are safe: every write, edit, multi_edit and undo carries an `Idempotency-Key` that stays the same
 across the retries of one call, so a call whose answer was lost (timeout, dropped connection) is applied
 once and its first answer is returned. Retried: connection failures, timeouts, and the answers that
