@@ -8,7 +8,8 @@ Two ways a call runs, one per kind of client:
   operations and the rules (token, Idempotency-Key kept across retries, which failures are retried, the
   `tls_untrusted`, `unreachable` and service refusals) are `HttpClient`'s own, described once
   (`coordinator.client.calls`). At most `max_workers` calls are on the wire at once; the others wait their
-  turn. Such a client belongs to the loop it is first used on (its connections do). An `HttpClient` made
+  turn. Its connections belong to the loop that opened them; used on a new loop after that one ended
+  (`asyncio.run` again), it opens new ones. An `HttpClient` made
   with a `transport=` that has no async side keeps the thread pool below. `tools.adispatch` and `submit`
   run blocking adapter code, so they still use a worker thread (started on first use).
 - In process (`AsyncClient.local(root, ...)`, or `AsyncClient(local_client)`): the engine is blocking by
@@ -94,7 +95,9 @@ class AsyncClient:
         # Remote: coroutines over the async driver; the pools' threads start on first use only, so such a
         # client starts none unless an adapter uses `submit`.
         self._remote = AsyncHttpDriver.for_client(client) if isinstance(client, HttpClient) else None
+        self._workers = workers
         self._turns = asyncio.Semaphore(workers)  # remote calls on the wire at once
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the remote connections belong to
         self._flying: set[asyncio.Task[Any]] = set()
 
     @classmethod
@@ -334,6 +337,12 @@ class AsyncClient:
         """Start a remote call as a task of its own: it waits its turn, then is sent and read to its end."""
         assert self._remote is not None
         remote = self._remote
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use, or a new loop after the one before ended (asyncio.run again)
+            if self._loop is not None:
+                remote.rebind()
+                self._turns = asyncio.Semaphore(self._workers)
+            self._loop = loop
         flight: _Flight[T] = _Flight()
 
         async def go() -> T:
@@ -341,7 +350,7 @@ class AsyncClient:
                 flight.sent = True  # from here on it runs to its end, whoever stops waiting for it
                 return await remote.run(call)
 
-        task = asyncio.get_running_loop().create_task(go())
+        task = loop.create_task(go())
         flight.task = task
         self._flying.add(task)
         task.add_done_callback(self._landed)

@@ -43,12 +43,21 @@ class AsyncHttpDriver:
         self.client = client
         self.calls: Calls = client.calls
         self._owns_transport = transport is None
-        n = client._max_connections
-        self._plain = AsyncPlainHttp(n) if transport is None and client._plain else None
-        if transport is None:
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-            transport = httpx.AsyncHTTPTransport(verify=client._verify, limits=limits)
-        self._transport = transport
+        self._plain: AsyncPlainHttp | None = None
+        self._transport = transport if transport is not None else self._connections()
+
+    def _connections(self) -> httpx.AsyncBaseTransport:
+        """Fresh connection pools (plain http:// streams, httpx's transport for https://)."""
+        n = self.client._max_connections
+        self._plain = AsyncPlainHttp(n) if self.client._plain else None
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        return httpx.AsyncHTTPTransport(verify=self.client._verify, limits=limits)
+
+    def rebind(self) -> None:
+        """Forget the pooled connections of a loop that is gone (they belonged to it); the next call opens
+        new ones on the running loop. A transport given to the client is kept."""
+        if self._owns_transport:
+            self._transport = self._connections()
 
     @classmethod
     def for_client(cls, client: HttpClient) -> AsyncHttpDriver | None:

@@ -545,3 +545,25 @@ def test_the_async_plain_transport_reads_chunked_interim_and_closing_answers() -
     got, cut = asyncio.run(main())
     assert got == [(200, {"a": 1}), (409, {}), (200, [1, 2])], got
     assert connections == 2 and "connection failed" in cut  # the three answers came on one kept-alive connection
+
+
+def test_one_remote_client_on_two_loops_one_after_the_other(served: ServerProcess) -> None:
+    """`asyncio.run` twice with the same client: the second loop gets connections of its own."""
+    p = _prefix()
+    name = f"{p}_loops.txt"
+    (served.root / name).write_text("one\n")
+    client = AsyncClient.remote(served.url, secret=SECRET, max_workers=2)
+
+    async def first() -> None:
+        await client.read(p, name)
+        await asyncio.gather(*(client.read(p, name) for _ in range(4)))  # the turns are contended
+
+    async def second() -> int:
+        await asyncio.gather(*(client.read(p, name) for _ in range(4)))
+        res = await client.edit(p, name, "one", "two")
+        await client.aclose()
+        return res.version
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == 1
+    assert (served.root / name).read_text() == "two\n"
