@@ -12,6 +12,7 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.flexmatch import INDENTATION, TRAILING_WHITESPACE, find_flexible
 from coordinator.rebase import rebase_edit
 from coordinator.semantics import EditSpec, apply_edit, apply_edits
+from tests.coordinator.core import examples
 
 SRC = "class A:\n    def f(self):\n        x = 1   \n        return x\n\n    def g(self):\n        pass\n"
 
@@ -125,7 +126,7 @@ def test_a_flexible_edit_is_rebased_like_any_other() -> None:
     assert "        x = 9\n        return x\n" in r.outcome.text and "# theirs" in r.outcome.text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.sampled_from(["a = 1", "b = 2", "if c:", "pass", "", "return d"]), min_size=1, max_size=8),
     st.sampled_from(["", "  ", "    ", "\t"]),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.rebase import rebase_edit, rebase_edits
+from coordinator.rebase import carry_change, rebase_edit, rebase_edits
 from coordinator.semantics import (
     LEFT_DOUBLE,
     RIGHT_DOUBLE,
@@ -39,6 +39,18 @@ _REBASE_HEAD = (
     "current version: "
 )
 _REBASE_TAIL = " Read the file again (at least around those lines), then redo your change on the current content."
+
+
+def _lines(n: int) -> str:
+    return "".join(f"l{i}\n" for i in range(n))
+
+
+def _changed(text: str, blocks: int) -> str:
+    """`text` with `blocks` lines changed, every third one from l1 on (blocks apart: one change each)."""
+    for i in range(1, 3 * blocks, 3):
+        text = text.replace(f"l{i}\n", f"L{i}\n")
+    return text
+
 
 # (id, code, call, expected message, expected details)
 CASES: list[tuple[str, ErrorCode, Callable[[], Any], str, dict[str, Any]]] = [
@@ -215,6 +227,70 @@ CASES: list[tuple[str, ErrorCode, Callable[[], Any], str, dict[str, Any]]] = [
         "current file)." + _REBASE_TAIL,
         {"changes": [[2, 2]], "reason": "overlap", "clashing": [[2, 2]]},
     ),
+    (
+        "rebase-invalid_on_base",
+        ErrorCode.STALE,
+        lambda: rebase_edit("a\n", "a\n", EditSpec("zz", "y")),
+        _REBASE_HEAD + f"the edit does not apply to the version you read either ({_NOT_FOUND}). Since then, the "
+        "file was changed by another write." + _REBASE_TAIL,
+        {"changes": [], "reason": "invalid_on_base"},
+    ),
+    (
+        "rebase-same_place",
+        ErrorCode.STALE,
+        lambda: rebase_edit("a\nb\n", "a\nNEW\nb\n", EditSpec("a\n", "a\nMINE\n")),
+        _REBASE_HEAD + "your edit inserts lines at the very place where another write inserted lines since your "
+        "read (line 2 of the current file); which should come first cannot be decided for you." + _REBASE_TAIL,
+        {"changes": [[2, 2]], "reason": "same_place", "clashing": [[2, 2]]},
+    ),
+    (
+        "rebase-overlap-lines-and-others",
+        ErrorCode.STALE,
+        lambda: rebase_edit("a\nb\nc\nd\ne\n", "a\nB\nC\nd\nE\n", EditSpec("b\nc\n", "x\n")),
+        _REBASE_HEAD + "your edit changes lines that another write also changed since your read (lines 2-3 of the "
+        "current file). Since then, other writes changed lines 2-3, line 5 (current numbering)." + _REBASE_TAIL,
+        {"changes": [[2, 3], [5, 5]], "reason": "overlap", "clashing": [[2, 3]]},
+    ),
+    (
+        "rebase-no_unique_match",
+        ErrorCode.STALE,
+        lambda: rebase_edit("a\nb\nc\nd\ne\nf\n", "a\nb\nc\nd\ne\nf\nb\n", EditSpec("b\n", "B\n")),
+        _REBASE_HEAD + "old_string no longer matches uniquely in the current file (old_string occurs 2 times in the "
+        "file (at lines 2, 7), so the edit is ambiguous. Add surrounding lines to old_string to make it unique, or "
+        "set replace_all to replace every occurrence.). Since then, other writes changed line 7 (current "
+        "numbering)." + _REBASE_TAIL,
+        {"changes": [[7, 7]], "reason": "no_unique_match"},
+    ),
+    (
+        "rebase-moved_match",
+        ErrorCode.STALE,
+        lambda: rebase_edit(
+            f"say {LEFT_DOUBLE}hi{RIGHT_DOUBLE}\nx\ny\n",
+            f'say {LEFT_DOUBLE}hi{RIGHT_DOUBLE}\nx\ny\nsay "hi"\n',
+            EditSpec('say "hi"', 'say "bye"'),
+        ),
+        _REBASE_HEAD + "old_string now matches at a place that does not correspond to where it was in the version "
+        "you read. Since then, other writes changed line 4 (current numbering)." + _REBASE_TAIL,
+        {"changes": [[4, 4]], "reason": "moved_match"},
+    ),
+    (
+        "rebase-eight-changes",
+        ErrorCode.STALE,
+        lambda: rebase_edit(_lines(30), _changed(_lines(30), 8), EditSpec("l1\n", "x\n")),
+        _REBASE_HEAD + "your edit changes lines that another write also changed since your read (line 2 of the "
+        "current file). Since then, other writes changed line 2, line 5, line 8, line 11, line 14, line 17, line "
+        "20, line 23 (current numbering)." + _REBASE_TAIL,
+        {"changes": [[n, n] for n in range(2, 24, 3)], "reason": "overlap", "clashing": [[2, 2]]},
+    ),
+    (
+        "rebase-nine-changes",
+        ErrorCode.STALE,
+        lambda: rebase_edit(_lines(30), _changed(_lines(30), 9), EditSpec("l1\n", "x\n")),
+        _REBASE_HEAD + "your edit changes lines that another write also changed since your read (line 2 of the "
+        "current file). Since then, other writes changed line 2, line 5, line 8, line 11, line 14, line 17, line "
+        "20, line 23, and 1 more blocks (current numbering)." + _REBASE_TAIL,
+        {"changes": [[n, n] for n in range(2, 27, 3)], "reason": "overlap", "clashing": [[2, 2]]},
+    ),
 ]
 
 
@@ -227,3 +303,15 @@ def test_every_refusal_of_the_core_says_what_to_do_next(
     assert info.value.code is code
     assert info.value.message == message
     assert info.value.details == details
+
+
+def test_a_refused_carry_names_the_file_and_the_change_by_default() -> None:
+    with pytest.raises(CoordinatorError) as info:
+        carry_change("a\nb\nc\n", "a\nX\nc\n", "a\nY\nc\n")
+    assert info.value.code is ErrorCode.STALE
+    assert info.value.message == (
+        "The file has changed since that write, and the change changes lines that another write also changed "
+        "since then (line 2 of the current file). Nothing was written. Read the file again (at least around "
+        "those lines) and make the change you need by hand."
+    )
+    assert info.value.details == {"changes": [[2, 2]], "reason": "overlap", "clashing": [[2, 2]]}

@@ -20,6 +20,7 @@ from coordinator import rebase
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.rebase import Hunk, line_diff, rebase_edit, rebase_edits, split_keepends
 from coordinator.semantics import LEFT_DOUBLE, RIGHT_DOUBLE, EditSpec, apply_edit, apply_edits, split_lines
+from tests.coordinator.core import examples
 
 
 def stale(fn, *args) -> CoordinatorError:  # type: ignore[no-untyped-def]
@@ -60,7 +61,7 @@ def test_split_keepends_agrees_with_split_lines() -> None:
         assert [line.removesuffix("\n").removesuffix("\r") for line in lines] == split_lines(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.sampled_from("abcde"), max_size=30),
     st.lists(st.sampled_from("abcdef"), max_size=30),
@@ -121,7 +122,7 @@ def test_line_diff_does_not_treat_popular_lines_as_junk() -> None:
     assert line_diff(a, b) == [Hunk(150, 151, 150, 151)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "e"]), max_size=25),
     st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "f\n", "e"]), max_size=25),
@@ -398,7 +399,7 @@ def concurrent_edits(draw: st.DrawFn, *, commuting: bool) -> tuple[str, list[Edi
     return base, specs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(concurrent_edits(commuting=True))
 def test_commuting_concurrent_edits_give_one_text_in_every_order(case: tuple[str, list[EditSpec]]) -> None:
     base, specs = case
@@ -412,7 +413,7 @@ def test_commuting_concurrent_edits_give_one_text_in_every_order(case: tuple[str
         assert current == sequential
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(concurrent_edits(commuting=False))
 def test_non_commuting_concurrent_edits_are_refused(case: tuple[str, list[EditSpec]]) -> None:
     base, (first, second) = case
@@ -423,7 +424,7 @@ def test_non_commuting_concurrent_edits_are_refused(case: tuple[str, list[EditSp
         assert err.details["clashing"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.sampled_from(["a", "b", "c", "d", "e", "a b"]), min_size=1, max_size=25),
     st.data(),
@@ -485,7 +486,7 @@ def test_an_old_string_anchored_on_the_previous_line_end_does_not_claim_that_lin
     assert stale(rebase_edit, base, one_up.replace("s04 = 0", "s04 = 5"), joined).details["clashing"] == [[5, 5]]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "e"]), max_size=25),
     st.lists(st.sampled_from(["a\n", "b\n", "c\r\n", "dd\n", "f\n", "e"]), max_size=25),
@@ -549,7 +550,7 @@ def test_carry_change_refuses_overlaps_and_insertions_at_one_point() -> None:
     assert "inserts lines at the very place where another write inserted lines since then" in info.value.message
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(concurrent_edits(commuting=True))
 def test_carrying_a_commuting_change_equals_applying_both(case: tuple[str, list[EditSpec]]) -> None:
     base, (first, second, *_) = case
@@ -565,7 +566,7 @@ def test_carrying_a_commuting_change_equals_applying_both(case: tuple[str, list[
         assert exc.details["reason"] == "same_place"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(concurrent_edits(commuting=False))
 def test_carrying_a_non_commuting_change_is_refused(case: tuple[str, list[EditSpec]]) -> None:
     base, (first, second) = case
@@ -574,3 +575,148 @@ def test_carrying_a_non_commuting_change_is_refused(case: tuple[str, list[EditSp
     with pytest.raises(CoordinatorError) as info:
         rebase.carry_change(base, changed, current)
     assert info.value.code is ErrorCode.STALE and info.value.details["reason"] in ("overlap", "same_place")
+
+
+# --- rules pinned by surviving mutants (docs/mutation.md) ----------------------------------------------
+
+
+def test_carried_change_starts_after_a_foreign_change_that_ends_where_it_begins() -> None:
+    # the foreign hunk (line 1 became two lines) ends exactly where the carried one (line 2) begins
+    out = rebase.carry_change("a\nb\nc\n", "a\nB\nc\n", "A1\nA2\nb\nc\n")
+    assert out.text == "A1\nA2\nB\nc\n"
+    assert (out.first_offset, out.inserted_len) == (6, 2) and out.text[6:8] == "B\n"
+
+
+def test_carrying_no_change_reports_an_empty_region() -> None:
+    base = "a\nb\nc\n"
+    for current in (base, "a\nb\nC\n"):
+        out = rebase.carry_change(base, base, current)
+        assert out.text == current and (out.first_offset, out.inserted_len) == (0, 0)
+
+
+def _changed_lines(hunks: list[Hunk]) -> int:
+    return sum((h.a2 - h.a1) + (h.b2 - h.b1) for h in hunks)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("xyx", "uxy"),  # x occurs twice in a: not an anchor, whatever b holds
+        ("xxy", "yyxx"),  # y occurs twice in b: not an anchor either
+        ("xyx", "yuxu"),  # the only anchor (y) is b's first line
+    ],
+)
+def test_line_diff_anchors_only_on_lines_unique_on_both_sides(a: str, b: str) -> None:
+    """A diff that anchors on a repeated line (or misses an anchor) changes more lines than needed here,
+    and a coarser diff refuses more rebases."""
+    la, lb = [c + "\n" for c in a], [c + "\n" for c in b]
+    hunks = line_diff(la, lb)
+    assert replay(la, lb, hunks) == lb
+    minimal = len(la) + len(lb) - 2 * _lcs_len(la, lb)
+    assert _changed_lines(hunks) == minimal
+
+
+def _lcs_len(a: list[str], b: list[str]) -> int:
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev_diag = 0
+        for j, y in enumerate(b, start=1):
+            prev_diag, row[j] = row[j], prev_diag + 1 if x == y else max(row[j], row[j - 1])
+    return row[-1]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text("ab\n", max_size=12), st.text("ab\n", max_size=12))
+def test_common_prefix_and_suffix_lengths_are_exact(a: str, b: str) -> None:
+    k = rebase._common_prefix_len(a, b)
+    assert a[:k] == b[:k] and (k == min(len(a), len(b)) or a[k] != b[k])
+    limit = min(len(a), len(b)) - k
+    t = rebase._common_suffix_len(a, b, limit)
+    assert 0 <= t <= limit and a[len(a) - t :] == b[len(b) - t :]
+    assert t == limit or a[len(a) - t - 1] != b[len(b) - t - 1]
+
+
+def test_diff_texts_never_lets_the_common_tail_overlap_the_common_head() -> None:
+    # b is a's first two lines: its whole text is both a common prefix and a common suffix of a
+    spans = rebase.diff_texts("x\ny\nx\ny\n", "x\ny\n")
+    assert [x.hunk for x in spans] == [Hunk(2, 4, 2, 2)]
+    assert (spans[0].a_start, spans[0].a_len, spans[0].b_start, spans[0].b_len) == (4, 4, 4, 0)
+
+
+def test_diff_texts_numbers_lines_after_a_blank_first_line() -> None:
+    spans = rebase.diff_texts("\nx\ny\n", "\nx\nY\n")
+    assert [x.hunk for x in spans] == [Hunk(2, 3, 2, 3)]
+
+
+def test_an_insertion_right_after_a_foreign_change_commutes() -> None:
+    out = rebase.carry_change("a\nb\nc\n", "a\nb\nNEW\nc\n", "a\nB\nc\n")
+    assert out.text == "a\nB\nNEW\nc\n"
+
+
+def test_nearby_stops_three_lines_away_and_names_the_whole_change() -> None:
+    base = numbered(20)
+    spec = EditSpec("line 10\n", "ten\n")
+    three_above = apply_edit(base, "line 6\n", "six\n").text  # lines 7, 8, 9 between: not nearby
+    assert rebase_edit(base, three_above, spec).nearby == ()
+    two_above = apply_edit(base, "line 7\n", "seven\nmore\n").text
+    r = rebase_edit(base, two_above, spec)
+    assert r.nearby == (rebase.LineChange(base_first=7, base_last=7, first=7, last=8),)
+
+
+def test_a_flexible_multi_edit_is_rebased_with_flexible_matching() -> None:
+    base = "a  \nb\nc\nd\ne\nf\n"
+    current = base.replace("f\n", "F\n")
+    specs = [EditSpec("a\n", "A\n"), EditSpec("c\n", "C\n")]
+    r = rebase_edits(base, current, specs, match="flexible")
+    assert r.outcome.text == "A\nb\nC\nd\ne\nF\n"
+
+
+@pytest.mark.parametrize(
+    ("base", "current", "spec"),
+    [
+        ("a\nb\nc\n", "A\nb\nc\n", EditSpec("a\nb", "a\nB")),  # the matched first line, one char long
+        ("x\nb\nc\n", "x\nB\nc\n", EditSpec("x\nb", "X\nb")),  # the matched last line, one char long
+        ("a\n\nc\n", "a\nX\nc\n", EditSpec("\n\nc", "\n\nC")),  # anchored on a line end: the empty line next
+    ],
+)
+def test_a_change_of_a_short_matched_line_is_an_overlap(base: str, current: str, spec: EditSpec) -> None:
+    """The lines old_string matched are claimed even when the edit leaves them as they were and they are
+    only one char long: a change there is refused as an overlap, before the edit is even tried on it."""
+    err = stale(rebase_edit, base, current, spec)
+    assert err.details["reason"] == "overlap"
+
+
+def test_the_difflib_size_limit_is_the_product_of_the_gap_itself(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # a common first line, then a gap of 6 x 6 lines with no unique line: difflib up to a product of 36
+    a = ["h\n"] + ["x\n", "y\n"] * 3
+    b = ["h\n"] + ["y\n", "x\n"] * 3
+    monkeypatch.setattr(rebase, "DIFFLIB_MAX_PRODUCT", 36)
+    fine = line_diff(a, b)
+    assert replay(a, b, fine) == b and _changed_lines(fine) == 2
+    monkeypatch.setattr(rebase, "DIFFLIB_MAX_PRODUCT", 35)
+    assert line_diff(a, b) == [Hunk(1, 7, 1, 7)]
+
+
+def test_difflib_treats_no_line_as_junk_in_a_long_gap() -> None:
+    """Two lines repeated 150 times, shifted by one: no anchor, no common head or tail, 300 lines for difflib;
+    with autojunk every line would be popular junk and the whole text one replaced block."""
+    a = ["x\n", "y\n"] * 150
+    b = ["y\n", "x\n"] * 150
+    hunks = line_diff(a, b)
+    assert replay(a, b, hunks) == b and _changed_lines(hunks) == 2
+
+
+def test_describe_changes_of_nothing_and_of_an_empty_range() -> None:
+    assert rebase.describe_changes([]) == "no lines"
+    assert rebase.LineChange(3, 2, 3, 2).describe() == "deleted before line 3 (was nothing (at line 3))"
+    assert rebase.describe_changes([rebase.LineChange(2, 3, 2, 1), rebase.LineChange(5, 4, 4, 6)]) == (
+        "deleted before line 2 (was lines 2-3), lines 4-6"
+    )
+
+
+def test_line_diff_keeps_the_longest_run_of_anchors_when_a_later_one_crosses() -> None:
+    # unique lines u, v, w: u and v cross, so the longest increasing run is (v or u) then w
+    a = ["u\n", "v\n", "w\n", "z\n"]
+    b = ["v\n", "u\n", "w\n", "q\n"]
+    hunks = line_diff(a, b)
+    assert replay(a, b, hunks) == b and _changed_lines(hunks) == 4

@@ -31,6 +31,7 @@ from coordinator.semantics import (
     to_eol,
 )
 from coordinator.textio import Encoding, decode_bytes, encode_text
+from tests.coordinator.core import examples
 
 
 def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
@@ -545,7 +546,7 @@ def texts_with_marker(draw: st.DrawFn) -> tuple[str, str]:
 REPLACEMENTS = st.lists(LINE, min_size=1, max_size=3).map("\n".join).filter(bool)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(texts_with_marker(), REPLACEMENTS, ENCODINGS)
 def test_edit_changes_only_the_replaced_bytes(mode_text: tuple[str, str], replacement: str, encoding: Encoding) -> None:
     _, text = mode_text
@@ -571,7 +572,7 @@ def test_edit_changes_only_the_replaced_bytes(mode_text: tuple[str, str], replac
     assert out.text[out.first_offset : out.first_offset + out.inserted_len] == to_eol(replacement, eol)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(LINE, min_size=1, max_size=10),
     st.booleans(),
@@ -596,7 +597,7 @@ def curly_content_and_slice(draw: st.DrawFn) -> tuple[str, int, int]:
     return content, start, end
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(curly_content_and_slice())
 def test_curly_matching_returns_the_files_own_slice(case: tuple[str, int, int]) -> None:
     content, start, end = case
@@ -612,7 +613,7 @@ def test_curly_matching_returns_the_files_own_slice(case: tuple[str, int, int]) 
         assert first <= start
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.text(st.sampled_from("ab\n"), max_size=40),
     st.text(st.sampled_from("ab"), min_size=1, max_size=3),
@@ -626,7 +627,7 @@ def test_replace_all_count_equals_str_count(content: str, needle: str, new: str)
     assert out.first_offset == content.find(needle)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.text(st.sampled_from("ab \n"), max_size=20),
     st.lists(st.sampled_from(["$&", "\\1", "$1", "$$", "\\g<0>", "$`", "$'", "\\\\", "x"]), min_size=1),
@@ -638,7 +639,7 @@ def test_replacement_is_always_literal(before: str, parts: list[str]) -> None:
     assert out.text == before + new + "\n"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(LINE, min_size=1, max_size=10), st.sampled_from(["\n", "\r\n"]), st.integers(min_value=0))
 def test_deleting_a_whole_line_removes_exactly_that_line(lines: list[str], eol: str, seed: int) -> None:
     row = seed % len(lines)
@@ -649,7 +650,7 @@ def test_deleting_a_whole_line_removes_exactly_that_line(lines: list[str], eol: 
     assert out.text == "".join(line + eol for i, line in enumerate(lines) if i != row)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(st.sampled_from("ab\r\n\u00e9"), max_size=30), st.integers(min_value=0, max_value=40))
 def test_line_number_at_agrees_with_split_lines(text: str, offset: int) -> None:
     offset = min(offset, len(text))
@@ -663,7 +664,7 @@ def test_line_number_at_agrees_with_split_lines(text: str, offset: int) -> None:
     st.booleans(),
     st.data(),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_render_snippet_at_matches_whole_text_rendering(lines, eol, trailing, data):
     """The region-only snippet renders exactly what splitting the whole text would."""
     from coordinator.semantics import line_number_at, render_snippet, render_snippet_at

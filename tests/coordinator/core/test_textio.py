@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.textio import Decoded, Encoding, decode_bytes, encode_text, looks_binary
+from tests.coordinator.core import examples
 
 
 def refused(code: ErrorCode, data: bytes) -> CoordinatorError:
@@ -218,7 +219,7 @@ def assert_round_trip(data: bytes) -> None:
     assert encode_text(decoded.text, decoded.encoding) == data
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(TEXT, ENCODINGS)
 def test_round_trip_of_encoded_text(text: str, encoding: Encoding) -> None:
     data = encode_text(text, encoding)
@@ -244,13 +245,13 @@ def test_utf16_text_with_nul_is_binary(text: str, encoding: Encoding) -> None:
     assert_round_trip(data)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(BOMS, st.binary(max_size=60))
 def test_round_trip_of_arbitrary_bytes(bom: bytes, body: bytes) -> None:
     assert_round_trip(bom + body)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(st.characters(exclude_categories=("Cs", "Cc")), max_size=60))
 def test_utf8_text_without_controls_always_decodes(text: str) -> None:
     data = text.encode("utf-8")
