@@ -31,7 +31,7 @@ import httpx
 
 from .calls import Call, Calls, headers_for, payload_for, timeout_for
 from .http import HttpClient
-from .transport import Reply
+from .transport import Reply, add_header, chunk_size, is_final, status_of
 
 T = TypeVar("T")
 
@@ -225,30 +225,20 @@ async def _read_reply(reader: asyncio.StreamReader, method: str) -> tuple[int, d
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[bytes, int, dict[str, str]]:
-    """The status line and headers of the final answer (1xx interim answers skipped)."""
+    """The status line and headers of the final answer (1xx interim answers skipped; transport.py's rules)."""
     while True:
-        line = await reader.readline()
-        if not line:
-            raise ValueError("the connection closed before an answer")
-        version, _, rest = line.partition(b" ")
-        status = int(rest[:3])
+        version, status = status_of(await reader.readline())
         headers: dict[str, str] = {}
-        while True:
-            h = await reader.readline()
-            if h in (b"\r\n", b"\n"):
-                break
-            if not h or len(headers) > 200:
-                raise ValueError("the answer's headers are cut short or too many")
-            name, _, value = h.partition(b":")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        if status >= 200 or status == 101:
+        while not add_header(headers, await reader.readline()):
+            pass
+        if is_final(status):
             return version, status, headers
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     chunks: list[bytes] = []
     while True:
-        size = int((await reader.readline()).split(b";", 1)[0].strip() or b"x", 16)
+        size = chunk_size(await reader.readline())
         if size == 0:
             while await reader.readline() not in (b"\r\n", b"\n", b""):
                 pass  # trailers

@@ -171,31 +171,51 @@ def _read_reply(rfile: Any, method: str) -> tuple[int, dict[str, str], bytes, bo
     return status, headers, rfile.read(), True  # delimited by the end of the connection
 
 
+def status_of(line: bytes) -> tuple[bytes, int]:
+    """An answer's status line: (HTTP version, status). The rules of the answer's head live here, once, for
+    the blocking reader below and the asyncio one (async_http.py)."""
+    if not line:
+        raise ValueError("the connection closed before an answer")
+    version, _, rest = line.partition(b" ")
+    return version, int(rest[:3])
+
+
+def add_header(headers: dict[str, str], line: bytes) -> bool:
+    """Add one header line to `headers` (lower-case names); True at the blank line that ends the head."""
+    if line in (b"\r\n", b"\n"):
+        return True
+    if not line or len(headers) > 200:
+        raise ValueError("the answer's headers are cut short or too many")
+    name, _, value = line.partition(b":")
+    headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return False
+
+
+def is_final(status: int) -> bool:
+    """Not an interim (1xx) answer such as 100 Continue; 101 Switching Protocols is final."""
+    return status >= 200 or status == 101
+
+
+def chunk_size(line: bytes) -> int:
+    """The size of a chunk of a chunked body, from its size line (extensions ignored)."""
+    return int(line.split(b";", 1)[0].strip() or b"x", 16)
+
+
 def _read_head(rfile: Any) -> tuple[bytes, int, dict[str, str]]:
     """The status line and headers of the final answer (1xx interim answers, e.g. 100 Continue, skipped)."""
     while True:
-        line = rfile.readline(_MAX_LINE)
-        if not line:
-            raise ValueError("the connection closed before an answer")
-        version, _, rest = line.partition(b" ")
-        status = int(rest[:3])
+        version, status = status_of(rfile.readline(_MAX_LINE))
         headers: dict[str, str] = {}
-        while True:
-            h = rfile.readline(_MAX_LINE)
-            if h in (b"\r\n", b"\n"):
-                break
-            if not h or len(headers) > 200:
-                raise ValueError("the answer's headers are cut short or too many")
-            name, _, value = h.partition(b":")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        if status >= 200 or status == 101:
+        while not add_header(headers, rfile.readline(_MAX_LINE)):
+            pass
+        if is_final(status):
             return version, status, headers
 
 
 def _read_chunked(rfile: Any) -> bytes:
     chunks: list[bytes] = []
     while True:
-        size = int(rfile.readline(_MAX_LINE).split(b";", 1)[0].strip() or b"x", 16)
+        size = chunk_size(rfile.readline(_MAX_LINE))
         if size == 0:
             while rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
                 pass  # trailers
