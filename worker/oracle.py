@@ -106,6 +106,10 @@ class OracleReport:
     written_while_down: list[str] = field(default_factory=list)
     acked_while_down: int = 0
     refused_while_down: int = 0
+    history_entries: int = 0  # versions the history lists for the run's files (check_history)
+    history_unreal: int = 0  # of those, versions that never reached the file (the chain is broken there)
+    undo_checked: int = 0  # files whose newest version was undone (and redone) at the end
+    undo_failed: int = 0  # of those, undos or redos that were refused or gave other bytes than the history's
     details: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> None:
@@ -392,3 +396,58 @@ def check_recovery(rep: OracleReport, root: str, files: Iterable[str], redis_url
         except CoordinatorError:
             rep.locks_left_held += 1
             rep.fail(f"the lock of {rel} is still held after the run")
+
+
+def check_history(rep: OracleReport, root: str, files: Iterable[str], redis_url: str | None) -> None:
+    """After a run (all workers gone, `check_recovery` done): every version the history lists reached the
+    file, and the newest version of every file can be undone and redone.
+
+    A version reached the file when the next version started from its bytes (its `before` is this one's
+    `after`) and the newest one's `after` is the file's current content: an entry whose replace never
+    happened breaks that chain, since the file kept the bytes from before it. Then a session undoes each
+    file's newest version (the file must hold that version's `before` after it) and redoes it (the file
+    must hold its `after` again), so the run leaves the files as the fleet did.
+    """
+    from coordinator import Coordinator
+
+    coord = Coordinator(root, redis_url)
+    try:
+        session = coord.session("stress-history-audit")
+        for rel in files:
+            entries = coord.history(rel)  # newest first; listing settles an unmarked newest entry
+            rep.history_entries += len(entries)
+            _check_chain(rep, rel, entries, Path(root, rel))
+            if entries:
+                _check_undo(rep, session, rel, entries[0], Path(root, rel))
+    finally:
+        coord.close()
+
+
+def _check_chain(rep: OracleReport, rel: str, entries: list[Any], path: Path) -> None:
+    try:
+        current: str | None = content_hash(path.read_bytes())
+    except FileNotFoundError:
+        current = None
+    expected = current
+    for entry in entries:  # newest first: each entry's result is what the next newer one started from
+        if entry.after != expected:
+            rep.history_unreal += 1
+            rep.fail(f"{rel}: history lists version {entry.version}, but the file never held its result next")
+        expected = entry.before
+
+
+def _check_undo(rep: OracleReport, session: Any, rel: str, newest: Any, path: Path) -> None:
+    rep.undo_checked += 1
+    try:
+        session.read(rel)
+        session.undo(rel, version=newest.version)
+        undone = content_hash(path.read_bytes()) if path.exists() else None
+        session.redo(rel)
+        redone = content_hash(path.read_bytes()) if path.exists() else None
+    except CoordinatorError as exc:
+        rep.undo_failed += 1
+        rep.fail(f"{rel}: undo or redo of the newest version {newest.version} was refused ({exc.code.value})")
+        return
+    if undone != newest.before or redone != newest.after:
+        rep.undo_failed += 1
+        rep.fail(f"{rel}: undo of version {newest.version} then redo did not give back the history's bytes")

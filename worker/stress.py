@@ -373,7 +373,7 @@ def _fleet_run(work: _Scratch, spec: Any, corpus: Corpus, args: argparse.Namespa
 
 
 def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
-    from .fleet import check_recovery, client_reader, make_client, verify
+    from .fleet import check_history, check_recovery, client_reader, make_client, verify
 
     if spec.kind == "http":
         reader_client = make_client(spec)
@@ -384,6 +384,7 @@ def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
     report = verify(run)
     if spec.kind == "coordinator":
         check_recovery(report, str(root), corpus.files, spec.redis_url)
+        check_history(report, str(root), corpus.files, spec.redis_url)
     return report
 
 
@@ -629,6 +630,11 @@ def _table(summary: dict[str, Any], report: Any) -> Any:
     if report.locks_left_held or report.stale_temp_files:
         left = f"{report.locks_left_held} / {len(report.stale_temp_files)}"
         t.add_row("locks held / temp files left", _verdict(1, left))
+    if report.undo_checked:
+        unreal = f"{report.history_unreal:,} of {report.history_entries:,}"
+        t.add_row("history versions that never happened", _verdict(report.history_unreal, unreal))
+        undo = f"{report.undo_checked - report.undo_failed} of {_plural(report.undo_checked, 'file')}"
+        t.add_row("undo + redo of each file's newest version", _verdict(report.undo_failed, undo))
     t.add_row("LOST UPDATES", _verdict(report.lost_updates, f"{report.lost_updates:,}"))
     return t
 

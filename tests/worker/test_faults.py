@@ -33,7 +33,7 @@ from coordinator import fsio as fsio_mod
 from coordinator.locks import LockManager
 from tests.worker import test_fleet as fleet_tests
 from worker.agent import parse_counters
-from worker.fleet import Chaos, check_recovery, pair_ops, summarize
+from worker.fleet import Chaos, check_history, check_recovery, pair_ops, summarize
 
 STATE = ".edit-coordinator"
 run_fleet = fleet_tests.run_fleet
@@ -63,6 +63,11 @@ def _kill_run(root: Path, workload: str, files: int, duration: float, every: flo
     url = run.config.client.redis_url
     check_recovery(report, str(root), run.config.corpus.files, url)
     assert report.stale_temp_files == [] and report.locks_left_held == 0, report.details
+    # The history lists only versions that reached the files (entries of killed writers whose replace never
+    # happened were taken back), and each file's newest version undoes and redoes.
+    check_history(report, str(root), run.config.corpus.files, url)
+    assert report.history_entries > 0
+    assert (report.history_unreal, report.undo_failed, report.undo_checked) == (0, 0, files), report.details
 
 
 def test_kill9_workers_mid_edit_many_times(redis_root: Path) -> None:
