@@ -539,6 +539,16 @@ LEGEND = (
     ("edit incl. retries", "from a change's first attempt to its acknowledgement, re-reads included"),
     ("acknowledged edits in the files", "what the oracle found of the acknowledged edits, by reading the final files"),
     ("torn files / torn reads", "final files, and sampled reads, that were no whole version of the file"),
+    (
+        "history: versions never applied",
+        "versions the history lists whose result the file never held next (a write whose replace never "
+        "happened must be taken back): 0; the count beside it is every version listed for the run's files",
+    ),
+    (
+        "history: newest undone + redone",
+        "each file's newest version undone, then redone, by an audit session at the end: both must give the "
+        "history's bytes, so the files end as the fleet left them",
+    ),
     ("LOST UPDATES", "acknowledged edits missing from the final files: 0 through the coordinator"),
 )
 # The few terms a reader needs at a glance, printed under the table (every row: the --help epilog).
@@ -632,9 +642,9 @@ def _table(summary: dict[str, Any], report: Any) -> Any:
         t.add_row("locks held / temp files left", _verdict(1, left))
     if report.undo_checked:
         unreal = f"{report.history_unreal:,} of {report.history_entries:,}"
-        t.add_row("history versions that never happened", _verdict(report.history_unreal, unreal))
+        t.add_row("history: versions never applied", _verdict(report.history_unreal, unreal))
         undo = f"{report.undo_checked - report.undo_failed} of {_plural(report.undo_checked, 'file')}"
-        t.add_row("undo + redo of each file's newest version", _verdict(report.undo_failed, undo))
+        t.add_row("history: newest undone + redone", _verdict(report.undo_failed, undo))
     t.add_row("LOST UPDATES", _verdict(report.lost_updates, f"{report.lost_updates:,}"))
     return t
 
