@@ -18,12 +18,17 @@ For an event loop, `AsyncClient` (the same operations, awaitable); for model API
 (tool definitions for Anthropic, OpenAI and MCP, and one dispatcher).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import tools
 from .aio import AsyncClient, AsyncSession
-from .client import BoundSession, Client, EventPage, HttpClient, InProcessClient, LocalClient, SessionStatus
+from .client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
 from .engine import Coordinator, EditResult, ReadResult, Session, WriteResult
 from .errors import CoordinatorError, ErrorCode
 from .history import HistoryEntry
+
+if TYPE_CHECKING:
+    from .client.http import HttpClient
 
 __all__ = [
     "AsyncClient",
@@ -47,3 +52,12 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """`HttpClient` on first use (see coordinator.client): an in-process program never loads httpx."""
+    if name == "HttpClient":
+        from .client.http import HttpClient
+
+        return HttpClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

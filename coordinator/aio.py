@@ -46,20 +46,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from . import errors
-from .client import BoundSession, Client, EventPage, HttpClient, LocalClient, SessionStatus
-from .client.async_http import AsyncHttpDriver
-from .client.calls import Call
+from .client import BoundSession, Client, EventPage, LocalClient, SessionStatus
 from .engine import LockBusy, ReadResult, WriteResult
 from .errors import CoordinatorError
 from .events import ChangeEvent, Notice
 from .history import HistoryEntry
 from .leases import Lease
+
+if TYPE_CHECKING:  # the HTTP client (and httpx) is imported only by a program that uses one
+    from .client.async_http import AsyncHttpDriver
+    from .client.calls import Call
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -69,6 +72,17 @@ DEFAULT_WORKERS = 8  # remote: calls in flight at once (each mostly waits on its
 LOCAL_WORKERS = 2  # in-process: calls doing engine work at once (see the module docstring)
 _LOCK_WAITERS = 64  # in-process: calls waiting for a file lock at once (asleep in the kernel)
 _KEPT_KEYS = 10_000  # idempotency keys remembered per client (oldest finished ones dropped first)
+
+
+def _driver_for(client: Client) -> AsyncHttpDriver | None:
+    """The async driver of an `HttpClient` (None for any other client). The HTTP client's module, and
+    httpx with it, is looked up, not imported: a program that made no `HttpClient` never loads them."""
+    http = sys.modules.get("coordinator.client.http")
+    if http is None or not isinstance(client, http.HttpClient):
+        return None
+    from .client.async_http import AsyncHttpDriver
+
+    return AsyncHttpDriver.for_client(client)
 
 
 class AsyncClient:
@@ -94,7 +108,7 @@ class AsyncClient:
         self._calls_lock = threading.Lock()
         # Remote: coroutines over the async driver; the pools' threads start on first use only, so such a
         # client starts none unless an adapter uses `submit`.
-        self._remote = AsyncHttpDriver.for_client(client) if isinstance(client, HttpClient) else None
+        self._remote = _driver_for(client)
         self._workers = workers
         self._turns = asyncio.Semaphore(workers)  # remote calls on the wire at once
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the remote connections belong to
@@ -112,6 +126,8 @@ class AsyncClient:
         """A service at `url` (`HttpClient(url, **options)`: token, tokens or secret, ca_file, ...), its calls
         coroutines on the caller's loop; closed with the client."""
         options.setdefault("max_connections", max_workers)
+        from .client.http import HttpClient
+
         return cls(HttpClient(url, **options), max_workers=max_workers, owns=True)
 
     def session(self, session_id: str) -> AsyncSession:
@@ -287,7 +303,7 @@ class AsyncClient:
             except LockBusy as busy:
                 self._waiters.submit(_settle, outer, busy.resume)
             except BaseException as exc:
-                outer.set_exception(exc)
+                outer.set_exception(_kept(exc))
 
         self._pool.submit(first)
         return outer
@@ -387,7 +403,14 @@ def _settle(outer: concurrent.futures.Future[T], resume: Callable[[], T]) -> Non
     try:
         outer.set_result(resume())
     except BaseException as exc:
-        outer.set_exception(exc)
+        outer.set_exception(_kept(exc))
+
+
+def _kept(exc: BaseException) -> BaseException:
+    """What a call's future keeps of its exception. A refusal is kept without its traceback: that holds the
+    frame that set it on the future, which holds the future (a reference cycle per refused call, left to
+    the cyclic GC, whose full passes stall the loop). Anything else keeps its traceback for its reader."""
+    return exc.with_traceback(None) if isinstance(exc, CoordinatorError) else exc
 
 
 class _Flight(Generic[T]):

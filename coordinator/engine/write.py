@@ -52,6 +52,21 @@ def _release(held: HeldLock) -> float:
         return 0.0
 
 
+def bare_refusal(exc: CoordinatorError) -> CoordinatorError:
+    """The refusal without the engine's traceback and the internal exception it was raised while handling.
+
+    A refusal is an answer, not a bug: its code, message and details say everything. Its traceback and
+    context, though, hold the engine's frames, and those frames hold the refusal (a frame that raises an
+    exception it keeps in a local, a cached-view refusal confirmed in Redis): reference cycles that only
+    the cyclic garbage collector frees. At tens of objects per refused call they drove full collections,
+    which stop every thread of the host, an event loop included (issue 16's loop-stall figure). An
+    `io_error` keeps its `__cause__` (the OSError), which is what its reader needs.
+    """
+    exc.__traceback__ = None
+    exc.__context__ = None
+    return exc
+
+
 def _same(result: WriteResult) -> WriteResult:
     return result
 
@@ -150,12 +165,13 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
         return getattr(self._call_local, "options", DEFAULT_OPTIONS)
 
     def _counted(self, call: Callable[[], WriteResult]) -> WriteResult:
-        """Refusals are counted by code (flushed to Redis on the next post-write round trip)."""
+        """Refusals are counted by code (flushed to Redis on the next post-write round trip), and leave the
+        engine as bare answers (`bare_refusal`)."""
         try:
             return call()
         except CoordinatorError as exc:
             self._refusals.add(exc.code.value)
-            raise
+            raise bare_refusal(exc) from None
         except LockBusy as busy:
             raise busy.wrap(self._counted) from None
 
