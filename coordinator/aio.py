@@ -17,13 +17,18 @@ Two ways a call runs, one per kind of client:
   bounded pool of `max_workers` threads and the loop only awaits the result. One agent waiting for a
   contended lock stalls no other agent on the loop.
 
-In-process, the pool is small (`LOCAL_WORKERS`, 2) and lock waits leave it: a call whose file lock is taken
+In-process, the pool is one thread (`LOCAL_WORKERS`) and lock waits leave it: a call whose file lock is taken
 stops before anything is read under the lock (`Coordinator.call_options(wait_for_lock=False)`, LockBusy)
 and continues on a pool of waiters, threads that sleep in the kernel until the lock is handed to them. Why:
 the engine's Python work holds the GIL, so more runnable threads do not edit faster, they only make the
 loop wait longer for the GIL. Measured side by side on the 2-core machine (16 coroutines, 8 sessions, 4
 shared files, load ~3): 8 workers gave a largest loop stall of 87 ms (p99 36 ms) at 166 edits/s; 2
-workers 29 ms (p99 6 ms) at 191 edits/s.
+workers 29 ms (p99 6 ms) at 191 edits/s. Once refusals stopped leaving garbage for the cyclic collector
+(`engine.write.bare_refusal`), one worker beat two again (quiet machine, 10 s each, twice): 4 shared files,
+2,788-3,152 edits against 2,406-2,451, loop stall p99 1.4-2.3 ms against 2.6 ms, p99.9 3.7-5.0 ms against
+8.0-8.9 ms; 64 files (little contention), 3,223-3,660 against 3,286-3,480 edits, p99 1.4-1.5 against
+2.1-2.6 ms. The largest stall left (14-16 ms either way) is the collector's one full pass over the
+process's heap in 10 s (`bench --scenario asyncio` reports its duration beside the stall).
 
 Cancellation is safe, and says which way it went, the same for both. A call whose task is cancelled before
 it started (no worker picked it up; for a remote call: no request was sent, it was still waiting for its
@@ -69,7 +74,7 @@ P = ParamSpec("P")
 Outcome = Literal["done", "running", "not_run", "unknown"]
 
 DEFAULT_WORKERS = 8  # remote: calls in flight at once (each mostly waits on its connection)
-LOCAL_WORKERS = 2  # in-process: calls doing engine work at once (see the module docstring)
+LOCAL_WORKERS = 1  # in-process: calls doing engine work at once (see the module docstring)
 _LOCK_WAITERS = 64  # in-process: calls waiting for a file lock at once (asleep in the kernel)
 _KEPT_KEYS = 10_000  # idempotency keys remembered per client (oldest finished ones dropped first)
 
@@ -206,6 +211,9 @@ class AsyncClient:
     async def poll_events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
     ) -> EventPage:
+        if self._coord is not None and wait_s > 0:
+            # In process, a long poll sleeps on its thread: on the pool of `submit`, never on the engine's.
+            return await asyncio.wrap_future(self.submit(self.client.poll_events, since, paths, wait_s, limit))
         return await self._op(self.client.poll_events, since, paths, wait_s, limit)
 
     async def events(

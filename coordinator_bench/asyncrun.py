@@ -8,12 +8,21 @@ sleeps 1 ms in a loop and records how late it wakes up; the largest lateness is 
 0.5 s before the editors start (what the machine's other load costs anyway), are recorded beside it. A
 coroutine re-reads after a refusal, as an agent would. At the end the oracle
 (`worker.oracle.judge_counts`) checks every slot line against the increments acknowledged for it.
+
+Each repetition runs in a fresh interpreter (spawned), as a platform's own process would: the loop and
+the in-process coordinator, nothing of the benchmark harness (its progress display, the other cells'
+results), whose objects every full pass of the cyclic garbage collector would walk too. The collector's
+passes are timed (`gc.callbacks`): the record has how many ran per generation, the longest, and the
+largest stall that no pass overlapped, so a stall can be told apart from the host's heap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import gc
 import inspect
+import multiprocessing
 import random
 import resource
 import time
@@ -60,14 +69,44 @@ async def _maybe_await(x: Any) -> Any:
     return await x if inspect.isawaitable(x) else x
 
 
-async def _ticker(stop_at: float) -> list[float]:
-    """How late each 1 ms sleep woke up, until `stop_at`."""
+async def _ticker(stop_at: float) -> list[tuple[float, float]]:
+    """When each 1 ms sleep woke up (perf_counter) and how late, until `stop_at`."""
     late = []
     while time.monotonic() < stop_at:
         t0 = time.perf_counter()
         await asyncio.sleep(TICK_S)
-        late.append(max(time.perf_counter() - t0 - TICK_S, 0.0))
+        t1 = time.perf_counter()
+        late.append((t1, max(t1 - t0 - TICK_S, 0.0)))
     return late
+
+
+class _GcPasses:
+    """The cyclic garbage collector's passes while installed: (end time, generation, duration)."""
+
+    def __init__(self) -> None:
+        self.passes: list[tuple[float, int, float]] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._start = now
+        else:
+            self.passes.append((now, int(info["generation"]), now - self._start))
+
+    def figures(self, ticks: list[tuple[float, float]]) -> dict[str, Any]:
+        """Passes per generation, the longest, and the largest stall no pass overlapped (in ms)."""
+        ends = sorted(p[0] for p in self.passes)
+        outside = 0.0
+        for t1, late in ticks:
+            i = bisect.bisect_left(ends, t1 - late - TICK_S)
+            if i == len(ends) or ends[i] > t1:  # no pass ended while this tick was late
+                outside = max(outside, late)
+        return {
+            "loop_gc_passes": [sum(1 for p in self.passes if p[1] == g) for g in (0, 1, 2)],
+            "loop_gc_max_ms": max((p[2] for p in self.passes), default=0.0) * 1000.0,
+            "loop_stall_outside_gc_ms": outside * 1000.0,
+        }
 
 
 async def _view(client: Any, session: str, path: str, tally: _Tally) -> dict[str, int] | None:
@@ -115,7 +154,7 @@ async def _editor(
 
 async def _run(
     spec: Any, files: tuple[str, ...], coroutines: int, duration_s: float, tally: _Tally
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """The ticker alone first (the machine's own noise, for reference), then beside the editors."""
     client = open_async_client(spec)
     sessions = max(1, coroutines // 2)
@@ -138,23 +177,41 @@ async def _run(
 
 
 def run_async_cell(spec: Any, root: Path, corpus: Corpus, row: Row, duration_s: float) -> CellOutcome:
-    """One repetition of the asyncio scenario; its record has the loop's largest stall in ms."""
-    tally = _Tally()
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    t0 = time.perf_counter()
-    idle, late = asyncio.run(_run(spec, corpus.files, row.sessions, duration_s, tally))
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_SELF)
+    """One repetition of the asyncio scenario, in a fresh interpreter; its record has the loop's largest
+    stall in ms. The oracle judges the final files here, from the increments the child acknowledged."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        r, acked, in_flight = pool.apply(_measure, (spec, tuple(corpus.files), row.sessions, duration_s))
     final = {rel: (root / rel).read_bytes() for rel in corpus.files}
-    oracle = judge_counts(tally.acked, final, tally.in_flight)
-    for err in tally.errors:
+    oracle = judge_counts(acked, final, in_flight)
+    for err in r["errors"]:
         oracle.fail("coroutine error: " + err)
+    r["oracle"] = oracle.to_dict()
+    return loop_outcome(r, workers=row.sessions)
+
+
+def _measure(
+    spec: Any, files: tuple[str, ...], coroutines: int, duration_s: float
+) -> tuple[dict[str, Any], Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """The child's part: the loop, the ticker and the editors; the figures and what was acknowledged."""
+    tally = _Tally()
+    passes = _GcPasses()
+    gc.callbacks.append(passes)
+    try:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        heap = len(gc.get_objects())
+        t0 = time.perf_counter()
+        idle, ticks = asyncio.run(_run(spec, files, coroutines, duration_s, tally))
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        gc.callbacks.remove(passes)
+    late = [x for _, x in ticks]
     r = {
         "wall_s": wall,
         "attempts": tally.attempts,
         "acknowledged": sum(tally.acked.values()),
         "refused": dict(tally.refused),
-        "oracle": oracle.to_dict(),
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "latencies": tally.latencies,
         "lock_waits": tally.waits,
@@ -162,7 +219,9 @@ def run_async_cell(spec: Any, root: Path, corpus: Corpus, row: Row, duration_s: 
         "errors": tally.errors[:3],
         "loop_stall_ms": max(late, default=0.0) * 1000.0,
         "loop_stall_p99_ms": (percentile(late, 99) or 0.0) * 1000.0,
-        "loop_stall_idle_ms": max(idle, default=0.0) * 1000.0,
+        "loop_stall_idle_ms": max((x for _, x in idle), default=0.0) * 1000.0,
         "loop_ticks": len(late),
+        "loop_heap_objects": heap,
+        **passes.figures(ticks),
     }
-    return loop_outcome(r, workers=row.sessions)
+    return r, tally.acked, tally.in_flight

@@ -66,6 +66,9 @@ METRICS: dict[str, str] = {
     "loop_stall_ms": "loop_stall_ms",
     "loop_stall_p99_ms": "loop_stall_p99_ms",
     "loop_stall_idle_ms": "loop_stall_idle_ms",
+    "loop_stall_outside_gc_ms": "loop_stall_outside_gc_ms",
+    "loop_gc_max_ms": "loop_gc_max_ms",
+    "loop_heap_objects": "loop_heap_objects",
 }
 
 

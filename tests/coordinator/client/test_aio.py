@@ -77,6 +77,24 @@ def test_a_lock_wait_leaves_the_engine_workers_free(repo: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_long_poll_leaves_the_engine_workers_free(repo: Path) -> None:
+    """In-process, a long poll of the change events sleeps on a thread of its own, never on the engine's
+    (one worker by default): an edit made meanwhile completes, and the poll wakes with its event."""
+
+    async def main() -> None:
+        async with AsyncClient.local(str(repo), durability="none") as client:
+            s = client.session("a1")
+            await s.read("a.txt")
+            cursor = (await client.poll_events(None, None, 0.0, 1)).cursor
+            poll = asyncio.ensure_future(client.poll_events(cursor, None, 20.0))
+            await _ticks_while(poll, 20)
+            res = await asyncio.wait_for(s.edit("a.txt", "count = 0", "count = 1"), timeout=5)
+            page = await asyncio.wait_for(poll, timeout=10)
+            assert res.version == 1 and [e.path for e in page.events] == ["a.txt"]
+
+    asyncio.run(main())
+
+
 def test_cancelled_before_it_ran_writes_nothing_and_runs_when_asked_again(repo: Path) -> None:
     async def main() -> None:
         async with AsyncClient.local(str(repo), durability="none", max_workers=1) as client:
