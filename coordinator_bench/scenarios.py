@@ -39,6 +39,7 @@ class Row:
     preload_sessions: int = 0  # read state already in Redis: sessions x preload_files entries
     preload_files: int = 0
     duration_factor: float = 1.0
+    gc_freeze: bool = False  # async rows: the process calls gc.freeze() after start-up (docs/embedding.md)
 
     @property
     def sessions_per_file(self) -> float:
@@ -221,8 +222,13 @@ def full_scenarios() -> list[Scenario]:
             "16 coroutines on one event loop, two per session (8 sessions), each incrementing its own slot "
             "line of 4 shared 200-line files through `AsyncClient` in-process, with no think time, so that "
             "edits wait for contended locks. A ticker coroutine sleeps 1 ms in a loop and records how late "
-            "it wakes: the largest lateness is the loop's largest stall.",
-            (Row("16x8", "counters", 16, 4, 16, mode="async"),),
+            "it wakes: the largest lateness is the loop's largest stall. Row `16x8 frozen`: the same, in a "
+            "process that called `gc.freeze()` after start-up, as docs/embedding.md suggests to a host whose "
+            "heap makes the collector's full passes long.",
+            (
+                Row("16x8", "counters", 16, 4, 16, mode="async"),
+                Row("16x8 frozen", "counters", 16, 4, 16, mode="async", gc_freeze=True),
+            ),
             columns=("async",),
             coordinator_only=True,
             durability=("none",),
