@@ -45,6 +45,7 @@ import xxhash
 
 from . import redisconn
 from .redisconn import redis_call
+from .redislane import Lane
 
 T = TypeVar("T")
 
@@ -126,6 +127,8 @@ class StateStore:
         self.ns = namespace
         self.ttl_s = ttl_s
         self.cluster = redisconn.is_cluster(client)
+        # The engine's post-write pipelines and liveness probes go on a connection kept in hand (redislane).
+        self._lane: Lane | None = None if self.cluster else Lane(client)
         # The single registry key of older versions: still read by the listings (so writers that use it
         # keep working), no longer written by the engine.
         self.sessions_key = f"ec:{{{namespace}}}:sessions"
@@ -161,6 +164,15 @@ class StateStore:
     def _pipe(self) -> Any:
         return self.r.pipeline(transaction=False)
 
+    def _send(self, pipe: Any) -> list[Any]:
+        """A pipeline's replies, on the lane when there is one (see redislane)."""
+        return self._lane.execute(pipe) if self._lane is not None else list(pipe.execute())
+
+    def close(self) -> None:
+        """Hand the lane's connection back to the pool (the client itself is closed by its owner)."""
+        if self._lane is not None:
+            self._lane.close()
+
     def ping(self) -> bool:
         return bool(self._call(self.r.ping))
 
@@ -172,6 +184,8 @@ class StateStore:
         Cluster (connections per node) this is a real round trip to the node of the epoch key."""
         if self.cluster:
             self._call(lambda: self.r.exists(self.epoch_key))
+            return
+        if self._lane is not None and self._lane.probe():
             return
         self._call(self._probe_pool)
 
@@ -287,7 +301,7 @@ class StateStore:
                 pipe.zadd(self.session_key(session), {session: rs.time})
             if extra is not None:
                 extra(pipe)
-            return pipe.execute()
+            return self._send(pipe)
 
         replies: list[Any] = self._call(go)
         return replies[2 + register :]
@@ -311,7 +325,7 @@ class StateStore:
             )
             if extra is not None:
                 extra(pipe)
-            return pipe.execute()[2:]
+            return self._send(pipe)[2:]
 
         return self._call(go)
 

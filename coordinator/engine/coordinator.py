@@ -175,6 +175,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self.locks.close()
         self.history_store.close()
         try:
+            self.state.close()
             self.redis.close()
         except Exception:
             pass
