@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import itertools
 import os
 import stat
@@ -86,7 +87,7 @@ def resolve(root: str, path: object) -> ResolvedPath:
     """
     shown = validate_path_argument(path)
     joined = shown if os.path.isabs(shown) else os.path.join(root, shown)
-    real = _realpath(joined, shown)
+    real = _below_real_root(root, shown) or _realpath(joined, shown)
     if real == root:
         raise CoordinatorError(
             ErrorCode.IS_DIRECTORY, f"{shown!r} is the repository's root folder itself, not a file; give a file path."
@@ -108,6 +109,36 @@ def resolve(root: str, path: object) -> ResolvedPath:
         )
     parent, name = os.path.split(real)
     return ResolvedPath(key=key, abs=real, parent=parent, name=name, shown=shown)
+
+
+@functools.lru_cache(maxsize=64)
+def _is_real(root: str) -> bool:
+    return os.path.realpath(root) == root
+
+
+def _below_real_root(root: str, shown: str) -> str | None:
+    """realpath(root/shown) without walking the root's own ancestors: for a relative path of plain names
+    under a root that is its own real path (a Coordinator's is), one lstat per name, from the root down.
+    None (the caller walks the whole path with realpath) on anything else: an absolute path, ".", "..", an
+    empty name, a symlink on the way, an error other than a missing name. A name that does not exist ends
+    the walk: nothing below it exists either, so nothing below it is a link. (Writes and reads do not rest
+    on this answer: they open every folder through a checked descriptor, with O_NOFOLLOW.)"""
+    if shown.startswith("/") or not _is_real(root):
+        return None
+    names = shown.split("/")
+    if any(n in ("", ".", "..") for n in names):
+        return None
+    here = root
+    for name in names:
+        here = here + "/" + name if here != "/" else "/" + name
+        try:
+            if stat.S_ISLNK(os.lstat(here).st_mode):
+                return None
+        except FileNotFoundError:
+            break
+        except OSError:
+            return None
+    return root.rstrip("/") + "/" + shown if root != "/" else "/" + shown
 
 
 def _realpath(joined: str, shown: str) -> str:

@@ -5,9 +5,16 @@ Why: redis-py's `Pipeline.execute` checks a connection out of the pool and back 
 retry policy and records observability figures, per call. Measured on the embedded server (redis-py 8.1,
 hiredis): a three-command pipeline like the engine's post-write one took 140 us that way against 65-80 us
 sent on a connection already in hand; in the engine's solo edit loop the lane saved 10-40 us on the
-record and halved the liveness probe before the lock (40 -> 20 us). The lane sends the queued commands on its own connection with the pipeline's own packing
-and reply parsing (`Pipeline._execute_pipeline`, every redis-py release from 6.1 on has it), and nothing
-else.
+record and halved the liveness probe before the lock (40 -> 20 us). The lane sends the queued commands
+on its own connection with the pipeline's own packing and reply parsing (`Pipeline._execute_pipeline`,
+every redis-py release from 6.1 on has it), and nothing else.
+
+A caller with other work to do before it needs the replies (the engine's record of a plain write: its
+snippet, result and message are still to be made) can `start` the pipeline: the commands are sent at
+once, the server runs them while the caller works, and the replies are read when the caller finishes,
+before the call returns. The round trip's wait (the server's turn on the other core, two wake-ups)
+overlaps the caller's own work; the replies are still read, and a failure still reported, within the
+same call.
 
 Rules, each enforced here:
 1. One thread at a time: a non-blocking lock; a thread that finds the lane busy takes the pool's path
@@ -22,14 +29,22 @@ Rules, each enforced here:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
+log = logging.getLogger("coordinator.state")
+
 #: Failures after which the lane's connection is dropped and the pool's path is taken.
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+def _nothing() -> None:
+    return None
 
 
 class Lane:
@@ -40,20 +55,61 @@ class Lane:
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
+        self._pending = 0  # replies sent for and not read yet (see `send`)
 
     def execute(self, pipe: Any) -> list[Any]:
         """The replies of the commands queued on `pipe` (a non-transactional redis-py pipeline)."""
         if not self._lock.acquire(blocking=False):
             return list(pipe.execute())
         try:
-            conn = self._connection()
             try:
+                conn = self._connection()
                 return list(pipe._execute_pipeline(conn, pipe.command_stack, True))
             except _LANE_FAILURES:
                 self._drop()
         finally:
             self._lock.release()
         return list(pipe.execute())
+
+    def start(self, pipe: Any) -> Callable[[], None]:
+        """Send the commands queued on `pipe` now and return what reads their replies (raising what the
+        pool's path would raise: a refused command as ResponseError, a lost connection as a lane failure).
+        The caller does other work in between, then must call it exactly once; until then the lane is its
+        own (other threads take the pool's path). A busy lane, or a failure sending, runs the pipeline the
+        pool's way at once, and what is returned does nothing."""
+        if not self._lock.acquire(blocking=False):
+            pipe.execute()
+            return _nothing
+        try:
+            conn = self._connection()
+            conn.send_packed_command(conn.pack_commands([args for args, _ in pipe.command_stack]))
+        except _LANE_FAILURES:
+            self._drop()
+            self._lock.release()
+            pipe.execute()
+            return _nothing
+        except BaseException:
+            self._lock.release()
+            raise
+        self._pending += len(pipe.command_stack)
+        return self._finisher()
+
+    def _finisher(self) -> Callable[[], None]:
+        done = [False]
+
+        def finish() -> None:
+            if done[0]:
+                return
+            done[0] = True
+            try:
+                self._drain(strict=True)
+            except _LANE_FAILURES:
+                self._drop()
+                raise
+            finally:
+                self._lock.release()
+
+        return finish
 
     def probe(self) -> bool:
         """Whether the lane's connection looks healthy without a round trip (a server that went away has
@@ -65,6 +121,7 @@ class Lane:
             if self._conn is None or self._pid != os.getpid():
                 return False
             try:
+                self._drain()  # the replies owed arrived: the server is there
                 stale = self._conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
             except _LANE_FAILURES:
                 stale = True
@@ -76,13 +133,32 @@ class Lane:
             self._lock.release()
 
     def _connection(self) -> Any:
+        """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""
         if self._conn is not None and self._pid == os.getpid():
+            self._drain()
             return self._conn
         self._conn = self._pool.get_connection()  # (after a fork, the parent's is forgotten: rule 3)
         self._pid = os.getpid()
+        self._pending = 0
         return self._conn
 
+    def _drain(self, strict: bool = False) -> None:
+        """Read every reply owed. strict: the first error reply is raised once all are read (the socket
+        never desyncs); otherwise it is logged."""
+        first: redis.ResponseError | None = None
+        while self._pending:
+            self._pending -= 1
+            try:
+                self._conn.read_response()
+            except redis.ResponseError as exc:
+                first = first or exc
+        if first is not None:
+            if strict:
+                raise first
+            log.warning("Redis refused a command of a write's record: %s", first)
+
     def _drop(self) -> None:
+        self._pending = 0
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -93,7 +169,16 @@ class Lane:
 
     def close(self) -> None:
         """Hand the connection back to the pool (the owner closes the pool itself)."""
-        with self._lock:
+        if not self._lock.acquire(timeout=5.0):  # a caller that never finished: leave its connection be
+            log.warning("the Redis lane was still in use at close; its connection is left to the pool's close")
+            return
+        try:
             if self._conn is not None and self._pid == os.getpid():
+                try:
+                    self._drain()
+                except _LANE_FAILURES:
+                    pass
                 self._drop()
             self._conn = None
+        finally:
+            self._lock.release()

@@ -107,6 +107,10 @@ class Epoch:
             return None
 
 
+def _nothing() -> None:
+    return None
+
+
 def path_hash(key: str) -> str:
     return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogateescape"))
 
@@ -283,28 +287,52 @@ class StateStore:
         is refreshed in the same pipeline at most every `REGISTER_EVERY_S` per process, and `extra` (change
         event, notice lookups) adds its commands there too. Returns the replies of `extra`.
         """
-        meta = {
-            "version": version,
-            "writer": session,
-            "time": repr(rs.time),
-            "op": op,
-            "path": key,
-            "hash": digest or rs.hash,
-        }
         register = self._needs_register(session, rs.time)
 
         def go() -> Any:
             pipe = self._pipe()
-            pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
-            pipe.hset(self.meta_key(key), mapping=meta)
-            if register:
-                pipe.zadd(self.session_key(session), {session: rs.time})
+            self._queue_record(pipe, session, key, rs, version, op, digest, register)
             if extra is not None:
                 extra(pipe)
             return self._send(pipe)
 
         replies: list[Any] = self._call(go)
         return replies[2 + register :]
+
+    def start_record_write(
+        self, session: str, key: str, rs: ReadState, version: int, op: str, digest: str | None, extra: Extra
+    ) -> Callable[[], None]:
+        """`record_write` for a caller that needs none of the replies and has work to do meanwhile: the
+        commands are sent now (redislane's `start`); the returned function waits for the replies and
+        raises state_unavailable (or a refused command's error) as `record_write` would. Call it once."""
+        pipe = self._pipe()
+        self._queue_record(pipe, session, key, rs, version, op, digest, self._needs_register(session, rs.time))
+        extra(pipe)
+        lane = self._lane
+        if lane is None:
+            self._call(pipe.execute)
+            return _nothing
+        finish = self._call(lambda: lane.start(pipe))
+        return lambda: self._call(finish)
+
+    def _queue_record(
+        self,
+        pipe: Any,
+        session: str,
+        key: str,
+        rs: ReadState,
+        version: int,
+        op: str,
+        digest: str | None,
+        register: bool,
+    ) -> None:
+        """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD)."""
+        meta = {"version": version, "writer": session, "time": repr(rs.time), "op": op, "path": key}
+        meta["hash"] = digest or rs.hash
+        pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
+        pipe.hset(self.meta_key(key), mapping=meta)
+        if register:
+            pipe.zadd(self.session_key(session), {session: rs.time})
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
         """After a write removed the file (undo of a creation): no read state; the path's version moves on."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import events as events_mod
@@ -68,15 +68,18 @@ class _RecordSteps(_CoordinatorBase):
     def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         now = time.time()
         rs, view_digest = self._new_view(req, pre, written, now)
-        plan = written.plan
-        snippet = ""
-        if plan.new_text is not None and req.operation != "write":
-            snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, written.lines[0])
-        seen = None
-        if plan.rebased is not None and pre.recorded is not None:
-            seen = self._intervening(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
-        draft = self._result(req, pre, written, snippet, seen)
-        notice, warnings = self._record(req, pre, written, rs, draft, now)
+        riders = self._riders(req.session, pre.rp.key)
+        early = self._start_record(req, pre, written, rs, now, riders)
+        try:
+            draft = self._draft(req, pre, written)
+        except BaseException:
+            if early is not None:  # its replies are read (the lane is released) whatever failed here
+                self._finish_record(early, pre.rp.key)
+            raise
+        if early is not None:
+            notice, warnings = "", self._finish_record(early, pre.rp.key)
+        else:
+            notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
         if self.tracker is not None:
             self.tracker.saw(req.session, pre.rp.key, view_digest)
         return req.finish(replace(draft, notice=notice, warnings=warnings))
@@ -137,15 +140,81 @@ class _RecordSteps(_CoordinatorBase):
             reverts=req.reverts,
         )
 
+    def _draft(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+        """The result before the record's outcome (notice, warnings): the snippet, the intervening writes."""
+        plan = written.plan
+        snippet = ""
+        if plan.new_text is not None and req.operation != "write":
+            snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, written.lines[0])
+        seen = None
+        if plan.rebased is not None and pre.recorded is not None:
+            seen = self._intervening(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
+        return self._result(req, pre, written, snippet, seen)
+
+    def _riders(self, session: str, key: str) -> _Riders:
+        """What else rides the post-write round trip this time: notice lookups (when due) and a lease
+        snapshot refresh (when half-way to stale), each with what reads its replies."""
+        notice_extra, notice_finish = self._notice_extra(session, key)
+        lease_extra, apply_leases = self._lease_rider()
+        return _Riders(notice_extra, notice_finish, lease_extra, apply_leases)
+
+    def _start_record(
+        self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
+    ) -> Callable[[], None] | None:
+        """The record sent before the result is made, when none of its replies is needed (no post-write hook,
+        no notice lookups, no lease refresh): the server runs it while this thread renders the snippet and
+        the message (redislane's `start`). None: the record is made afterwards (`_record`), or cannot be
+        (then `_record` says so)."""
+        if rs is None or req.options.post_write is not None or riders.notice or riders.lease:
+            return None
+        key = pre.rp.key
+        ranges = [written.lines] if written.new_digest else []
+        version, span = written.entry.version, [0, 0, -1]
+        extra, _, _ = self._post_write_extra(req, key, version, ranges, now, written, None, None, span, riders)
+        try:
+            finish = self._state_call(
+                lambda: self.state.start_record_write(
+                    req.session, key, rs, written.entry.version, req.operation, written.new_digest, extra
+                )
+            )
+        except Exception as exc:
+            if not isinstance(exc, CoordinatorError):
+                log.warning("recording the write of %s failed: %r", key, exc)
+            self._views.drop(req.session, key)
+            return _failed
+        self._views.put(req.session, key, rs)
+        return finish
+
+    def _finish_record(self, finish: Callable[[], None], key: str) -> tuple[str, ...]:
+        """Wait for the replies of a record sent early; the warnings for the result."""
+        if finish is _failed:
+            return (UNRECORDED_WARNING,)
+        try:
+            self._state_call(finish)  # losing Redis forgets the cached views, as after any Redis call
+        except Exception as exc:
+            if not isinstance(exc, CoordinatorError):
+                log.warning("recording the write of %s failed: %r", key, exc)
+            return (UNRECORDED_WARNING,)
+        return ()
+
     def _record(
-        self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, draft: WriteResult, now: float
+        self,
+        req: _Request,
+        pre: _PreLock,
+        written: _Written,
+        rs: ReadState | None,
+        draft: WriteResult,
+        now: float,
+        riders: _Riders,
     ) -> tuple[str, tuple[str, ...]]:
         """The one post-write round trip. Returns the notice and the warnings for the result."""
         key, session, version = pre.rp.key, req.session, written.entry.version
         ranges = [written.lines] if written.new_digest else []
         hook = req.options.post_write
         span = [0, 0, -1]  # the hook's replies [0:1], the lease refresh's reply [2] (-1: none)
-        extra, finish, apply_leases = self._post_write_extra(req, key, version, ranges, now, written, hook, draft, span)
+        extra, finish, apply_leases = self._post_write_extra(
+            req, key, version, ranges, now, written, hook, draft, span, riders
+        )
         try:
             if rs is not None:
                 replies = self._state_call(
@@ -178,14 +247,15 @@ class _RecordSteps(_CoordinatorBase):
         when: float,
         written: _Written,
         hook: PostWriteHook | None,
-        draft: WriteResult,
+        draft: WriteResult | None,
         span: list[int],
+        riders: _Riders,
     ) -> tuple[Extra, Callable[[list[Any]], str], Callable[[Any], None]]:
         """The commands that ride the post-write round trip; `span` gets where the hook's replies are, and
-        the lease refresh's."""
-        notice_extra, finish = self._notice_extra(req.session, key)
-        lease_extra, apply_leases = self._lease_rider()
-        shown = req.finish(draft) if hook is not None else draft
+        the lease refresh's. (`draft` is needed only with a hook, which is shown the result.)"""
+        notice_extra, finish = riders.notice, riders.notice_finish
+        lease_extra, apply_leases = riders.lease, riders.apply_leases
+        shown = req.finish(draft) if hook is not None and draft is not None else draft
 
         def extra(pipe: Any) -> None:
             base = len(pipe)
@@ -206,7 +276,7 @@ class _RecordSteps(_CoordinatorBase):
                     digest=written.new_digest,
                     rebased=written.plan.rebased is not None,
                 )
-            if hook is not None:
+            if hook is not None and shown is not None:
                 span[0] = span[1] = len(pipe) - base
                 try:
                     hook.queue(pipe, shown)
@@ -233,6 +303,20 @@ class _RecordSteps(_CoordinatorBase):
             return found.text if found is not None else ""
 
         return extra, finish
+
+
+@dataclass(frozen=True)
+class _Riders:
+    """What rides one post-write round trip besides the record (see `_riders`)."""
+
+    notice: Extra | None
+    notice_finish: Callable[[list[Any]], str]
+    lease: Extra | None
+    apply_leases: Callable[[Any], None]
+
+
+def _failed() -> None:
+    """Stands for a record that could not be sent (`_start_record`)."""
 
 
 def _hook_done(hook: PostWriteHook | None, replies: list[Any] | None) -> None:

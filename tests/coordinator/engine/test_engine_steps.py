@@ -218,9 +218,12 @@ def test_hook_gets_none_when_the_round_trip_fails(coord: Coordinator, root: Path
 
 
 # ------------------------------------------------------------------------------- nothing after the rename fails
+@pytest.mark.parametrize("step", ["record_write", "start_record_write", "the replies"])
 def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
-    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
+    """Whichever way the record goes (waited for, or sent before the result is made and its replies read
+    after), a failure in it leaves the write standing, with a warning."""
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")
     s.read("f.txt")
@@ -228,7 +231,23 @@ def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
     def broken(*a: Any, **kw: Any) -> Any:
         raise RuntimeError("not a Redis error at all")  # e.g. a cluster client's own exception type
 
-    monkeypatch.setattr(coord.state, "record_write", broken)
+    if step == "the replies":
+        start = coord.state.start_record_write
+
+        def started(*a: Any, **kw: Any) -> Any:
+            finish = start(*a, **kw)
+
+            def finish_then_fail() -> None:
+                finish()
+                broken()
+
+            return finish_then_fail
+
+        monkeypatch.setattr(coord.state, "start_record_write", started)
+    else:
+        monkeypatch.setattr(coord.state, step, broken)
+    if step == "record_write":  # the waited-for way (as with a post-write hook, notices or a lease refresh)
+        monkeypatch.setattr(coord, "_start_record", lambda *a, **kw: None)
     res = s.edit("f.txt", "a", "b")
     assert (root / "f.txt").read_text() == "b\n"
     assert res.version == 1 and res.warnings and "written" in res.warnings[0]
@@ -250,6 +269,13 @@ def test_a_failure_while_building_the_result_still_reports_the_write(
     res = s.edit("f.txt", "a", "b")
     assert (root / "f.txt").read_text() == "b\n"
     assert res.version == 1 and res.warnings and "has been updated" in res.message
+    # The record had been sent before the result was made: its replies were read all the same, and the
+    # connection it went on is free for the next write (no call is left holding it).
+    lane = coord.state._lane
+    assert lane is None or not lane._lock.locked()
+    monkeypatch.undo()
+    assert s.read("f.txt").content == "b\n" and s.edit("f.txt", "b", "c").version == 2
+    assert coord.state.meta("f.txt")["version"] == "2"
 
 
 # ----------------------------------------------------------------------------------------- argument rules

@@ -102,7 +102,8 @@ def test_no_exception_after_the_rename_reports_a_landed_write_as_failed(
     def broken(*a: object, **k: object) -> None:
         raise exc
 
-    monkeypatch.setattr(coord.state, "record_write", broken)
+    monkeypatch.setattr(coord.state, "record_write", broken)  # the record waited for
+    monkeypatch.setattr(coord.state, "start_record_write", broken)  # the record sent before the result
     r = s.edit("f.txt", "one", "two")
     assert (root / "f.txt").read_text() == "two\n"
     assert r.warnings and "was written" in r.warnings[0]
