@@ -5,11 +5,16 @@ registry now and then, the refusal counts of this process, the change event, the
 caller's post-write hook (calls.py), all on one pipeline. Losing it only costs a refusal later: the
 session's next edit is judged against a view that Redis no longer confirms.
 
-Decision: the record is sent when the write is done, not deferred to the session's next call. Deferring
-would save nothing in the edit loop (it is the only round trip left there) and would leave other
-processes and sessions without the new version, its event and the writer's view for an unbounded time
-(an agent may never call again): notices, `watch`, the HTTP idempotency record and another process of the
-same session all read them.
+Decision: the record is sent when the write is done, not deferred to the session's next call: deferring
+would leave other processes and sessions without the new version, its event and the writer's view for an
+unbounded time (an agent may never call again), and notices, `watch`, the HTTP idempotency record and
+another process of the same session all read them. What is overlapped is the wait: when none of the
+replies is needed (no post-write hook, no notice lookup, no lease refresh: the common case), the commands
+go out on the state store's lane (coordinator/redislane.py) before the snippet, the result and the
+message are made, and the replies are read after, before the call returns (`_start_record`,
+`_finish_record`). The server runs the record while this thread works; a failure is still reported in
+this very result. Otherwise the round trip is made once the result is drafted (`_record`), since the
+hook is shown the result and the notice and the lease snapshot come from the replies.
 
 Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
 raise out of `_after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
