@@ -40,7 +40,7 @@ from typing import Any
 from . import cmd_common
 from .cmd_files import add_match
 from .errors import CoordinatorError
-from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, tool_specs
+from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, session_match, tool_specs
 from .tools import run_tool
 
 SESSION_ENV = cmd_common.SESSION_ENV
@@ -60,7 +60,7 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
 
     from . import __version__
 
-    specs = tool_specs(default_read_lines)
+    specs = tool_specs(default_read_lines, session_match(tools.session))
     listed = [
         types.Tool(
             name=spec.name,

@@ -108,12 +108,23 @@ _WRITE_DESCRIPTION = "\n".join(
     ]
 )
 
+_EXACT_RULE = (
+    "- old_string must match the file's text exactly: whitespace and indentation as they appear after the "
+    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
+    "are treated as the same, and new_string then takes the file's quote style."
+)
+_FLEXIBLE_RULE = (
+    "- old_string should match the file's text exactly: whitespace and indentation as they appear after the "
+    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
+    "are treated as the same, and new_string then takes the file's quote style. If there is no exact match, "
+    "whole lines are matched ignoring trailing whitespace, then with the indentation shifted by a constant "
+    "(new_string is re-indented by the same shift); such a match must be unique too, and the answer says "
+    "which match was used and at which lines: check the snippet. Nothing looser (no similarity) is tried."
+)
 _EDIT_RULES = [
     "- You must read the file with read_file before editing it, and it must not have changed since your last "
     "read or write of it (not_read / stale otherwise).",
-    "- old_string must match the file's text exactly: whitespace and indentation as they appear after the "
-    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
-    "are treated as the same, and new_string then takes the file's quote style.",
+    _EXACT_RULE,
     "- old_string must occur exactly once, unless replace_all is true (then every occurrence is replaced). "
     "Include enough surrounding context to make it unique.",
     "- new_string must differ from old_string. An empty new_string deletes the text (a whole deleted line "
@@ -259,17 +270,33 @@ class ToolSpec:
     read_only: bool
 
 
-def tool_specs(default_read_lines: int = 2000) -> list[ToolSpec]:
-    """The tools, in the order they are listed: the four file tools, then leases, history, undo and redo."""
+def tool_specs(default_read_lines: int = 2000, match: str = "exact") -> list[ToolSpec]:
+    """The tools, in the order they are listed: the four file tools, then leases, history, undo and redo.
+    `match`: the matching rule of the sessions they serve ("flexible" says so in the edit tools' rules; the
+    schemas are the same either way)."""
     from .mcp_coordination import COORDINATION_TOOLS
 
+    edit, multi = _EDIT_DESCRIPTION, _MULTI_EDIT_DESCRIPTION
+    if match == "flexible":
+        edit, multi = edit.replace(_EXACT_RULE, _FLEXIBLE_RULE), multi.replace(_EXACT_RULE, _FLEXIBLE_RULE)
     return [
         ToolSpec("read_file", "Read file", _read_description(default_read_lines), READ_SCHEMA, True),
         ToolSpec("write_file", "Write file", _WRITE_DESCRIPTION, WRITE_SCHEMA, False),
-        ToolSpec("edit_file", "Edit file", _EDIT_DESCRIPTION, EDIT_SCHEMA, False),
-        ToolSpec("multi_edit", "Edit file (several edits)", _MULTI_EDIT_DESCRIPTION, MULTI_EDIT_SCHEMA, False),
+        ToolSpec("edit_file", "Edit file", edit, EDIT_SCHEMA, False),
+        ToolSpec("multi_edit", "Edit file (several edits)", multi, MULTI_EDIT_SCHEMA, False),
         *(tool.spec for tool in COORDINATION_TOOLS),
     ]
+
+
+def session_match(session: Any) -> str:
+    """The matching rule edits of `session` (a BoundSession, or an engine Session) are made with."""
+    client = getattr(session, "client", None)
+    found = getattr(session, "match", None) or getattr(client, "match", None)
+    if found is None:
+        found = getattr(getattr(client, "coord", None), "match", None) or getattr(
+            getattr(session, "coord", None), "match", None
+        )
+    return "flexible" if found == "flexible" else "exact"
 
 
 def extra_handlers(session: Any) -> dict[str, Callable[[dict[str, Any]], ToolOutcome]]:

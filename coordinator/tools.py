@@ -56,17 +56,22 @@ class ToolResult:
     data: dict[str, Any] | None = None
 
 
-def definitions(flavor: Flavor = "anthropic", default_read_lines: int = 2000) -> list[dict[str, Any]]:
+def definitions(
+    flavor: Flavor = "anthropic", default_read_lines: int = 2000, match: str = "exact"
+) -> list[dict[str, Any]]:
     """The tool list in the shape of one API: Anthropic's Messages API (`name`, `description`,
     `input_schema`), OpenAI's function calling (`{"type": "function", "function": {...parameters}}`) or
     MCP's `tools/list` entries (`name`, `title`, `description`, `inputSchema`, `annotations`). Every flavour
-    carries the same input schemas, copied, so a caller may change its copy freely."""
+    carries the same input schemas, copied, so a caller may change its copy freely. `match="flexible"`: for
+    sessions that match flexibly, whose edit tools' rules say so."""
     if flavor not in FLAVORS:
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT, f"Unknown flavor {flavor!r}; use one of {', '.join(FLAVORS)}."
         )
+    if match not in ("exact", "flexible"):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"Unknown match {match!r}; use exact or flexible.")
     shape = {"anthropic": _anthropic, "openai": _openai, "mcp": _mcp}[flavor]
-    return [shape(spec) for spec in tool_specs(default_read_lines)]
+    return [shape(spec) for spec in tool_specs(default_read_lines, match)]
 
 
 def _anthropic(spec: ToolSpec) -> dict[str, Any]:

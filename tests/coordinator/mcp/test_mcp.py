@@ -404,3 +404,29 @@ def test_on_a_terminal_it_says_what_it_is_and_ctrl_c_ends_it(repo: Path) -> None
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_a_flexible_server_tells_the_model_its_matching_rule(repo: Path, tmp_path: Path) -> None:
+    """`mcp --match flexible`: the edit tools' descriptions say how old_string is matched when it does not
+    match exactly (and the default server's say it must); the schemas are the same, and so are the model
+    API definitions made for the same rule."""
+    from coordinator import tools
+
+    errlog = tmp_path / "servers.log"
+
+    async def main() -> None:
+        async with (
+            agent(repo, "agent-x", errlog) as exact,
+            agent(repo, "agent-f", errlog, flags=("--match", "flexible")) as flexible,
+        ):
+            strict = {t.name: t for t in (await exact.list_tools()).tools}
+            loose = {t.name: t for t in (await flexible.list_tools()).tools}
+            for name in ("edit_file", "multi_edit"):
+                assert "old_string must match the file's text exactly" in (strict[name].description or "")
+                assert "indentation shifted by a constant" not in (strict[name].description or "")
+                assert "indentation shifted by a constant" in (loose[name].description or "")
+                assert loose[name].input_schema == strict[name].input_schema
+            mine = {d["name"]: d for d in tools.definitions("mcp", match="flexible")}
+            assert mine["edit_file"]["description"] == loose["edit_file"].description
+
+    anyio.run(main)
