@@ -539,7 +539,8 @@ def _join(changes: Sequence[LineChange]) -> str:
         return "no lines"
     parts = [c.describe() for c in changes[:_MAX_RANGES_SHOWN]]
     if len(changes) > _MAX_RANGES_SHOWN:
-        parts.append(f"and {len(changes) - _MAX_RANGES_SHOWN} more blocks")
+        more = len(changes) - _MAX_RANGES_SHOWN
+        parts.append(f"and {more} more block{'s' if more != 1 else ''}")
     return ", ".join(parts)
 
 

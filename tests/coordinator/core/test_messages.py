@@ -288,8 +288,17 @@ CASES: list[tuple[str, ErrorCode, Callable[[], Any], str, dict[str, Any]]] = [
         lambda: rebase_edit(_lines(30), _changed(_lines(30), 9), EditSpec("l1\n", "x\n")),
         _REBASE_HEAD + "your edit changes lines that another write also changed since your read (line 2 of the "
         "current file). Since then, other writes changed line 2, line 5, line 8, line 11, line 14, line 17, line "
-        "20, line 23, and 1 more blocks (current numbering)." + _REBASE_TAIL,
+        "20, line 23, and 1 more block (current numbering)." + _REBASE_TAIL,
         {"changes": [[n, n] for n in range(2, 27, 3)], "reason": "overlap", "clashing": [[2, 2]]},
+    ),
+    (
+        "rebase-ten-changes",
+        ErrorCode.STALE,
+        lambda: rebase_edit(_lines(33), _changed(_lines(33), 10), EditSpec("l1\n", "x\n")),
+        _REBASE_HEAD + "your edit changes lines that another write also changed since your read (line 2 of the "
+        "current file). Since then, other writes changed line 2, line 5, line 8, line 11, line 14, line 17, line "
+        "20, line 23, and 2 more blocks (current numbering)." + _REBASE_TAIL,
+        {"changes": [[n, n] for n in range(2, 30, 3)], "reason": "overlap", "clashing": [[2, 2]]},
     ),
 ]
 
