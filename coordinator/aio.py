@@ -24,7 +24,7 @@ the engine's Python work holds the GIL, so more runnable threads do not edit fas
 loop wait longer for the GIL. Measured side by side on the 2-core machine (16 coroutines, 8 sessions, 4
 shared files, load ~3): 8 workers gave a largest loop stall of 87 ms (p99 36 ms) at 166 edits/s; 2
 workers 29 ms (p99 6 ms) at 191 edits/s. Once refusals stopped leaving garbage for the cyclic collector
-(`engine.write.bare_refusal`), one worker beat two again (quiet machine, 10 s each, twice): 4 shared files,
+(`errors.bare_refusal`), one worker beat two again (quiet machine, 10 s each, twice): 4 shared files,
 2,788-3,152 edits against 2,406-2,451, loop stall p99 1.4-2.3 ms against 2.6 ms, p99.9 3.7-5.0 ms against
 8.0-8.9 ms; 64 files (little contention), 3,223-3,660 against 3,286-3,480 edits, p99 1.4-1.5 against
 2.1-2.6 ms. The largest stall left (14-16 ms either way) is the collector's one full pass over the
@@ -415,10 +415,10 @@ def _settle(outer: concurrent.futures.Future[T], resume: Callable[[], T]) -> Non
 
 
 def _kept(exc: BaseException) -> BaseException:
-    """What a call's future keeps of its exception. A refusal is kept without its traceback: that holds the
-    frame that set it on the future, which holds the future (a reference cycle per refused call, left to
-    the cyclic GC, whose full passes stall the loop). Anything else keeps its traceback for its reader."""
-    return exc.with_traceback(None) if isinstance(exc, CoordinatorError) else exc
+    """What a call's future keeps of its exception: a refusal bare (`errors.bare_refusal`: its traceback
+    would hold the frame that set it on the future, which holds the future); anything else with its
+    traceback, for its reader."""
+    return errors.bare_refusal(exc) if isinstance(exc, CoordinatorError) else exc
 
 
 class _Flight(Generic[T]):

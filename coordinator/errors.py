@@ -223,6 +223,23 @@ def library_code(code: str) -> ErrorCode:
     return info(code).library or ErrorCode.INVALID_ARGUMENT
 
 
+def bare_refusal(exc: CoordinatorError) -> CoordinatorError:
+    """The refusal without its traceback and the internal exception it was raised while handling.
+
+    A refusal is an answer, not a bug: its code, message and details say everything. Its traceback and
+    context, though, hold the frames it passed through, and those frames hold the refusal (a frame that
+    raises an exception it keeps in a local, a cached-view refusal confirmed in Redis, a future whose
+    exception's traceback holds the frame that set it): reference cycles that only the cyclic garbage
+    collector frees. At tens of objects per refused call they drove full collections, which stop every
+    thread of the host, an event loop included (issue 16's loop-stall figure). Used where a refusal leaves
+    the engine and where AsyncClient keeps one for its caller. An `io_error` keeps its `__cause__` (the
+    OSError), which is what its reader needs.
+    """
+    exc.__traceback__ = None
+    exc.__context__ = None
+    return exc
+
+
 def guidance(code: str | ErrorCode) -> str:
     return info(code).guidance
 

@@ -289,13 +289,10 @@ def tool_specs(default_read_lines: int = 2000, match: str = "exact") -> list[Too
 
 
 def session_match(session: Any) -> str:
-    """The matching rule edits of `session` (a BoundSession, or an engine Session) are made with."""
+    """The matching rule the edits of `session` (a BoundSession) are made with: its client's, else (an
+    in-process client that leaves it to the engine) its coordinator's."""
     client = getattr(session, "client", None)
-    found = getattr(session, "match", None) or getattr(client, "match", None)
-    if found is None:
-        found = getattr(getattr(client, "coord", None), "match", None) or getattr(
-            getattr(session, "coord", None), "match", None
-        )
+    found = getattr(client, "match", None) or getattr(getattr(client, "coord", None), "match", None)
     return "flexible" if found == "flexible" else "exact"
 
 

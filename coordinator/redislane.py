@@ -21,8 +21,10 @@ Rules, each enforced here:
    (`pipe.execute()`), so the lane never makes anyone wait.
 2. Any failure on the lane's connection (the server went away, a timeout, a Sentinel primary that became a
    replica, which redis-py reports as a ConnectionError) drops the connection (disconnected, handed back
-   to the pool) and the pipeline is sent again the pool's way, with redis-py's retries: the same commands
-   the pool's path would have re-sent after the same failure.
+   to the pool). A pipeline that had not been sent yet (`execute`, or `start` failing to send) is then
+   sent the pool's way, with redis-py's retries: the same commands the pool's path would have re-sent
+   after the same failure. One already sent by `start` is not sent again: the failure is raised when its
+   replies are read, and the caller reports it.
 3. Never across a fork: a connection checked out by another process is forgotten, not used or closed.
 4. Standalone servers and Sentinel primaries only; a cluster routes each key to its node (no lane).
 """
@@ -43,8 +45,8 @@ log = logging.getLogger("coordinator.state")
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
-def _nothing() -> None:
-    return None
+def nothing_owed() -> None:
+    """What `start` returns when the pipeline already ran (no replies are owed)."""
 
 
 class Lane:
@@ -55,7 +57,7 @@ class Lane:
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
-        self._pending = 0  # replies sent for and not read yet (see `send`)
+        self._pending = 0  # replies sent for and not read yet (see `start`)
 
     def execute(self, pipe: Any) -> list[Any]:
         """The replies of the commands queued on `pipe` (a non-transactional redis-py pipeline)."""
@@ -79,7 +81,7 @@ class Lane:
         pool's way at once, and what is returned does nothing."""
         if not self._lock.acquire(blocking=False):
             pipe.execute()
-            return _nothing
+            return nothing_owed
         try:
             conn = self._connection()
             conn.send_packed_command(conn.pack_commands([args for args, _ in pipe.command_stack]))
@@ -87,7 +89,7 @@ class Lane:
             self._drop()
             self._lock.release()
             pipe.execute()
-            return _nothing
+            return nothing_owed
         except BaseException:
             self._lock.release()
             raise

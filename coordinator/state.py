@@ -45,7 +45,7 @@ import xxhash
 
 from . import redisconn
 from .redisconn import redis_call
-from .redislane import Lane
+from .redislane import Lane, nothing_owed
 
 T = TypeVar("T")
 
@@ -105,10 +105,6 @@ class Epoch:
             return cls(eid, float(created), reset == "1")
         except (ValueError, AttributeError, UnicodeDecodeError):
             return None
-
-
-def _nothing() -> None:
-    return None
 
 
 def path_hash(key: str) -> str:
@@ -311,7 +307,7 @@ class StateStore:
         lane = self._lane
         if lane is None:
             self._call(pipe.execute)
-            return _nothing
+            return nothing_owed
         finish = self._call(lambda: lane.start(pipe))
         return lambda: self._call(finish)
 
@@ -327,8 +323,14 @@ class StateStore:
         register: bool,
     ) -> None:
         """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD)."""
-        meta = {"version": version, "writer": session, "time": repr(rs.time), "op": op, "path": key}
-        meta["hash"] = digest or rs.hash
+        meta = {
+            "version": version,
+            "writer": session,
+            "time": repr(rs.time),
+            "op": op,
+            "path": key,
+            "hash": digest or rs.hash,
+        }
         pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
         pipe.hset(self.meta_key(key), mapping=meta)
         if register:

@@ -109,10 +109,12 @@ class _GcPasses:
         outside = 0.0
         for t1, late in ticks:
             t0 = t1 - late - TICK_S
-            # Passes that began before the tick woke and ended after it slept (the stop callback can run
-            # just after the woken loop thread took the GIL, so an end may follow t1 slightly).
+            # A pass overlapped the tick if it began before the tick woke and ended after it slept. Passes
+            # never overlap each other (one collection at a time), so only the last one that began before
+            # t1 can have ended after t0. (The stop callback may run just after the woken loop thread took
+            # the GIL, so that end may follow t1 slightly.)
             i = bisect.bisect_right(starts, t1)
-            if not any(end > t0 for _, end in spans[max(0, i - 3) : i]):
+            if i == 0 or spans[i - 1][1] <= t0:
                 outside = max(outside, late)
         return {
             "loop_gc_passes": [sum(1 for p in self.passes if p[1] == g) for g in (0, 1, 2)],

@@ -423,12 +423,16 @@ def check_history(rep: OracleReport, root: str, files: Iterable[str], redis_url:
         coord.close()
 
 
-def _check_chain(rep: OracleReport, rel: str, entries: list[Any], path: Path) -> None:
+def _hash_of(path: Path) -> str | None:
+    """The content hash of the file now (None: there is none)."""
     try:
-        current: str | None = content_hash(path.read_bytes())
+        return content_hash(path.read_bytes())
     except FileNotFoundError:
-        current = None
-    expected = current
+        return None
+
+
+def _check_chain(rep: OracleReport, rel: str, entries: list[Any], path: Path) -> None:
+    expected = _hash_of(path)
     for entry in entries:  # newest first: each entry's result is what the next newer one started from
         if entry.after != expected:
             rep.history_unreal += 1
@@ -441,9 +445,9 @@ def _check_undo(rep: OracleReport, session: Any, rel: str, newest: Any, path: Pa
     try:
         session.read(rel)
         session.undo(rel, version=newest.version)
-        undone = content_hash(path.read_bytes()) if path.exists() else None
+        undone = _hash_of(path)
         session.redo(rel)
-        redone = content_hash(path.read_bytes()) if path.exists() else None
+        redone = _hash_of(path)
     except CoordinatorError as exc:
         rep.undo_failed += 1
         rep.fail(f"{rel}: undo or redo of the newest version {newest.version} was refused ({exc.code.value})")

@@ -11,8 +11,8 @@ unbounded time (an agent may never call again), and notices, `watch`, the HTTP i
 another process of the same session all read them. What is overlapped is the wait: when none of the
 replies is needed (no post-write hook, no notice lookup, no lease refresh: the common case), the commands
 go out on the state store's lane (coordinator/redislane.py) before the snippet, the result and the
-message are made, and the replies are read after, before the call returns (`_start_record`,
-`_finish_record`). The server runs the record while this thread works; a failure is still reported in
+message are made, and the replies are read after, before the call returns
+(`_start_record`). The server runs the record while this thread works; a failure is still reported in
 this very result. Otherwise the round trip is made once the result is drafted (`_record`), since the
 hook is shown the result and the notice and the lease snapshot come from the replies.
 
@@ -79,10 +79,10 @@ class _RecordSteps(_CoordinatorBase):
             draft = self._draft(req, pre, written)
         except BaseException:
             if early is not None:  # its replies are read (the lane is released) whatever failed here
-                self._finish_record(early, pre.rp.key)
+                early()
             raise
         if early is not None:
-            notice, warnings = "", self._finish_record(early, pre.rp.key)
+            notice, warnings = "", early()
         else:
             notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
         if self.tracker is not None:
@@ -165,42 +165,36 @@ class _RecordSteps(_CoordinatorBase):
 
     def _start_record(
         self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
-    ) -> Callable[[], None] | None:
+    ) -> Callable[[], tuple[str, ...]] | None:
         """The record sent before the result is made, when none of its replies is needed (no post-write hook,
         no notice lookups, no lease refresh): the server runs it while this thread renders the snippet and
-        the message (redislane's `start`). None: the record is made afterwards (`_record`), or cannot be
-        (then `_record` says so)."""
+        the message (redislane's `start`). Returns what reads its replies and gives the result's warnings
+        (call it exactly once); None: the record is made afterwards (`_record`)."""
         if rs is None or req.options.post_write is not None or riders.notice or riders.lease:
             return None
-        key = pre.rp.key
+        key, version = pre.rp.key, written.entry.version
         ranges = [written.lines] if written.new_digest else []
-        version, span = written.entry.version, [0, 0, -1]
-        extra, _, _ = self._post_write_extra(req, key, version, ranges, now, written, None, None, span, riders)
+        extra, _, _ = self._post_write_extra(req, key, version, ranges, now, written, None, None, [0, 0, -1], riders)
         try:
-            finish = self._state_call(
+            replies = self._state_call(
                 lambda: self.state.start_record_write(
-                    req.session, key, rs, written.entry.version, req.operation, written.new_digest, extra
+                    req.session, key, rs, version, req.operation, written.new_digest, extra
                 )
             )
         except Exception as exc:
-            if not isinstance(exc, CoordinatorError):
-                log.warning("recording the write of %s failed: %r", key, exc)
             self._views.drop(req.session, key)
-            return _failed
+            warnings = _unrecorded(key, exc)
+            return lambda: warnings
         self._views.put(req.session, key, rs)
-        return finish
 
-    def _finish_record(self, finish: Callable[[], None], key: str) -> tuple[str, ...]:
-        """Wait for the replies of a record sent early; the warnings for the result."""
-        if finish is _failed:
-            return (UNRECORDED_WARNING,)
-        try:
-            self._state_call(finish)  # losing Redis forgets the cached views, as after any Redis call
-        except Exception as exc:
-            if not isinstance(exc, CoordinatorError):
-                log.warning("recording the write of %s failed: %r", key, exc)
-            return (UNRECORDED_WARNING,)
-        return ()
+        def finish() -> tuple[str, ...]:
+            try:
+                self._state_call(replies)  # losing Redis forgets the cached views, as after any Redis call
+            except Exception as exc:
+                return _unrecorded(key, exc)
+            return ()
+
+        return finish
 
     def _record(
         self,
@@ -234,10 +228,8 @@ class _RecordSteps(_CoordinatorBase):
                     lambda: self.state.record_removal(session, key, version, req.operation, extra)
                 )
         except Exception as exc:
-            if not isinstance(exc, CoordinatorError):
-                log.warning("recording the write of %s failed: %r", key, exc)
             _hook_done(hook, None)
-            return "", (UNRECORDED_WARNING,)
+            return "", _unrecorded(key, exc)
         _hook_done(hook, replies[span[0] : span[1]])
         if span[2] >= 0:
             apply_leases(replies[span[2]])
@@ -320,8 +312,11 @@ class _Riders:
     apply_leases: Callable[[Any], None]
 
 
-def _failed() -> None:
-    """Stands for a record that could not be sent (`_start_record`)."""
+def _unrecorded(key: str, exc: Exception) -> tuple[str, ...]:
+    """The warnings of a write whose record failed (a refusal of Redis is expected; anything else is logged)."""
+    if not isinstance(exc, CoordinatorError):
+        log.warning("recording the write of %s failed: %r", key, exc)
+    return (UNRECORDED_WARNING,)
 
 
 def _hook_done(hook: PostWriteHook | None, replies: list[Any] | None) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .. import fsio, semantics
-from ..errors import CoordinatorError, ErrorCode
+from ..errors import CoordinatorError, ErrorCode, bare_refusal
 from ..history import HistoryEntry, PendingWrite, content_hash
 from ..leases import LeaseCheck
 from ..locks import HeldLock
@@ -50,21 +50,6 @@ def _release(held: HeldLock) -> float:
         return held.release()
     except OSError:
         return 0.0
-
-
-def bare_refusal(exc: CoordinatorError) -> CoordinatorError:
-    """The refusal without the engine's traceback and the internal exception it was raised while handling.
-
-    A refusal is an answer, not a bug: its code, message and details say everything. Its traceback and
-    context, though, hold the engine's frames, and those frames hold the refusal (a frame that raises an
-    exception it keeps in a local, a cached-view refusal confirmed in Redis): reference cycles that only
-    the cyclic garbage collector frees. At tens of objects per refused call they drove full collections,
-    which stop every thread of the host, an event loop included (issue 16's loop-stall figure). An
-    `io_error` keeps its `__cause__` (the OSError), which is what its reader needs.
-    """
-    exc.__traceback__ = None
-    exc.__context__ = None
-    return exc
 
 
 def _same(result: WriteResult) -> WriteResult:
