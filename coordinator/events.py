@@ -84,21 +84,31 @@ def queue_event(
     rebased: bool = False,
     maxlen: int = STREAM_MAXLEN,
 ) -> None:
-    """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline)."""
-    pipe.xadd(
+    """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline or redislane `Batch`:
+    a raw command, so either takes it)."""
+    pipe.execute_command(
+        "XADD",
         stream_key(namespace),
-        {
-            "path": path,
-            "session": session,
-            "version": version,
-            "op": operation,
-            "ranges": ",".join(f"{a}-{b}" for a, b in ranges),
-            "time": repr(when),
-            "hash": digest or "",
-            "rebased": "1" if rebased else "0",
-        },
-        maxlen=maxlen,
-        approximate=True,
+        "MAXLEN",
+        "~",
+        maxlen,
+        "*",
+        "path",
+        path,
+        "session",
+        session,
+        "version",
+        version,
+        "op",
+        operation,
+        "ranges",
+        ",".join(f"{a}-{b}" for a, b in ranges),
+        "time",
+        repr(when),
+        "hash",
+        digest or "",
+        "rebased",
+        "1" if rebased else "0",
     )
 
 

@@ -37,12 +37,43 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import hiredis
 import redis
 
 log = logging.getLogger("coordinator.state")
 
 #: Failures after which the lane's connection is dropped and the pool's path is taken.
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class Batch:
+    """Commands for one round trip, kept as their raw arguments: what `Lane.start` sends, packed by hiredis
+    in one call per command. Measured on the engine's record (SET, HSET, XADD): building a redis-py
+    pipeline and letting it pack took about 12 % of an in-process edit; this, about a fifth of that. The
+    builders call `execute_command(*args)`, which a redis-py pipeline has too, so the same builder fills
+    either; `replay` copies the commands onto a pipeline for the pool's path (and a cluster's)."""
+
+    __slots__ = ("commands",)
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self.commands)
+
+    def execute_command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+    def packed(self) -> bytes:
+        """The commands in the Redis protocol. Arguments are str, bytes, int or float (hiredis writes a
+        float as its repr, as redis-py does)."""
+        return b"".join([hiredis.pack_command(args) for args in self.commands])
+
+    def replay(self, pipe: Any) -> Any:
+        """`pipe` with these commands queued on it (redis-py applies its reply parsing by command name)."""
+        for args in self.commands:
+            pipe.execute_command(*args)
+        return pipe
 
 
 def nothing_owed() -> None:
@@ -73,27 +104,27 @@ class Lane:
             self._lock.release()
         return list(pipe.execute())
 
-    def start(self, pipe: Any) -> Callable[[], None]:
-        """Send the commands queued on `pipe` now and return what reads their replies (raising what the
-        pool's path would raise: a refused command as ResponseError, a lost connection as a lane failure).
-        The caller does other work in between, then must call it exactly once; until then the lane is its
-        own (other threads take the pool's path). A busy lane, or a failure sending, runs the pipeline the
-        pool's way at once, and what is returned does nothing."""
+    def start(self, batch: Batch, fallback: Callable[[], object]) -> Callable[[], None]:
+        """Send `batch`'s commands now and return what reads their replies (raising what the pool's path
+        would raise: a refused command as ResponseError, a lost connection as a lane failure). The caller
+        does other work in between, then must call it exactly once; until then the lane is its own (other
+        threads take the pool's path). A busy lane, or a failure sending, calls `fallback` at once (the
+        same commands the pool's way: `batch.replay` onto a pipeline), and what is returned does nothing."""
         if not self._lock.acquire(blocking=False):
-            pipe.execute()
+            fallback()
             return nothing_owed
         try:
             conn = self._connection()
-            conn.send_packed_command(conn.pack_commands([args for args, _ in pipe.command_stack]))
+            conn.send_packed_command([batch.packed()])
         except _LANE_FAILURES:
             self._drop()
             self._lock.release()
-            pipe.execute()
+            fallback()
             return nothing_owed
         except BaseException:
             self._lock.release()
             raise
-        self._pending += len(pipe.command_stack)
+        self._pending += len(batch)
         return self._finisher()
 
     def _finisher(self) -> Callable[[], None]:

@@ -45,7 +45,7 @@ import xxhash
 
 from . import redisconn
 from .redisconn import redis_call
-from .redislane import Lane, nothing_owed
+from .redislane import Batch, Lane, nothing_owed
 
 T = TypeVar("T")
 
@@ -301,14 +301,18 @@ class StateStore:
         """`record_write` for a caller that needs none of the replies and has work to do meanwhile: the
         commands are sent now (redislane's `start`); the returned function waits for the replies and
         raises state_unavailable (or a refused command's error) as `record_write` would. Call it once."""
-        pipe = self._pipe()
-        self._queue_record(pipe, session, key, rs, version, op, digest, self._needs_register(session, rs.time))
-        extra(pipe)
+        batch = Batch()
+        self._queue_record(batch, session, key, rs, version, op, digest, self._needs_register(session, rs.time))
+        extra(batch)
         lane = self._lane
+
+        def pooled() -> object:
+            return batch.replay(self._pipe()).execute()
+
         if lane is None:
-            self._call(pipe.execute)
+            self._call(pooled)
             return nothing_owed
-        finish = self._call(lambda: lane.start(pipe))
+        finish = self._call(lambda: lane.start(batch, pooled))
         return lambda: self._call(finish)
 
     def _queue_record(
@@ -322,19 +326,13 @@ class StateStore:
         digest: str | None,
         register: bool,
     ) -> None:
-        """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD)."""
-        meta = {
-            "version": version,
-            "writer": session,
-            "time": repr(rs.time),
-            "op": op,
-            "path": key,
-            "hash": digest or rs.hash,
-        }
-        pipe.set(self.rs_key(session, key), rs.pack(), ex=self.ttl_s)
-        pipe.hset(self.meta_key(key), mapping=meta)
+        """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD).
+        Raw commands (`pipe` is a redis-py pipeline or a redislane `Batch`)."""
+        head = ("version", version, "writer", session, "time", repr(rs.time), "op", op, "path", key)
+        pipe.execute_command("SET", self.rs_key(session, key), rs.pack(), "EX", self.ttl_s)
+        pipe.execute_command("HSET", self.meta_key(key), *head, "hash", digest or rs.hash)
         if register:
-            pipe.zadd(self.session_key(session), {session: rs.time})
+            pipe.execute_command("ZADD", self.session_key(session), rs.time, session)
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
         """After a write removed the file (undo of a creation): no read state; the path's version moves on."""

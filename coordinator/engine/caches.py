@@ -27,7 +27,7 @@ class _RefusalCounts:
         with self._lock:
             counts, self._counts = self._counts, {}
         for code, n in counts.items():
-            pipe.hincrby(key, code, n)
+            pipe.execute_command("HINCRBY", key, code, n)  # raw: a pipeline or a redislane Batch
 
 
 class _ViewCache:

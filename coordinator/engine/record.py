@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import events as events_mod
@@ -37,7 +37,7 @@ from ..state import KIND_WRITE, ReadState
 from .base import _CoordinatorBase
 from .calls import PostWriteHook
 from .intervening import _Intervening
-from .results import WriteResult
+from .results import WriteResult, evolve
 
 if TYPE_CHECKING:
     from .write import _PreLock, _Request, _Written
@@ -64,7 +64,7 @@ class _RecordSteps(_CoordinatorBase):
         except Exception:  # the write stands (invariant 3): report it, with a warning, whatever went wrong
             log.exception("after writing %s: the result could not be completed", pre.rp.key)
             bare = self._result(req, pre, written, snippet="", seen=None)
-            bare = replace(bare, warnings=(UNRECORDED_WARNING,))
+            bare = evolve(bare, warnings=(UNRECORDED_WARNING,))
             try:
                 return req.finish(bare)
             except Exception:
@@ -87,7 +87,7 @@ class _RecordSteps(_CoordinatorBase):
             notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
         if self.tracker is not None:
             self.tracker.saw(req.session, pre.rp.key, view_digest)
-        return req.finish(replace(draft, notice=notice, warnings=warnings))
+        return req.finish(evolve(draft, notice=notice, warnings=warnings))
 
     def _new_view(
         self, req: _Request, pre: _PreLock, written: _Written, now: float

@@ -16,7 +16,7 @@ from ..placeholders import check_placeholder
 from ..textio import Encoding, decode_bytes, encode_text
 from .options import Match, Policy
 from .plan import _Current, _Missing, _Plan
-from .results import ReadResult, WriteResult
+from .results import ReadResult, WriteResult, evolve
 
 if TYPE_CHECKING:
     from .coordinator import Coordinator
@@ -251,13 +251,11 @@ class Session:
             return _Plan(new_data=content, new_text=text, inserted_len=len(text or ""))
 
         def finish(res: WriteResult) -> WriteResult:
-            from dataclasses import replace
-
             what = "removed (it did not exist then)" if res.hash is None else "restored"
             ordered = sorted(discarded, key=lambda e: e.version)
             gone = ", ".join(f"{e.version} ({e.operation} by {e.session})" for e in ordered)
             kept = tuple({"version": e.version, "session": e.session, "operation": e.operation} for e in ordered)
-            res = replace(res, discarded=kept)
+            res = evolve(res, discarded=kept)
             msg = f"{res.path} {what}: back to its content {label} (now version {res.version})."
             if gone:
                 msg += f" Discarded the changes of version{'s' if len(discarded) != 1 else ''} {gone}."
@@ -357,15 +355,13 @@ def _flexible_sentence(res: WriteResult) -> str:
 
 
 def _with_message(res: WriteResult, message: str, tail: str = "") -> WriteResult:
-    from dataclasses import replace
-
     if res.warnings:
         message += " Warning: " + " ".join(res.warnings)
     if res.notice:
         message += " Note: " + res.notice
     if tail:
         message += " " + tail
-    return replace(res, message=message)
+    return evolve(res, message=message)
 
 
 def _rebase_sentence(res: WriteResult) -> str:

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -61,6 +61,7 @@ class HistoryEntry:
 
 
 _ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
+_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -208,13 +209,33 @@ def _header_generation(fd: int) -> int:
         return 0
 
 
+def _json_str(value: str | None) -> str:
+    return "null" if value is None else _escape(value)
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
+
+
 def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> bytes:
-    record = entry.to_dict()
+    """The index line of `entry`: the JSON object `json.dumps(record, separators=(",", ":"))` would write
+    (the same keys in the same order, ASCII only), written field by field with the standard library's
+    string escaper: about a fifth of json.dumps's cost on the write path. tests/history pins the two
+    against each other."""
+    e = entry
+    parts = [
+        f'{{"version":{int(e.version)},"time":{float(e.time)!r},"session":{_escape(e.session)}',
+        f',"operation":{_escape(e.operation)},"path":{_escape(e.path)}',
+        f',"before":{_json_str(e.before)},"after":{_json_str(e.after)}',
+        f',"size_before":{int(e.size_before)},"size_after":{int(e.size_after)}',
+        f',"first_line":{int(e.first_line)},"last_line":{int(e.last_line)},"reverts":{_json_int(e.reverts)}',
+    ]
     if b_at is not None:
-        record["before_at"] = list(b_at)
+        parts.append(f',"before_at":[{int(b_at[0])},{int(b_at[1])}]')
     if a_at is not None:
-        record["after_at"] = list(a_at)
-    return json.dumps(record, separators=(",", ":")).encode()
+        parts.append(f',"after_at":[{int(a_at[0])},{int(a_at[1])}]')
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 def _loc(value: Any) -> Loc | None:

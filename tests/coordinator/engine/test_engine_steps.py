@@ -347,3 +347,16 @@ def test_a_resumed_call_never_raises_lock_busy_again(
     monkeypatch.setattr(coord.locks, "try_acquire", lambda key: None)  # from now on the lock looks busy
     res = ei.value.resume()
     assert res.version == 2 and (root / "f.txt").read_text() == "A\nB\n"
+
+
+def test_evolve_copies_a_result_with_the_changes_and_refuses_unknown_fields() -> None:
+    from coordinator.engine.results import WriteResult, evolve
+
+    res = WriteResult(path="a.txt", operation="edit", created=False, version=3, hash="h", message="m", warnings=("w",))
+    new = evolve(res, message="n", notice="x")
+    assert new == WriteResult(
+        path="a.txt", operation="edit", created=False, version=3, hash="h", message="n", warnings=("w",), notice="x"
+    )
+    assert res.message == "m" and res.notice == ""  # the original is untouched
+    with pytest.raises(TypeError, match="no field 'mesage'"):
+        evolve(res, mesage="typo")

@@ -182,3 +182,39 @@ def test_earlier_format_is_read_and_moved_into_a_pack(store: tuple[History, Lock
     assert h.load(content_hash(old), "a.txt") == old  # now from the pack
     assert next(h.scan()).loose_references() == {content_hash(new)}  # never stored: nothing to move
     assert _write(h, locks, "a.txt", new, b"newer\n").entry.version == 2
+
+
+@pytest.mark.parametrize(
+    ("session", "path", "before", "reverts", "b_at"),
+    [
+        ("solo", "c.txt", "a" * 32, None, (10, 4000)),
+        ('q"uote\\ é\n', "dir/ü\udcff.txt", None, 7, None),  # escapes, non-ASCII, a surrogate-escaped name
+        ("s", "x", "", 0, (0, 0)),
+    ],
+)
+def test_an_index_line_is_the_json_of_its_entry(
+    session: str, path: str, before: str | None, reverts: int | None, b_at: tuple[int, int] | None
+) -> None:
+    from coordinator.history._format import HistoryEntry, _line_bytes, _parse
+
+    entry = HistoryEntry(
+        version=12,
+        time=1796146335.5829766,
+        session=session,
+        operation="edit",
+        path=path,
+        before=before,
+        after="b" * 32,
+        size_before=4000,
+        size_after=4001,
+        first_line=17,
+        last_line=18,
+        reverts=reverts,
+    )
+    record = entry.to_dict()
+    if b_at is not None:
+        record["before_at"] = list(b_at)
+    record["after_at"] = [4020, 4001]
+    line = _line_bytes(entry, b_at, (4020, 4001))
+    assert line == json.dumps(record, separators=(",", ":")).encode()
+    assert _parse(line) == (entry, b_at, (4020, 4001))

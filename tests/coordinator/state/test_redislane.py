@@ -15,7 +15,7 @@ import redis
 
 from coordinator import Coordinator
 from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
-from coordinator.redislane import Lane
+from coordinator.redislane import Batch, Lane
 
 
 @pytest.fixture
@@ -132,3 +132,65 @@ def test_the_engine_records_its_writes_on_the_lane(tmp_path: Path) -> None:
             assert coord.state.meta("a.txt")["version"] == "21"
     finally:
         stop_embedded_redis(root / ".edit-coordinator")
+
+
+def _batch(i: int) -> Batch:
+    batch = Batch()
+    batch.execute_command("SET", f"k{i}", i, "EX", 600)
+    batch.execute_command("HSET", "h", "v", i, "t", 1.25 + i)
+    batch.execute_command("INCR", "n")
+    return batch
+
+
+def test_a_started_batch_lands_and_its_replies_are_read_before_the_lane_is_free(client: redis.Redis) -> None:
+    lane = Lane(client)
+    fallbacks = [0]
+
+    def fallback() -> None:
+        fallbacks[0] += 1
+
+    for i in range(3):
+        finish = lane.start(_batch(i), fallback)
+        busy = lane.start(_batch(10), lambda: _batch(10).replay(client.pipeline(transaction=False)).execute())
+        busy()  # a second caller while replies are owed: the pool's way, at once
+        finish()
+    assert fallbacks[0] == 0
+    assert client.get("k2") == b"2" and client.get("k10") == b"10" and 0 < client.ttl("k2") <= 600
+    assert client.hget("h", "t") in (b"3.25", b"11.25")  # a float argument as redis-py writes it
+    assert int(client.get("n") or 0) == 6  # three started, three through the fallback
+    assert lane.execute(_pipe(client, 7))[2] == 7  # nothing left unread on the lane's connection
+
+
+def test_a_refused_command_of_a_started_batch_is_raised_by_its_finisher(client: redis.Redis) -> None:
+    lane = Lane(client)
+    client.set("s", "text")
+    batch = Batch()
+    batch.execute_command("INCR", "s")  # not an integer: the server refuses it
+    batch.execute_command("SET", "after", 1)
+    finish = lane.start(batch, lambda: None)
+    with pytest.raises(redis.ResponseError):
+        finish()
+    assert client.get("after") == b"1"  # the commands after it still ran, and the lane is in sync
+    assert lane.execute(_pipe(client, 1)) == [True, 1, 1]
+
+
+def test_a_batch_the_lane_cannot_send_goes_the_pools_way(client: redis.Redis) -> None:
+    lane = Lane(client)
+    lane.execute(_pipe(client, 0))
+    assert lane._conn is not None
+    lane._conn._sock.close()  # the send fails on this socket  # type: ignore[union-attr]
+    ran: list[Any] = []
+    finish = lane.start(_batch(1), lambda: ran.append(_batch(1).replay(client.pipeline(transaction=False)).execute()))
+    finish()
+    assert ran == [[True, 1, 2]]  # the fallback ran once, with redis-py's parsed replies
+    assert lane.execute(_pipe(client, 2))[2] == 3
+
+
+def test_replay_parses_replies_as_a_pipeline_would(client: redis.Redis) -> None:
+    replies = _batch(4).replay(client.pipeline(transaction=False)).execute()
+    assert replies == [True, 2, 1]
+    conn = client.connection_pool.get_connection()
+    try:  # the bytes hiredis packs are redis-py's own for the same commands (str, int and float arguments)
+        assert _batch(4).packed() == b"".join(conn.pack_commands(_batch(4).commands))
+    finally:
+        client.connection_pool.release(conn)
