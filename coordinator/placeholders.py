@@ -37,6 +37,9 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _LEADERS = ("{/*", "<!--", "///", "//", "/*", "--", "#", ";", "%", "*")
 _CLOSERS = ("*/}", "-->", "*/")
 _WRAPPERS = {"(": ")", "[": "]", "{": "}", "<": ">", '"': '"', "'": "'", "`": "`"}
+# A marker is a comment (starts with a leader), wrapped (starts with a wrapper) or holds an ellipsis
+# (`marker_key`); a line that is none of them is skipped before the full test.
+_MARKER_STARTS = frozenset(leader[0] for leader in _LEADERS) | frozenset(_WRAPPERS)
 # Words that say "something was left out here": strong ones with a noun or an ellipsis, weak ones (common
 # in real comments: "// other cases", "# same as before") only with an ellipsis.
 _MARKER_WORDS = frozenset(
@@ -252,6 +255,12 @@ def marker_key(line: str) -> str | None:
     return " ".join(words) if with_ellipsis or with_noun else None
 
 
+def _may_be_marker(line: str) -> bool:
+    """False only for a line `marker_key` would not take: no comment leader or wrapper first, no ellipsis."""
+    s = line.strip()
+    return bool(s) and (s[0] in _MARKER_STARTS or _ELLIPSIS.search(s) is not None)
+
+
 def find_marker(old_text: str, replaced: str, new: str) -> Placeholder | None:
     """The first omission marker of ``new`` that replaces code, or None.
 
@@ -261,6 +270,8 @@ def find_marker(old_text: str, replaced: str, new: str) -> Placeholder | None:
     new_lines = new.splitlines()
     fresh: list[Placeholder] = []
     for number, line in enumerate(new_lines, start=1):
+        if not _may_be_marker(line):
+            continue
         key = marker_key(line)
         if key is not None:
             fresh.append(Placeholder(number, line.strip()))

@@ -132,3 +132,29 @@ def test_the_corpus_scan_counts_marker_lines_and_refused_history_hunks(tmp_path)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "placeholder")
     checked, refused = placeholder_scan.scan_history(tmp_path)
     assert checked == 2 and len(refused) == 1 and refused[0].endswith("a.py: # ... existing code ...")
+
+
+@pytest.mark.parametrize("line", [*MARKERS, *NOT_MARKERS, "x = 1", "  \t", "", "return f(a, b)", "«rest»"])
+def test_the_quick_skip_never_skips_a_marker(line: str) -> None:
+    from coordinator.placeholders import _may_be_marker
+
+    assert _may_be_marker(line) or marker_key(line) is None
+    if line in MARKERS:
+        assert _may_be_marker(line)
+
+
+def test_the_quick_skip_never_skips_a_marker_of_any_text() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from coordinator.placeholders import _LEADERS, _WRAPPERS, _may_be_marker
+
+    pieces = st.sampled_from([*_LEADERS, *_WRAPPERS, *_WRAPPERS.values(), "...", "…", " ", "\t", "rest", "of", "code"])
+    words = st.sampled_from(["existing", "code", "here", "unchanged", "remaining", "rest", "the", "x", "=", "1"])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.one_of(pieces, words), max_size=8).map(" ".join))
+    def check(line: str) -> None:
+        assert _may_be_marker(line) or marker_key(line) is None
+
+    check()
