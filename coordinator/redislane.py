@@ -10,21 +10,21 @@ on its own connection with the pipeline's own packing and reply parsing (`Pipeli
 every redis-py release from 6.1 on has it), and nothing else.
 
 A caller with other work to do before it needs the replies (the engine's record of a plain write: its
-snippet, result and message are still to be made) can `start` the pipeline: the commands are sent at
-once, the server runs them while the caller works, and the replies are read when the caller finishes,
-before the call returns. The round trip's wait (the server's turn on the other core, two wake-ups)
-overlaps the caller's own work; the replies are still read, and a failure still reported, within the
-same call.
+snippet, result and message are still to be made) can `start` a `Batch`: its commands, kept as raw
+arguments and packed by hiredis (no redis-py pipeline is built), are sent at once, the server runs them
+while the caller works, and the replies are read when the caller finishes, before the call returns. The
+round trip's wait (the server's turn on the other core, two wake-ups) overlaps the caller's own work;
+the replies are still read, and a failure still reported, within the same call.
 
 Rules, each enforced here:
 1. One thread at a time: a non-blocking lock; a thread that finds the lane busy takes the pool's path
    (`pipe.execute()`), so the lane never makes anyone wait.
 2. Any failure on the lane's connection (the server went away, a timeout, a Sentinel primary that became a
    replica, which redis-py reports as a ConnectionError) drops the connection (disconnected, handed back
-   to the pool). A pipeline that had not been sent yet (`execute`, or `start` failing to send) is then
-   sent the pool's way, with redis-py's retries: the same commands the pool's path would have re-sent
-   after the same failure. One already sent by `start` is not sent again: the failure is raised when its
-   replies are read, and the caller reports it.
+   to the pool). Commands not sent yet (`execute`, or `start` failing to send: its fallback replays the
+   batch onto a pipeline) then go the pool's way, with redis-py's retries: the same commands the pool's
+   path would have re-sent after the same failure. A batch already sent by `start` is not sent again:
+   the failure is raised when its replies are read, and the caller reports it.
 3. Never across a fork: a connection checked out by another process is forgotten, not used or closed.
 4. Standalone servers and Sentinel primaries only; a cluster routes each key to its node (no lane).
 """
