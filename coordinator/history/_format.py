@@ -61,7 +61,7 @@ class HistoryEntry:
 
 
 _ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
-_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 @dataclass(frozen=True)
