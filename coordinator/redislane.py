@@ -50,9 +50,9 @@ class Batch:
     """Commands for one round trip, kept as their raw arguments: what `Lane.start` sends, packed by hiredis
     in one call per command. Sampled with py-spy in the solo edit loop: building a redis-py pipeline for
     the engine's record (SET, HSET, XADD), queueing its commands and letting it pack took about 15 % of
-    an in-process edit; the batch takes about 5 %. The
-    builders call `execute_command(*args)`, which a redis-py pipeline has too, so the same builder fills
-    either; `replay` copies the commands onto a pipeline for the pool's path (and a cluster's)."""
+    an in-process edit; the batch takes about 5 %. The builders call `execute_command(*args)`, which a
+    redis-py pipeline has too, so the same builder fills either; `replay` copies the commands onto a
+    pipeline for the pool's path (and a cluster's)."""
 
     __slots__ = ("commands",)
 
