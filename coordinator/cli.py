@@ -8,7 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from . import cmd_common
+from . import cmd_common, redisconn
 
 # Modules that contribute subcommands, in the order they appear in --help.
 COMMAND_MODULES = (
@@ -30,7 +30,7 @@ COMMAND_MODULES = (
 
 
 _EPILOG = f"""environment (each the default of its option, in every command that has it):
-  {cmd_common.ROOT_ENV}  --root      {cmd_common.REDIS_URL_ENV}  --redis-url
+  {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
   {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
 
 {cmd_common.EXIT_STATUSES}

@@ -12,7 +12,7 @@ from .errors import CoordinatorError
 from .layout import state_dir_of
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
         help="two agent sessions collide on one file (a one-minute tour)",

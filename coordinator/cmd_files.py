@@ -22,6 +22,7 @@ from typing import Any
 from . import cmd_common
 from .arguments import MATCHES
 from .client.base import plain
+from .errors import CoordinatorError, ErrorCode
 
 
 def _session_id(args: argparse.Namespace) -> str:
@@ -103,8 +104,8 @@ def _write(client: Any, session: str, args: argparse.Namespace) -> Any:
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise cmd_common.CoordinatorError(
-            cmd_common.ErrorCode.INVALID_ARGUMENT, f"The content on stdin is not UTF-8 text (byte {exc.start})."
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, f"The content on stdin is not UTF-8 text (byte {exc.start})."
         ) from None
     return client.write(session, args.path, content)
 

@@ -37,14 +37,14 @@ import socket
 import sys
 from typing import Any
 
-from . import cmd_common
+from . import cmd_common, redisconn
 from .cmd_files import add_match
 from .errors import CoordinatorError
 from .mcp_tools import ERROR_GUIDE, INSTRUCTIONS, SessionTools, ToolOutcome, ToolSpec, session_match, tool_specs
 from .tools import run_tool
 
 SESSION_ENV = cmd_common.SESSION_ENV
-REDIS_URL_ENV = cmd_common.REDIS_URL_ENV
+REDIS_URL_ENV = redisconn.REDIS_URL_ENV
 SERVER_NAME = "edit-coordinator"
 
 __all__ = ["ERROR_GUIDE", "SessionTools", "ToolOutcome", "ToolSpec", "build_server", "serve_stdio", "tool_specs"]

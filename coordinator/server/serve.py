@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import cmd_common
-from ..errors import CoordinatorError
+from ..errors import CoordinatorError, ErrorCode
 from .auth import load_secret, mint_token
 from .common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, MiB
 from .models import ServerConfig
@@ -98,7 +98,7 @@ def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
         given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
         env = cmd_common.TLS_KEY_ENV if key is None else cmd_common.TLS_CERT_ENV
         raise CoordinatorError(
-            cmd_common.ErrorCode.INVALID_ARGUMENT,
+            ErrorCode.INVALID_ARGUMENT,
             f"{given} needs {missing} (or ${env}): HTTPS takes a certificate and its private key.",
         )
     paths = {"certificate": os.path.abspath(cert), "key": os.path.abspath(key)}
@@ -108,7 +108,7 @@ def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
                 f.read(1)
         except OSError as exc:
             raise CoordinatorError(
-                cmd_common.ErrorCode.INVALID_ARGUMENT,
+                ErrorCode.INVALID_ARGUMENT,
                 f"The TLS {what} file {path!r} cannot be read ({exc.strerror or exc}): give a readable PEM file.",
             ) from None
     _load_pair(paths["certificate"], paths["key"])
@@ -124,7 +124,7 @@ def _load_pair(cert: str, key: str) -> None:
     except (ssl.SSLError, ValueError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise CoordinatorError(
-            cmd_common.ErrorCode.INVALID_ARGUMENT,
+            ErrorCode.INVALID_ARGUMENT,
             f"The TLS certificate {cert!r} and key {key!r} cannot be used together ({reason}): give the PEM "
             "certificate (chain) and its unencrypted PEM private key (decrypt one with `openssl pkey -in KEY "
             "-out PLAIN`).",
@@ -169,7 +169,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
     try:
         config.validate()
     except ValueError as exc:
-        raise CoordinatorError(cmd_common.ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
     return config, secret_source
 
 
