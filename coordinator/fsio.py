@@ -128,9 +128,10 @@ def _below_real_root(root: str, shown: str) -> str | None:
     names = shown.split("/")
     if any(n in ("", ".", "..") for n in names):
         return None
-    here = root
+    base = root.rstrip("/")  # "" for the root "/"
+    here = base
     for name in names:
-        here = here + "/" + name if here != "/" else "/" + name
+        here += "/" + name
         try:
             if stat.S_ISLNK(os.lstat(here).st_mode):
                 return None
@@ -138,7 +139,7 @@ def _below_real_root(root: str, shown: str) -> str | None:
             break
         except OSError:
             return None
-    return root.rstrip("/") + "/" + shown if root != "/" else "/" + shown
+    return base + "/" + shown
 
 
 def _realpath(joined: str, shown: str) -> str:

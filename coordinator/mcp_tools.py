@@ -108,18 +108,17 @@ _WRITE_DESCRIPTION = "\n".join(
     ]
 )
 
-_EXACT_RULE = (
-    "- old_string must match the file's text exactly: whitespace and indentation as they appear after the "
-    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
-    "are treated as the same, and new_string then takes the file's quote style."
+_MATCHED_TEXT = (
+    "match the file's text exactly: whitespace and indentation as they appear after the line-number prefix "
+    "of read_file, without the prefix. Typographic (curly) quotes and straight quotes are treated as the "
+    "same, and new_string then takes the file's quote style."
 )
+_EXACT_RULE = f"- old_string must {_MATCHED_TEXT}"
 _FLEXIBLE_RULE = (
-    "- old_string should match the file's text exactly: whitespace and indentation as they appear after the "
-    "line-number prefix of read_file, without the prefix. Typographic (curly) quotes and straight quotes "
-    "are treated as the same, and new_string then takes the file's quote style. If there is no exact match, "
-    "whole lines are matched ignoring trailing whitespace, then with the indentation shifted by a constant "
-    "(new_string is re-indented by the same shift); such a match must be unique too, and the answer says "
-    "which match was used and at which lines: check the snippet. Nothing looser (no similarity) is tried."
+    f"- old_string should {_MATCHED_TEXT} If there is no exact match, whole lines are matched ignoring "
+    "trailing whitespace, then with the indentation shifted by a constant (new_string is re-indented by the "
+    "same shift); such a match must be unique too, and the answer says which match was used and at which "
+    "lines: check the snippet. Nothing looser (no similarity) is tried."
 )
 _EDIT_RULES = [
     "- You must read the file with read_file before editing it, and it must not have changed since your last "

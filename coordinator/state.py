@@ -328,11 +328,16 @@ class StateStore:
     ) -> None:
         """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD).
         Raw commands (`pipe` is a redis-py pipeline or a redislane `Batch`)."""
-        head = ("version", version, "writer", session, "time", repr(rs.time), "op", op, "path", key)
         pipe.execute_command("SET", self.rs_key(session, key), rs.pack(), "EX", self.ttl_s)
-        pipe.execute_command("HSET", self.meta_key(key), *head, "hash", digest or rs.hash)
+        self._queue_head(pipe, session, key, version, op, rs.time, digest or rs.hash)
         if register:
             pipe.execute_command("ZADD", self.session_key(session), rs.time, session)
+
+    def _queue_head(self, pipe: Any, session: str, key: str, version: int, op: str, when: float, digest: str) -> None:
+        """The path's head (HSET of its meta key): the version, who wrote it when, how, and the content hash
+        it left ("" when the write removed the file). One raw command, for a pipeline or a `Batch`."""
+        head = ("version", version, "writer", session, "time", repr(when), "op", op, "path", key, "hash", digest)
+        pipe.execute_command("HSET", self.meta_key(key), *head)
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
         """After a write removed the file (undo of a creation): no read state; the path's version moves on."""
@@ -340,17 +345,7 @@ class StateStore:
         def go() -> Any:
             pipe = self._pipe()
             pipe.delete(self.rs_key(session, key))
-            pipe.hset(
-                self.meta_key(key),
-                mapping={
-                    "version": version,
-                    "writer": session,
-                    "time": repr(time.time()),
-                    "op": op,
-                    "path": key,
-                    "hash": "",
-                },
-            )
+            self._queue_head(pipe, session, key, version, op, time.time(), "")
             if extra is not None:
                 extra(pipe)
             return self._send(pipe)[2:]
