@@ -22,9 +22,10 @@ from typing import Any
 
 import redis
 
+from coordinator import layout
 from coordinator.fsio import resolve
 from coordinator.history import content_hash
-from coordinator.state import KIND_READ, ReadState, StateStore, path_hash
+from coordinator.state import KIND_READ, ReadState, StateStore
 from worker.agent import counters_text, prepare_corpus
 from worker.fleet import FleetConfig, Progress, pair_ops, summarize, verify
 from worker.stats import percentile
@@ -78,8 +79,10 @@ def _pcts(values: list[float]) -> dict[str, float | None]:
 # ---------------------------------------------------------------------------------------------------------
 def preload_read_state(client: redis.Redis, root: Path, files: list[str], sessions: int) -> dict[str, Any]:
     """Write read state for `sessions` x `files` as the engine would (same keys, same packed value, same TTL)
-    and the session registry; returns the entry count, the time taken and the Redis memory it added."""
-    ns = path_hash(str(root.resolve()))
+    and the session registry; returns the entry count, the time taken and the Redis memory it added. The
+    namespace is the one the coordinator will use for `root` (its state folder's repository id, made
+    here if there is none yet), so the entries are the ones its sessions' edits sit among."""
+    ns = layout.namespace_for(root, layout.ensure_state_dir(layout.state_dir_of(root)))
     store = StateStore(client, ns)
     now = time.time()
     states = []
