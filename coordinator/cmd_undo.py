@@ -1,4 +1,5 @@
-"""`edit-coordinator undo`: undo writes to a file, or all of a session's writes, for people.
+"""`edit-coordinator undo` and `redo`: undo writes to a file, or all of a session's writes, and bring an
+undo's change back, for people.
 
 Every change it makes to a file goes through the engine's check-then-write (`Session.restore` with
 operation "undo"), under an operator session id (default `operator:<user>`), so that each undo is recorded
@@ -14,6 +15,10 @@ Decisions:
   write of each file. It is refused as a whole, and nothing is written, when any file has a later write by
   another session, was changed outside the coordinator since, or has lost the needed pre-image to gc:
   those later changes may build on the session's work, so a person must decide.
+* `redo PATH` brings back the change that the operator session's newest undo of PATH took away (the
+  engine's `redo`, recorded as operation "redo"): `--as ID` redoes the undo of another session. Writes by
+  others since that undo are kept (the change is carried over them, as an undo of a version is); it is
+  refused (no_change) when that session has no undo of PATH in effect, or has written PATH since.
 * Nothing written meanwhile is discarded unseen: the operator session reads the file, the checks are made
   again against what it read, and the engine refuses (stale) if the file changed after that read.
 """
@@ -54,6 +59,22 @@ def register(sub: Any) -> None:
     cmd_common.add_common(p)
     p.set_defaults(func=cmd_common.guarded(cmd_undo))
 
+    r = sub.add_parser(
+        "redo",
+        help="bring back the change of the newest undo of a file",
+        description=(
+            "Redo through the check-then-write: bring back the change that the operator session's newest "
+            "undo of PATH took away (--as ID: that session's undo), keeping what others wrote since. "
+            "Recorded in the history as a redo, and itself undoable."
+        ),
+    )
+    r.add_argument("path", help="file path (relative to the root, or absolute inside it)")
+    r.add_argument(
+        "--as", dest="operator", default=None, help="the session whose undo is redone (default operator:<user>)"
+    )
+    cmd_common.add_common(r)
+    r.set_defaults(func=cmd_common.guarded(cmd_redo))
+
 
 def _coordinator(repo: Repo, redis_url: str | None) -> Any:
     from .engine import Coordinator
@@ -83,6 +104,31 @@ def cmd_undo(args: argparse.Namespace) -> int:
         for note in result["notes"]:
             print(f"Note: {note}")
     return 0
+
+
+def cmd_redo(args: argparse.Namespace) -> int:
+    result = redo_file(open_repo(args.root), args.path, operator=args.operator, redis_url=args.redis_url)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(result["message"])
+    return 0
+
+
+def redo_file(repo: Repo, path: str, *, operator: str | None = None, redis_url: str | None = None) -> dict[str, Any]:
+    """Redo the newest undo of one file by `operator` (see `redo --help`). Returns the engine's result."""
+    key = fsio.resolve(repo.root, path).key
+    with _coordinator(repo, redis_url) as coord:
+        op = coord.session(operator or operator_id())
+        _operator_read(op, key)  # the redo is judged against this view: refused (stale) if the file moves
+        res = op.redo(key)
+    return {
+        "path": res.path,
+        "redid_version": res.reverts,
+        "version": res.version,
+        "session": op.id,
+        "message": res.message,
+    }
 
 
 def undo_file(

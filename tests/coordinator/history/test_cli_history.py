@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     """These commands alone (the wiring into `edit-coordinator` is tested once, at the end)."""
     parser = argparse.ArgumentParser(prog="edit-coordinator")
     sub = parser.add_subparsers()
-    for module in (cmd_history, cmd_undo, cmd_gc, cmd_status):
+    for module in (cmd_history, cmd_undo, cmd_gc, cmd_status):  # cmd_undo registers undo and redo
         module.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
@@ -210,6 +210,49 @@ def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
     rc, _, err = cli(capsys, root, "undo", "f.txt")
     assert rc == exit_status("stale") and "[stale]" in err and "version 4" in err
     assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
+
+
+def test_redo_brings_back_the_undone_change_and_keeps_later_writes(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    assert cli(capsys, root, "undo", "f.txt")[0] == 0  # v4: takes back v3's "C"
+    z = c.session("agent-z")
+    z.read("f.txt")
+    z.edit("f.txt", "a\n", "A\n")  # v5, after the undo
+    rc, out, err = cli(capsys, root, "redo", "f.txt")
+    assert rc == 0, err
+    assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"  # the undone change is back, z's edit kept
+    assert history(root, "f.txt")[-1] == (6, f"operator:{_user()}", "redo")
+    assert "version 6" in out
+
+    rc, _, err = cli(capsys, root, "redo", "f.txt")  # its undo is no longer in effect
+    assert rc == exit_status("no_change") and "[no_change]" in err
+    assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
+    assert cli(capsys, root, "undo", "f.txt")[0] == 0  # the redo is itself undoable
+    assert (root / "f.txt").read_text() == "A\nB1\nB2\nc\n"
+
+
+def test_redo_is_of_one_sessions_undo(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    rc, _, err = cli(capsys, root, "redo", "f.txt")
+    assert rc == exit_status("no_change") and "no undo of f.txt to redo" in err
+    assert cli(capsys, root, "undo", "f.txt", "--as", "operator:other")[0] == 0
+    rc, _, err = cli(capsys, root, "redo", "f.txt")  # the default operator undid nothing
+    assert rc == exit_status("no_change")
+    data = cli_json(capsys, root, "redo", "f.txt", "--as", "operator:other")
+    assert (data["version"], data["redid_version"], data["session"]) == (5, 4, "operator:other")
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
+
+
+def test_redo_of_an_undo_that_removed_the_file_creates_it_again(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    root, c = repo
+    three_versions(root, c)
+    assert cli(capsys, root, "undo", "f.txt", "--before", "1")[0] == 0
+    assert not (root / "f.txt").exists()
+    rc, _, err = cli(capsys, root, "redo", "f.txt")
+    assert rc == 0, err
+    assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
 
 
 # --- undo of a session ---------------------------------------------------------------------------------------
@@ -566,7 +609,7 @@ def test_status_lists_leases_in_force(repo: tuple[Path, Coordinator], capsys: An
 def test_commands_are_wired_into_edit_coordinator(tmp_path: Path, capsys: Any) -> None:
     from coordinator.cli import main as edit_coordinator
 
-    for command in ("history", "undo", "gc", "status", "top"):
+    for command in ("history", "undo", "redo", "gc", "status", "top"):
         with pytest.raises(SystemExit) as info:
             edit_coordinator([command, "--help"])
         assert info.value.code == 0
