@@ -267,15 +267,6 @@ class LocalSentinel(_Deployment):
     def wait_healthy(self, timeout: float = 30.0) -> None:
         _wait(self.healthy, timeout, "the sentinels to see the primary, the replica and each other")
 
-    def restart_as_replica(self, port: int) -> None:
-        """Start the killed server on `port` again, as a replica of the current primary."""
-        srv = self.servers[port]
-        binary = srv.proc.args[0] if isinstance(srv.proc.args, list) else system_redis_server()
-        assert binary
-        self.servers[port] = _spawn(
-            str(binary), srv.folder, port, ["--replicaof", "127.0.0.1", str(self.primary_port())]
-        )
-
 
 @dataclass
 class LocalServer(_Deployment):

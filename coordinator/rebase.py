@@ -324,11 +324,12 @@ def _check_commutes(
     if all_points:
         reason = (
             f"{what} inserts lines at the very place where another write inserted lines {since} "
-            f"({_join(clashing)} of the current file); which should come first cannot be decided for you."
+            f"({describe_changes(clashing)} of the current file); which should come first cannot be decided for you."
         )
     else:
         reason = (
-            f"{what} changes lines that another write also changed {since} ({_join(clashing)} of the current file)."
+            f"{what} changes lines that another write also changed {since} "
+            f"({describe_changes(clashing)} of the current file)."
         )
     raise _stale(
         name,
@@ -466,11 +467,6 @@ def _mapped_start(foreign: Sequence[_Span], x: _Span) -> int:
     return x.a_start + shift
 
 
-def describe_changes(changes: Sequence[LineChange]) -> str:
-    """ "lines 4-6, 40 and 2 more" style summary (current file's numbering)."""
-    return _join(changes)
-
-
 def _apply_one(text: str, spec: EditSpec, match: str = "exact") -> EditOutcome:
     return apply_edit(text, spec.old_string, spec.new_string, spec.replace_all, match)
 
@@ -534,7 +530,8 @@ def _span(first: int, last: int) -> str:
     return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
-def _join(changes: Sequence[LineChange]) -> str:
+def describe_changes(changes: Sequence[LineChange]) -> str:
+    """ "lines 4-6, 40 and 2 more blocks" style summary (current file's numbering), for messages."""
     if not changes:
         return "no lines"
     parts = [c.describe() for c in changes[:_MAX_RANGES_SHOWN]]
@@ -558,7 +555,7 @@ def _stale(
     told = ""
     if summary:
         told = (
-            f" Since then, other writes changed {_join(changes)} (current numbering)."
+            f" Since then, other writes changed {describe_changes(changes)} (current numbering)."
             if changes
             else " Since then, the file was changed by another write."
         )
