@@ -185,10 +185,13 @@ def _locate(content: str, old_string: str) -> tuple[_Match, str] | None:
 
     Returns the match and the line ending it was made with (new_string is converted to the same one).
     """
-    eol = detect_eol(content)
-    candidates = [eol]
-    if _is_mixed(content):
-        candidates.append(_LF if eol == _CRLF else _CRLF)
+    if "\r" not in content:  # no CRLF at all (most files): LF, not mixed, without counting line ends
+        eol, candidates = _LF, [_LF]
+    else:
+        eol = detect_eol(content)
+        candidates = [eol]
+        if _is_mixed(content):
+            candidates.append(_LF if eol == _CRLF else _CRLF)
     # An exact match in either line ending beats a quote-folded one.
     for candidate in candidates:
         old = to_eol(old_string, candidate)
@@ -478,7 +481,7 @@ def number_lines(lines: Sequence[str], start_line: int, max_line_chars: int = MA
     for n, line in enumerate(lines, start=start_line):
         if len(line) > max_line_chars:
             line = f"{line[:max_line_chars]}… [line truncated: {len(line)} chars]"
-        rendered.append(f"{n:>6}\t{line}")
+        rendered.append(str(n).rjust(6) + "\t" + line)  # f"{n:>6}\t{line}", at half the cost
     return "\n".join(rendered)
 
 
