@@ -9,15 +9,9 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
+from tests.refusals import refused
 
 SRC = "class A:\n    def f(self):\n        x = 1   \n        return x\n"
-
-
-def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
-    with pytest.raises(CoordinatorError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code is code, info.value
-    return info.value
 
 
 def test_flexible_matching_is_opt_in_per_coordinator_or_session(root: Path, coord: Coordinator) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.errors import ErrorCode
 from coordinator.semantics import (
     LEFT_DOUBLE,
     LEFT_SINGLE,
@@ -32,15 +32,7 @@ from coordinator.semantics import (
 )
 from coordinator.textio import Encoding, decode_bytes, encode_text
 from tests.coordinator.core import examples
-
-
-def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
-    with pytest.raises(CoordinatorError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code is code, info.value
-    assert info.value.message  # every refusal tells the agent something
-    return info.value
-
+from tests.refusals import refused
 
 # --- quotes -------------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from tests.conftest import coordinator_for
+from tests.refusals import refused
 
 
 def numbered(n: int) -> str:
@@ -23,13 +24,6 @@ def rcoord(root: Path, redis_url: str | None):  # type: ignore[no-untyped-def]
     c = coordinator_for(root, redis_url, policy="rebase")
     yield c
     c.close()
-
-
-def refused(code: ErrorCode, fn, *args) -> CoordinatorError:  # type: ignore[no-untyped-def]
-    with pytest.raises(CoordinatorError) as info:
-        fn(*args)
-    assert info.value.code is code, info.value
-    return info.value
 
 
 @pytest.mark.topology

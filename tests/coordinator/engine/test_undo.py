@@ -10,13 +10,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator.undoing import in_effect, redo_target, undo_target
-
-
-def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
-    with pytest.raises(CoordinatorError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code is code, info.value
-    return info.value
+from tests.refusals import refused
 
 
 @pytest.mark.topology

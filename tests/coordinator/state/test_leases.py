@@ -11,7 +11,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator import Coordinator, ErrorCode
 from coordinator.leases import (
     Lease,
     LeaseStore,
@@ -21,14 +21,7 @@ from coordinator.leases import (
     pattern_regex,
 )
 from coordinator.redisconn import connect
-
-
-def refused(code: ErrorCode, fn, *args, **kwargs) -> CoordinatorError:  # type: ignore[no-untyped-def]
-    with pytest.raises(CoordinatorError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code is code, info.value
-    return info.value
-
+from tests.refusals import refused
 
 # --- patterns -----------------------------------------------------------------------------------------
 
