@@ -173,8 +173,7 @@ class _RecordSteps(_CoordinatorBase):
         if rs is None or req.options.post_write is not None or riders.notice or riders.lease:
             return None
         key, version = pre.rp.key, written.entry.version
-        ranges = [written.lines] if written.new_digest else []
-        extra, _, _ = self._post_write_extra(req, key, version, ranges, now, written, None, None, [0, 0, -1], riders)
+        extra = self._record_extra(req, key, version, now, written)
         try:
             replies = self._state_call(
                 lambda: self.state.start_record_write(
@@ -208,12 +207,10 @@ class _RecordSteps(_CoordinatorBase):
     ) -> tuple[str, tuple[str, ...]]:
         """The one post-write round trip. Returns the notice and the warnings for the result."""
         key, session, version = pre.rp.key, req.session, written.entry.version
-        ranges = [written.lines] if written.new_digest else []
         hook = req.options.post_write
         span = [0, 0, -1]  # the hook's replies [0:1], the lease refresh's reply [2] (-1: none)
-        extra, finish, apply_leases = self._post_write_extra(
-            req, key, version, ranges, now, written, hook, draft, span, riders
-        )
+        shown = req.finish(draft) if hook is not None else None  # the hook is shown the result as returned
+        extra = _riding(self._record_extra(req, key, version, now, written), hook, shown, riders, span)
         try:
             if rs is not None:
                 replies = self._state_call(
@@ -232,34 +229,16 @@ class _RecordSteps(_CoordinatorBase):
             return "", _unrecorded(key, exc)
         _hook_done(hook, replies[span[0] : span[1]])
         if span[2] >= 0:
-            apply_leases(replies[span[2]])
-        return finish(replies), ()
+            riders.apply_leases(replies[span[2]])
+        return riders.notice_finish(replies), ()
 
-    def _post_write_extra(
-        self,
-        req: _Request,
-        key: str,
-        version: int,
-        ranges: list[tuple[int, int]],
-        when: float,
-        written: _Written,
-        hook: PostWriteHook | None,
-        draft: WriteResult | None,
-        span: list[int],
-        riders: _Riders,
-    ) -> tuple[Extra, Callable[[list[Any]], str], Callable[[Any], None]]:
-        """The commands that ride the post-write round trip; `span` gets where the hook's replies are, and
-        the lease refresh's. (`draft` is needed only with a hook, which is shown the result.)"""
-        notice_extra, finish = riders.notice, riders.notice_finish
-        lease_extra, apply_leases = riders.lease, riders.apply_leases
-        shown = req.finish(draft) if hook is not None and draft is not None else draft
+    def _record_extra(self, req: _Request, key: str, version: int, when: float, written: _Written) -> Extra:
+        """What every record of a write carries besides the view and the path's head: this process's
+        refusal counts and the change event (with the changed lines; none for a removal)."""
+        ranges = [written.lines] if written.new_digest else []
 
         def extra(pipe: Any) -> None:
-            base = len(pipe)
             self._refusals.queue_flush(pipe, self.state.refusals_key)
-            if lease_extra is not None:
-                span[2] = len(pipe) - base
-                lease_extra(pipe)
             if self.publish_events:
                 events_mod.queue_event(
                     pipe,
@@ -273,17 +252,8 @@ class _RecordSteps(_CoordinatorBase):
                     digest=written.new_digest,
                     rebased=written.plan.rebased is not None,
                 )
-            if hook is not None and shown is not None:
-                span[0] = span[1] = len(pipe) - base
-                try:
-                    hook.queue(pipe, shown)
-                except Exception:
-                    log.exception("a post-write hook failed to queue its commands")
-                span[1] = len(pipe) - base
-            if notice_extra is not None:
-                notice_extra(pipe)
 
-        return extra, finish, apply_leases
+        return extra
 
     def _notice_extra(self, session: str, key: str) -> tuple[Extra | None, Callable[[list[Any]], str]]:
         """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
@@ -310,6 +280,32 @@ class _Riders:
     notice_finish: Callable[[list[Any]], str]
     lease: Extra | None
     apply_leases: Callable[[Any], None]
+
+
+def _riding(
+    record_extra: Extra, hook: PostWriteHook | None, shown: WriteResult | None, riders: _Riders, span: list[int]
+) -> Extra:
+    """`record_extra` plus what rides the full round trip: the lease refresh, the caller's hook (shown the
+    result `shown`) and the notice lookups (last: their replies are read from the end). `span` gets where
+    the hook's replies are ([0:1]) and the lease refresh's ([2]), counted from the first of these."""
+
+    def extra(pipe: Any) -> None:
+        base = len(pipe)
+        record_extra(pipe)
+        if riders.lease is not None:
+            span[2] = len(pipe) - base
+            riders.lease(pipe)
+        if hook is not None and shown is not None:
+            span[0] = span[1] = len(pipe) - base
+            try:
+                hook.queue(pipe, shown)
+            except Exception:
+                log.exception("a post-write hook failed to queue its commands")
+            span[1] = len(pipe) - base
+        if riders.notice is not None:
+            riders.notice(pipe)
+
+    return extra
 
 
 def _unrecorded(key: str, exc: Exception) -> tuple[str, ...]:
