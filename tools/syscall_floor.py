@@ -58,15 +58,22 @@ def _unsafe(path: Path, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _floor(root: Path, redis_sock: socket.socket | None, seconds: float) -> float:
+def _descriptors(root: Path) -> tuple[int, int, int, int, int]:
+    """What an engine keeps open: the root, the locks and temporaries folders, the pack and the index
+    (which ends with a line end, as the engine's does)."""
     state = root / "state"
-    data = (root / "f.txt").read_bytes()
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     locks_fd = os.open(state / "locks", os.O_RDONLY | os.O_DIRECTORY)
     tmp_fd = os.open(state / "tmp", os.O_RDONLY | os.O_DIRECTORY)
     pack = os.open(state / "pack", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     index = os.open(state / "index", os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     os.write(index, b"\n")
+    return root_fd, locks_fd, tmp_fd, pack, index
+
+
+def _floor(root: Path, redis_sock: socket.socket | None, seconds: float) -> float:
+    data = (root / "f.txt").read_bytes()
+    root_fd, locks_fd, tmp_fd, pack, index = _descriptors(root)
     head = b"\0" * 56
     request = b"*3\r\n$3\r\nSET\r\n$46\r\n" + b"k" * 46 + b"\r\n$500\r\n" + b"v" * 500 + b"\r\n"
     line = b"x" * 310 + b"\n"
@@ -111,13 +118,7 @@ def _floor(root: Path, redis_sock: socket.socket | None, seconds: float) -> floa
 
 def _lean(root: Path, redis_sock: socket.socket, seconds: float) -> tuple[float, int]:
     """`_floor`'s calls with the least logic an edit needs between them (see the module docstring)."""
-    state = root / "state"
-    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    locks_fd = os.open(state / "locks", os.O_RDONLY | os.O_DIRECTORY)
-    tmp_fd = os.open(state / "tmp", os.O_RDONLY | os.O_DIRECTORY)
-    pack = os.open(state / "pack", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    index = os.open(state / "index", os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-    os.write(index, b"\n")
+    root_fd, locks_fd, tmp_fd, pack, index = _descriptors(root)
     head_fmt = struct.Struct("<qq16sqq")
     reader = hiredis.Reader()
     values = {k: int(v) for k, _, v in (ln.partition(" = ") for ln in (root / "f.txt").read_text().splitlines()[1:])}
