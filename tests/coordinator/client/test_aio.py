@@ -12,6 +12,7 @@ import pytest
 
 from coordinator import AsyncClient, Coordinator, CoordinatorError, ErrorCode
 from coordinator.locks import HeldLock
+from tests import coroutines
 
 
 @pytest.fixture
@@ -146,36 +147,17 @@ def test_refusals_come_back_as_coordinator_errors(repo: Path) -> None:
 
 
 def test_sixteen_coroutines_over_eight_sessions_lose_nothing(repo: Path) -> None:
-    files = [f"f{i}.txt" for i in range(4)]
-    for name in files:
-        (repo / name).write_text("".join(f"s{j} = 0\n" for j in range(8)))
+    files = coroutines.prepare(repo)
     rounds = 6
-
-    async def agent(client: AsyncClient, session: str, name: str) -> int:
-        s = client.session(session)
-        done = 0
-        line = f"{session} = "
-        while done < rounds:
-            r = await s.read(name)
-            value = next(int(x.split(" = ")[1]) for x in r.content.splitlines() if x.startswith(line))
-            try:
-                await s.edit(name, f"{line}{value}\n", f"{line}{value + 1}\n")
-            except CoordinatorError as exc:
-                # another coroutine moved the line (stale), or the same session already changed it (no_match)
-                assert exc.code in (ErrorCode.STALE, ErrorCode.NO_MATCH, ErrorCode.LOCK_TIMEOUT)
-                continue
-            done += 1
-        return done
 
     async def main() -> list[int]:
         async with AsyncClient.local(str(repo), durability="none", policy="rebase", max_workers=8) as client:
-            jobs = [agent(client, f"s{i % 8}", files[i % 4]) for i in range(16)]
+            jobs = [
+                coroutines.increment_own_line(client, f"s{i % 8}", files[i % 4], f"s{i % 8} = ", rounds)
+                for i in range(coroutines.COROUTINES)
+            ]
             return await asyncio.gather(*jobs)
 
     acked = asyncio.run(main())
-    assert acked == [rounds] * 16
-    for k, name in enumerate(files):
-        text = (repo / name).read_text()
-        for j in range(8):
-            writers = sum(1 for i in range(16) if i % 4 == k and i % 8 == j)
-            assert f"s{j} = {writers * rounds}\n" in text
+    assert acked == [rounds] * coroutines.COROUTINES
+    coroutines.assert_every_increment_landed(repo, files, rounds)

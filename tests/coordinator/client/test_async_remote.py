@@ -29,6 +29,7 @@ from coordinator.client.base import plain
 from coordinator.client.calls import Calls
 from coordinator.embedded import stop_embedded_redis
 from coordinator.locks import LockManager
+from tests import coroutines
 from tests.coordinator.server.test_server import SECRET, ServerProcess, _wait_for_claim, versions
 from tests.coordinator.server.test_tls import TlsServer, pki, tls_served  # noqa: F401  (fixtures)
 
@@ -214,31 +215,19 @@ def test_the_same_script_gives_the_same_results_and_codes(served: ServerProcess)
 # ---------------------------------------------------------------------------------------------------------
 def test_sixteen_coroutines_over_eight_sessions_lose_nothing_and_start_no_thread(served: ServerProcess) -> None:
     p = _prefix()
-    files = [f"{p}_f{i}.txt" for i in range(4)]
-    for name in files:
-        (served.root / name).write_text("".join(f"s{j} = 0\n" for j in range(8)))
+    files = coroutines.prepare(served.root, f"{p}_")
     rounds = 5
-
-    async def agent(client: AsyncClient, session: str, name: str) -> int:
-        s = client.session(session)
-        done = 0
-        line = f"{session.split('-')[-1]} = "
-        while done < rounds:
-            r = await s.read(name)
-            value = next(int(x.split(" = ")[1]) for x in r.content.splitlines() if x.startswith(line))
-            try:
-                await s.edit(name, f"{line}{value}\n", f"{line}{value + 1}\n")
-            except CoordinatorError as exc:
-                assert exc.code in (ErrorCode.STALE, ErrorCode.NO_MATCH, ErrorCode.LOCK_TIMEOUT), exc
-                continue
-            done += 1
-        return done
 
     async def main() -> tuple[list[int], int, int, int]:
         before = threading.active_count()
         most = before
         async with AsyncClient.remote(served.url, secret=SECRET, policy="rebase", max_workers=8) as client:
-            jobs = asyncio.gather(*(agent(client, f"{p}-s{i % 8}", files[i % 4]) for i in range(16)))
+            jobs = asyncio.gather(
+                *(
+                    coroutines.increment_own_line(client, f"{p}-s{i % 8}", files[i % 4], f"s{i % 8} = ", rounds)
+                    for i in range(coroutines.COROUTINES)
+                )
+            )
             while not jobs.done():
                 most = max(most, threading.active_count())
                 await asyncio.sleep(0.001)
@@ -246,13 +235,9 @@ def test_sixteen_coroutines_over_eight_sessions_lose_nothing_and_start_no_thread
             return await jobs, before, most, during
 
     acked, before, most, during = asyncio.run(main())
-    assert acked == [rounds] * 16
+    assert acked == [rounds] * coroutines.COROUTINES
     assert most == before and during == before, (before, most, during)  # no worker thread, none per call
-    for k, name in enumerate(files):
-        text = (served.root / name).read_text()
-        for j in range(8):
-            writers = sum(1 for i in range(16) if i % 4 == k and i % 8 == j)
-            assert f"s{j} = {writers * rounds}\n" in text, (name, j, text)
+    coroutines.assert_every_increment_landed(served.root, files, rounds)
 
 
 def test_events_are_awaited_long_polls(served: ServerProcess) -> None:
