@@ -164,22 +164,27 @@ def _lean(root: Path, redis_sock: socket.socket, seconds: float) -> tuple[float,
         os.pwrite(lk, head_fmt.pack(counter + 1, counter + 1, bytes.fromhex(after), 0, len(out)), 0)
         os.close(lk)
         os.close(dfd)
-        view = struct.pack("<16sqqdc", bytes.fromhex(after), new_st.st_mtime_ns, new_st.st_size, time.time(), b"w")
-        redis_sock.sendall(
-            hiredis.pack_command(("SET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:r:solo", view, "EX", 86400))
-            + hiredis.pack_command(("HSET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:meta", "version", counter + 1, "hash", after))
-            + hiredis.pack_command(("XADD", "ec:{ns}:events", "MAXLEN", "~", 10000, "*", "path", "f.txt"))
-        )
-        replies: list[object] = []
-        while len(replies) < 3:
-            got = reader.gets()
-            if got is False:
-                reader.feed(redis_sock.recv(65536))
-            else:
-                replies.append(got)
+        _lean_record(redis_sock, reader, after, new_st, counter + 1)
         values[slot] += 1
         n += 1
     return n / (time.perf_counter() - t0), n
+
+
+def _lean_record(sock: socket.socket, reader: hiredis.Reader, after: str, st: os.stat_result, version: int) -> None:
+    """The lean loop's Redis record: the writer's view, the path's head and the event, one round trip."""
+    view = struct.pack("<16sqqdc", bytes.fromhex(after), st.st_mtime_ns, st.st_size, time.time(), b"w")
+    sock.sendall(
+        hiredis.pack_command(("SET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:r:solo", view, "EX", 86400))
+        + hiredis.pack_command(("HSET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:meta", "version", version, "hash", after))
+        + hiredis.pack_command(("XADD", "ec:{ns}:events", "MAXLEN", "~", 10000, "*", "path", "f.txt"))
+    )
+    replies: list[object] = []
+    while len(replies) < 3:
+        got = reader.gets()
+        if got is False:
+            reader.feed(sock.recv(65536))
+        else:
+            replies.append(got)
 
 
 def _engine(root: Path, url: str, seconds: float) -> tuple[float, int]:

@@ -11,10 +11,10 @@ unbounded time (an agent may never call again), and notices, `watch`, the HTTP i
 another process of the same session all read them. What is overlapped is the wait: when none of the
 replies is needed (no post-write hook, no notice lookup, no lease refresh: the common case), the commands
 go out on the state store's lane (coordinator/redislane.py) before the snippet, the result and the
-message are made, and the replies are read after, before the call returns
-(`_start_record`). The server runs the record while this thread works; a failure is still reported in
-this very result. Otherwise the round trip is made once the result is drafted (`_record`), since the
-hook is shown the result and the notice and the lease snapshot come from the replies.
+message are made, and the replies are read after, before the call returns (`_start_record`). The server
+runs the record while this thread works; a failure is still reported in this very result. Otherwise the
+round trip is made once the result is drafted (`_record`), since the hook is shown the result and the
+notice and the lease snapshot come from the replies.
 
 Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
 raise out of `_after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the

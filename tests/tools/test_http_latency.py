@@ -4,14 +4,13 @@ hold them), a lost edit is reported instead of figures, and the floor answers li
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests import REPO_ROOT
+from tests.tools import run_tool
 
 _spec = importlib.util.spec_from_file_location("http_latency", REPO_ROOT / "tools" / "http_latency.py")
 assert _spec is not None and _spec.loader is not None
@@ -21,11 +20,7 @@ _spec.loader.exec_module(http_latency)
 
 
 def test_every_column_runs_its_edits_and_they_land() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "tools" / "http_latency.py"), "--edits", "24", "--rounds", "2"],
-        capture_output=True, text=True, env=env, timeout=180, check=False,
-    )  # fmt: skip
+    out = run_tool("http_latency.py", "--edits", "24", "--rounds", "2")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines() if line.split()}
     for name in http_latency.COLUMNS:

@@ -3,20 +3,13 @@ ratios to the unsafe loop."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
-from tests import REPO_ROOT
+from tests.tools import run_tool
 
 
 def test_the_lean_loop_and_the_engine_make_edits_that_land() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "tools" / "syscall_floor.py"), "--seconds", "0.2", "--rounds", "1"],
-        capture_output=True, text=True, env=env, timeout=180, check=False,
-    )  # fmt: skip
+    out = run_tool("syscall_floor.py", "--seconds", "0.2", "--rounds", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     landed = re.search(r"every edit of the lean loop \((\d+)\) and of the engine \((\d+)\) is in its file", out.stdout)
     assert landed is not None, out.stdout
