@@ -40,7 +40,7 @@ from .intervening import _Intervening
 from .results import WriteResult, evolve
 
 if TYPE_CHECKING:
-    from .write import _PreLock, _Request, _Written
+    from .steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
 

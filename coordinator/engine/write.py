@@ -1,6 +1,8 @@
 """The check-then-write, in named steps (see the package docstring for the why).
 
-check_then_write                       public entry: the request, refusal counting, the cached-view retry
+check_then_write                       public entry: the request, refusal counting
+  hot_write          (hot.py)          the common case, in one short sequence of the same steps
+  _with_cache_retry                    the general path: the cached-view retry
   _attempt
     _pre_lock        (leasing.py)      1. before the lock: the session's view and the leases
     _locked_write                      2. the lock (or LockBusy for a caller that must not wait)
@@ -18,15 +20,15 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from .. import fsio, semantics
 from ..errors import CoordinatorError, ErrorCode, bare_refusal
-from ..history import HistoryEntry, PendingWrite, content_hash
-from ..leases import LeaseCheck
+from ..history import content_hash
+from ..leases import Lease
 from ..locks import HeldLock
 from ..state import ReadState, reset_note
 from .calls import DEFAULT_OPTIONS, CallOptions, LockBusy
+from .hot import hot_write
 from .intervening import _InterveningSteps
 from .leasing import _LeaseSteps
 from .options import Policy
@@ -34,67 +36,12 @@ from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _M
 from .rebasing import _RebaseSteps
 from .record import _RecordSteps
 from .results import WriteResult
+from .steps import Transform, _PreLock, _release, _Request, _same, _Written
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
-Transform = Callable[[CurrentFile], WritePlan]
-
-
 log = logging.getLogger("coordinator.engine")
-
-
-def _release(held: HeldLock) -> float:
-    """Release the lock; closing its descriptor cannot fail in a way that un-does a write."""
-    try:
-        return held.release()
-    except OSError:
-        return 0.0
-
-
-def _same(result: WriteResult) -> WriteResult:
-    return result
-
-
-@dataclass(frozen=True)
-class _Request:
-    """One write as asked: fixed for the whole call, including a resumed one (see LockBusy)."""
-
-    session: str
-    path: str
-    operation: str
-    transform: Transform
-    may_create: bool
-    rebase_specs: Sequence[semantics.EditSpec] | None
-    finish: Callable[[WriteResult], WriteResult]
-    options: CallOptions
-    match: str = "exact"  # the edit's matching rule, for a rebase
-    reverts: int | None = None  # an undo or redo: the version whose change it reverts (in the history entry)
-
-
-@dataclass(frozen=True)
-class _PreLock:
-    """What step 1 found out: where the file is, the session's view of it, what the leases say."""
-
-    rp: fsio.ResolvedPath
-    recorded: ReadState | None
-    use_cache: bool  # `recorded` came from this process's cache (a refusal is checked again in Redis)
-    leased: LeaseCheck
-
-
-@dataclass
-class _Written:
-    """What step 3 did: the file as found, the plan, its history entry and the new file's stat."""
-
-    cur: CurrentFile
-    plan: WritePlan
-    entry: HistoryEntry
-    new_digest: str | None
-    new_st: os.stat_result | None
-    lines: tuple[int, int]
-    pending: PendingWrite | None = None
-    wait_s: float = 0.0
-    hold_s: float = 0.0
 
 
 class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
@@ -144,7 +91,16 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             match,
             reverts,
         )
-        return self._counted(lambda: self._with_cache_retry(req))
+        return self._counted(lambda: self._hot_or_general(req))
+
+    def _hot_or_general(self, req: _Request) -> WriteResult:
+        """The hot path (hot.py) for a call with no options under `state_check="cached"`, when it is the
+        common case; otherwise, or when the hot path hands it over, the general path."""
+        if req.options is DEFAULT_OPTIONS and self.state_check == "cached":
+            done = hot_write(self, req)
+            if done is not None:
+                return done
+        return self._with_cache_retry(req)
 
     def _current_options(self) -> CallOptions:
         return getattr(self._call_local, "options", DEFAULT_OPTIONS)
@@ -240,43 +196,61 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
         self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
     ) -> _Written:
         cur, plan = self._read_and_plan(req, pre, dfd, held, early)
+        return self._write_planned(req, pre.rp, dfd, held, cur, plan, pre.leased.own)
+
+    def _write_planned(
+        self,
+        req: _Request,
+        rp: fsio.ResolvedPath,
+        dfd: int,
+        held: HeldLock,
+        cur: CurrentFile,
+        plan: WritePlan,
+        own: Lease | None,
+    ) -> _Written:
+        """The plan's size limit, the fence of the writer's own lease, history first, then the replace."""
         if plan.new_data is not None and len(plan.new_data) > self.max_file_bytes:
             raise CoordinatorError(
                 ErrorCode.TOO_LARGE,
                 f"The result would be {len(plan.new_data)} bytes, over the limit of {self.max_file_bytes}; "
                 "nothing was written.",
             )
-        own = pre.leased.own
         if own is not None:
             # Fencing: refused if the lease ran out while we waited, or a later lease wrote here.
             try:
-                self.lease_store.enforce_fence(pre.rp.key, own)
+                self.lease_store.enforce_fence(rp.key, own)
             except CoordinatorError:
                 self._forget_grant(req.session, own.id)
                 raise
-        written = self._history_first(req, pre.rp, held, cur, plan)
-        written.new_st = self._replace(pre.rp, dfd, held, written)
+        written = self._history_first(req, rp, held, cur, plan)
+        written.new_st = self._replace(rp, dfd, held, written)
         return written
 
     def _read_and_plan(
         self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
     ) -> tuple[CurrentFile, WritePlan]:
         """Read the file under the lock, judge the session's view against its bytes, run the transform."""
-        found = fsio.read_at(dfd, pre.rp, self.max_file_bytes)
-        if found is None:
-            cur = CurrentFile(exists=False)
-        else:
-            data, st = found
-            fsio.check_writable(dfd, pre.rp, st)  # the OS's own rule, before any other refusal
-            cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
-        # A newest history entry whose replace never happened is taken back before anything reads it.
-        self.history_store.reconcile(held, pre.rp.key, cur.digest)
+        cur = self._read_current(dfd, pre.rp, held)
         if not cur.exists:
             if not req.may_create:
                 raise _Missing
             return cur, req.transform(cur)
         plan = self._judge_view(req, pre, cur, early)
         return cur, plan if plan is not None else req.transform(cur)
+
+    def _read_current(self, dfd: int, rp: fsio.ResolvedPath, held: HeldLock) -> CurrentFile:
+        """The file as it is, read under its lock: its bytes, their stat and hash. The OS's own write
+        permission is checked before any other refusal can be made, and a newest history entry whose
+        replace never happened is taken back before anything reads the history."""
+        found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        if found is None:
+            cur = CurrentFile(exists=False)
+        else:
+            data, st = found
+            fsio.check_writable(dfd, rp, st)
+            cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
+        self.history_store.reconcile(held, rp.key, cur.digest)
+        return cur
 
     def _judge_view(
         self, req: _Request, pre: _PreLock, cur: CurrentFile, early: tuple[str, WritePlan] | None

@@ -1,0 +1,83 @@
+"""The check-then-write's hot path: the common call, as one short sequence of the engine's own steps.
+
+Most writes are the common case: a file that exists, written by a session whose view of it this process
+recorded (its last read or write of it was made here) and is still current, with no lease anywhere (the
+lease snapshot is fresh and empty, and this process granted the session none), no call options (the
+caller waits for the lock, no post-write hook) and `state_check="cached"`. `hot_write` runs such a call
+through the same steps as the general path (write.py), without the general path's layers for what the
+common case does not have: the cached-view retry, the early rebase, LockBusy, the lease decision and the
+fence, the refusal of a missing file.
+
+One owner per decision: the hot path makes none of its own. Every rule is applied by the function the
+general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `_read_current` for the
+read under the lock, `_view_refusal` for the staleness rule, the caller's transform for the change,
+`_write_planned` for the size limit, history and the replace, `_after_lock` for the record and the
+result). Where the common case does not hold, it hands the call over before anything is written:
+`hot_write` returns None, and the general path runs the call from the start (reading the file again
+under the lock, where it gives the refusal, the rebase or the creation). What the hot path finds out
+before that is not kept: a view that is not current costs one more read of the file, never a wrong
+answer. tests/coordinator/engine/test_hot.py pins that both paths give the same results and refusals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING
+
+from .. import fsio
+from ..errors import CoordinatorError, ErrorCode
+from ..leases import LeaseCheck
+from ..state import ReadState
+from .plan import _view_refusal
+from .results import WriteResult
+from .steps import _PreLock, _release, _Request, _Written
+
+if TYPE_CHECKING:
+    from .write import _WriteSteps
+
+_NO_LEASE = LeaseCheck(None, None)
+
+
+def hot_write(eng: _WriteSteps, req: _Request) -> WriteResult | None:
+    """`req` through the hot path (module docstring); None when it is not the common case, with nothing
+    written (the caller then runs the general path). The caller has checked the call options."""
+    rp = fsio.resolve(eng.root, req.path)
+    recorded = eng._views.get(req.session, rp.key)
+    if recorded is None or eng._lease_snapshot_if_fresh() != [] or eng._granted.get(req.session):
+        return None
+    eng._state_call(eng.state.alive)  # fail closed when Redis is gone, as the general path does
+    try:
+        dfd = fsio.open_parent(rp, eng.root, root_fd=eng._root_fd)
+    except CoordinatorError as exc:
+        if exc.code == ErrorCode.FILE_NOT_FOUND:
+            return None  # the general path says so, with its "Did you mean"
+        raise
+    try:
+        written = _locked(eng, req, rp, recorded, dfd)
+    except CoordinatorError as exc:
+        raise eng._decorate_refusal(exc, rp.key, recorded, req.session) from None
+    finally:
+        with contextlib.suppress(OSError):  # after a rename, nothing may turn the write into a failure
+            os.close(dfd)
+    if written is None:
+        return None
+    return eng._after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)
+
+
+def _locked(eng: _WriteSteps, req: _Request, rp: fsio.ResolvedPath, recorded: ReadState, dfd: int) -> _Written | None:
+    """Steps 2 and 3: the lock, the file read under it, the view judged, the plan written. None (nothing
+    written) when the file is missing, the view is not current, or the plan removes the file."""
+    held = eng.locks.acquire(rp.key)
+    try:
+        cur = eng._read_current(dfd, rp, held)
+        if not cur.exists or _view_refusal(recorded, cur, rp) is not None:
+            return None
+        plan = req.transform(cur)
+        if plan.new_data is None:
+            return None
+        written = eng._write_planned(req, rp, dfd, held, cur, plan, None)
+    finally:
+        hold_s = _release(held)
+    written.wait_s, written.hold_s = held.wait_s, hold_s
+    return written

@@ -1,0 +1,72 @@
+"""What one call of the check-then-write carries from step to step (write.py, hot.py, record.py): the
+request as asked, what step 1 found out, what step 3 did; and the lock's release."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .. import fsio, semantics
+from ..history import HistoryEntry, PendingWrite
+from ..leases import LeaseCheck
+from ..locks import HeldLock
+from ..state import ReadState
+from .calls import CallOptions
+from .plan import CurrentFile, WritePlan
+from .results import WriteResult
+
+Transform = Callable[[CurrentFile], WritePlan]
+
+
+def _release(held: HeldLock) -> float:
+    """Release the lock; closing its descriptor cannot fail in a way that un-does a write."""
+    try:
+        return held.release()
+    except OSError:
+        return 0.0
+
+
+def _same(result: WriteResult) -> WriteResult:
+    return result
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One write as asked: fixed for the whole call, including a resumed one (see LockBusy)."""
+
+    session: str
+    path: str
+    operation: str
+    transform: Transform
+    may_create: bool
+    rebase_specs: Sequence[semantics.EditSpec] | None
+    finish: Callable[[WriteResult], WriteResult]
+    options: CallOptions
+    match: str = "exact"  # the edit's matching rule, for a rebase
+    reverts: int | None = None  # an undo or redo: the version whose change it reverts (in the history entry)
+
+
+@dataclass(frozen=True)
+class _PreLock:
+    """What step 1 found out: where the file is, the session's view of it, what the leases say."""
+
+    rp: fsio.ResolvedPath
+    recorded: ReadState | None
+    use_cache: bool  # `recorded` came from this process's cache (a refusal is checked again in Redis)
+    leased: LeaseCheck
+
+
+@dataclass
+class _Written:
+    """What step 3 did: the file as found, the plan, its history entry and the new file's stat."""
+
+    cur: CurrentFile
+    plan: WritePlan
+    entry: HistoryEntry
+    new_digest: str | None
+    new_st: os.stat_result | None
+    lines: tuple[int, int]
+    pending: PendingWrite | None = None
+    wait_s: float = 0.0
+    hold_s: float = 0.0

@@ -1,0 +1,193 @@
+"""The hot path (engine/hot.py) gives what the general path gives: the same results, files, history and
+refusals, call by call; and it hands every call that is not the common case over with nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.engine import Session, WriteResult
+from coordinator.engine import write as write_mod
+from tests.refusals import refused
+
+Call = Callable[[Session, str], Any]
+
+
+class _Spy:
+    """Counts the calls the hot path finished itself (`taken`), refused (`raised`) and handed over (`handed`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, enabled: bool = True) -> None:
+        self.taken = self.handed = self.raised = 0
+        real = write_mod.hot_write
+
+        def spy(eng: Any, req: Any) -> WriteResult | None:
+            try:
+                done = real(eng, req) if enabled else None
+            except CoordinatorError:
+                self.raised += 1
+                raise
+            if done is None:
+                self.handed += 1
+            else:
+                self.taken += 1
+            return done
+
+        monkeypatch.setattr(write_mod, "hot_write", spy)
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Coordinator, Coordinator]]:
+    """Two coordinators on two identical roots, each with its own fake Redis."""
+    made = []
+    for name in ("hot", "general"):
+        root = tmp_path / name
+        root.mkdir()
+        made.append(Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none"))
+    yield made[0], made[1]
+    for c in made:
+        c.close()
+
+
+def _bytes(path: Path) -> bytes | None:
+    return path.read_bytes() if path.exists() else None
+
+
+def _refusals(coord: Coordinator) -> dict[str, int]:
+    """Refusals counted by code: flushed to Redis already, or still waiting in this process."""
+    counts = dict(coord.state.error_counts())
+    for code, n in coord._refusals._counts.items():
+        counts[code] = counts.get(code, 0) + n
+    return counts
+
+
+def _outcome(call: Call, coord: Coordinator) -> tuple[str, Any]:
+    s = coord.session("s")
+    try:
+        res = call(s, "f.txt")
+    except CoordinatorError as exc:
+        return "refused", (exc.code, exc.message, exc.details)
+    d = res.to_dict()
+    d.pop("timings")
+    return "done", d
+
+
+def _run_both(
+    pair: tuple[Coordinator, Coordinator],
+    monkeypatch: pytest.MonkeyPatch,
+    content: bytes,
+    call: Call,
+    setup: Callable[[Coordinator], None] | None = None,
+) -> tuple[tuple[str, Any], _Spy]:
+    """`call` by session s on f.txt (holding `content`, read by s, then `setup`) on both coordinators, the
+    general one with the hot path off: both give the same answer, file, history and refusal counts."""
+    hot, general = pair
+    outcomes, spies = [], []
+    for coord, enabled in ((hot, True), (general, False)):
+        (Path(coord.root) / "f.txt").write_bytes(content)
+        coord.session("s").read("f.txt")
+        if setup is not None:
+            setup(coord)
+        with monkeypatch.context() as m:
+            spy = _Spy(m, enabled)
+            outcomes.append(_outcome(call, coord))
+            spies.append(spy)
+    assert outcomes[0] == outcomes[1]
+    assert _bytes(Path(hot.root) / "f.txt") == _bytes(Path(general.root) / "f.txt")
+    strip = [
+        [(e.version, e.operation, e.before, e.after, e.first_line, e.last_line) for e in c.history("f.txt")]
+        for c in pair
+    ]
+    assert strip[0] == strip[1]
+    assert _refusals(hot) == _refusals(general)
+    return outcomes[0], spies[0]
+
+
+TEXT = b"def f():\n    return 'a'\n\nx = 1\nx = 1\n"
+
+TAKEN: dict[str, tuple[bytes, Call]] = {
+    "edit": (TEXT, lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
+    "curly quotes kept": (
+        "say \u2018hi\u2019\n".encode(),
+        lambda s, p: s.edit(p, "say 'hi'", "say 'bye'"),
+    ),
+    "replace_all": (TEXT, lambda s, p: s.edit(p, "x = 1", "x = 2", replace_all=True)),
+    "crlf kept": (b"one\r\ntwo\r\n", lambda s, p: s.edit(p, "one\ntwo", "uno\ndos")),
+    "utf-16": ("caf\u00e9\n".encode("utf-16"), lambda s, p: s.edit(p, "caf\u00e9", "tea")),
+    "multi_edit": (
+        TEXT,
+        lambda s, p: s.multi_edit(
+            p, [{"old_string": "'a'", "new_string": "'c'"}, {"old_string": "def", "new_string": "async def"}]
+        ),
+    ),
+    "write": (TEXT, lambda s, p: s.write(p, "new\n")),
+    "no match": (TEXT, lambda s, p: s.edit(p, "nowhere", "x")),
+    "ambiguous": (TEXT, lambda s, p: s.edit(p, "x = 1", "x = 2")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAKEN))
+def test_the_hot_path_gives_what_the_general_path_gives(
+    case: str, pair: tuple[Coordinator, Coordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    content, call = TAKEN[case]
+    (kind, _), spy = _run_both(pair, monkeypatch, content, call)
+    if kind == "done":
+        assert (spy.taken, spy.handed, spy.raised) == (1, 0, 0), "a plain write on a held view is the hot path's"
+    else:
+        assert (spy.taken, spy.handed, spy.raised) == (0, 0, 1), "a refusal of the transform is the hot path's"
+
+
+def _written_by_other(coord: Coordinator) -> None:
+    coord.session("other").read("f.txt")
+    coord.session("other").edit("f.txt", "x = 1\nx = 1", "x = 1\nx = 3")
+
+
+def _leased_by_other(coord: Coordinator) -> None:
+    coord.session("other").lease("g.txt")
+
+
+HANDED: dict[str, tuple[Callable[[Coordinator], None], Call]] = {
+    "stale view": (_written_by_other, lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
+    "a lease in force": (_leased_by_other, lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
+    "missing file": (lambda c: (Path(c.root) / "f.txt").unlink(), lambda s, p: s.edit(p, "a", "b")),
+    "no view held here": (lambda c: c._views.clear(), lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HANDED))
+def test_what_is_not_the_common_case_is_handed_over_before_anything_is_written(
+    case: str, pair: tuple[Coordinator, Coordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup, call = HANDED[case]
+    _, spy = _run_both(pair, monkeypatch, TEXT, call, setup)
+    assert (spy.taken, spy.handed, spy.raised) == (0, 1, 0)
+
+
+def test_a_stale_view_is_refused_once_through_the_hand_over(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f.txt").write_bytes(TEXT)
+    coord.session("s").read("f.txt")
+    _written_by_other(coord)
+    spy = _Spy(monkeypatch)
+    err = refused(ErrorCode.STALE, coord.session("s").edit, "f.txt", "return 'a'", "return 'b'")
+    assert "last written by session other" in err.message
+    assert spy.handed == 1 and spy.taken == 0
+    assert _refusals(coord) == {"stale": 1}
+    assert (root / "f.txt").read_bytes() == TEXT.replace(b"x = 1\nx = 1", b"x = 1\nx = 3")
+
+
+def test_call_options_take_the_general_path(coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (root / "f.txt").write_bytes(TEXT)
+    coord.session("s").read("f.txt")
+    spy = _Spy(monkeypatch)
+    with coord.call_options(wait_for_lock=False):
+        coord.session("s").edit("f.txt", "return 'a'", "return 'b'")
+    assert spy.taken == spy.handed == 0  # not even tried: the options are the general path's
+    coord.session("s").edit("f.txt", "return 'b'", "return 'c'")
+    assert spy.taken == 1
