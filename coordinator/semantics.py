@@ -511,21 +511,25 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
         return render_snippet(text, first_line, first_line, context)
     start = text.rfind(_LF, 0, offset) + 1  # start of the region's first line
     first_shown = first_line
-    for _ in range(max(0, context)):
+    context = max(0, context)
+    for _ in range(context):
         if start == 0:
             break
         start = text.rfind(_LF, 0, start - 1) + 1
         first_shown -= 1
     region_end = max(offset, offset + length - 1) if length else offset
     end = text.find(_LF, region_end) if region_end < len(text) else -1
-    for _ in range(max(0, context)):
+    for _ in range(context):
         if end == -1:
             break
         end = text.find(_LF, end + 1)
     if end == -1:
         lines = split_lines(text[start:])
     else:  # the piece stops just before a line end, so its last line may be empty: split it plainly
-        lines = [line[:-1] if line.endswith("\r") else line for line in text[start:end].split(_LF)]
+        piece = text[start:end]
+        lines = piece.split(_LF)
+        if "\r" in piece:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     return number_lines(lines, max(1, first_shown))
 
 

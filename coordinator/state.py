@@ -42,6 +42,7 @@ one Redis serves many roots and a checkout keeps its state wherever it is mounte
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import random
 import struct
@@ -129,8 +130,10 @@ def path_hash(key: str) -> str:
     return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogateescape"))
 
 
+@functools.lru_cache(maxsize=4096)
 def short_hash(text: str) -> str:
-    """XXH3-64 of `text` in 11 characters of URL-safe base64 (no padding): the parts of a per-path tag."""
+    """XXH3-64 of `text` in 11 characters of URL-safe base64 (no padding): the parts of a per-path tag
+    (memoized: a record names its path's tag twice, and an agent edits the same few paths)."""
     return base64.urlsafe_b64encode(xxhash.xxh3_64_digest(text.encode("utf-8", "surrogateescape")))[:11].decode()
 
 

@@ -87,7 +87,7 @@ class _RecordSteps(_CoordinatorBase):
             notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
         if self.tracker is not None:
             self.tracker.saw(req.session, pre.rp.key, view_digest)
-        return req.finish(evolve(draft, notice=notice, warnings=warnings))
+        return req.finish(evolve(draft, notice=notice, warnings=warnings) if notice or warnings else draft)
 
     def _new_view(
         self, req: _Request, pre: _PreLock, written: _Written, now: float
