@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.frozen import fast_init
+
 from .errors import CoordinatorError, ErrorCode
 from .layout import STATE_DIR_NAME, is_state_key
 
@@ -36,6 +38,7 @@ _tmp_counter = itertools.count()
 _tmp_lock = threading.Lock()
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResolvedPath:
     """A path inside the root. `key` (POSIX, relative to the root) names it in locks, Redis and history."""

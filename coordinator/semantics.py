@@ -26,6 +26,7 @@ from pathlib import PurePath
 
 from coordinator import flexmatch
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.frozen import fast_init
 
 LEFT_SINGLE, RIGHT_SINGLE, LEFT_DOUBLE, RIGHT_DOUBLE = "\u2018", "\u2019", "\u201c", "\u201d"
 MAX_LINE_CHARS = 2000
@@ -137,6 +138,7 @@ def count_occurrences(content: str, needle: str) -> int:
 # --- edits --------------------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True)
 class EditSpec:
     old_string: str
@@ -150,6 +152,7 @@ MATCH_MODES: tuple[str, ...] = ("exact", "flexible")
 _MATCH_RANK = {EXACT: 0, QUOTES: 1, flexmatch.TRAILING_WHITESPACE: 2, flexmatch.INDENTATION: 3}
 
 
+@fast_init
 @dataclass(frozen=True)
 class EditOutcome:
     text: str  # the whole new text
@@ -160,6 +163,7 @@ class EditOutcome:
     match_lines: tuple[int, int] | None = None  # for a flexible match: the lines of the old text it spans
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Match:
     """Where to look: the haystack is ``content`` itself, or ``content`` with quotes folded."""

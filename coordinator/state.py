@@ -55,6 +55,8 @@ from typing import Any, TypeVar
 
 import xxhash
 
+from coordinator.frozen import fast_init
+
 from . import redisconn
 from .redisconn import redis_call
 from .redislane import Batch, Lane, nothing_owed
@@ -74,6 +76,7 @@ KIND_READ = b"r"
 KIND_WRITE = b"w"
 
 
+@fast_init
 @dataclass(frozen=True)
 class ReadState:
     """What a session last saw of a file: the hash of the whole file decides; the rest informs."""

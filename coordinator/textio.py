@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.frozen import fast_init
 
 BINARY_SNIFF_BYTES = 8192
 # More than this share of control bytes in the sniffed prefix means binary.
@@ -63,6 +64,7 @@ _CODECS: dict[Encoding, str] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True)
 class Decoded:
     text: str

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coordinator.frozen import fast_init
+
 from .. import events as events_mod
 from .. import semantics
 from ..errors import CoordinatorError
@@ -272,6 +274,7 @@ class _RecordSteps(_CoordinatorBase):
         return extra, finish
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Riders:
     """What rides one post-write round trip besides the record (see `_riders`)."""

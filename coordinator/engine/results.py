@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from coordinator.frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True)
 class ReadResult:
     path: str
@@ -25,6 +28,7 @@ class ReadResult:
         return asdict(self)
 
 
+@fast_init
 @dataclass(frozen=True)
 class WriteResult:
     """Result of a write, edit, multi_edit or undo."""

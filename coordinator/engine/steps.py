@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from coordinator.frozen import fast_init
+
 from .. import fsio, semantics
 from ..history import HistoryEntry, PendingWrite
 from ..leases import LeaseCheck
@@ -31,6 +33,7 @@ def _same(result: WriteResult) -> WriteResult:
     return result
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Request:
     """One write as asked: fixed for the whole call, including a resumed one (see LockBusy)."""
@@ -47,6 +50,7 @@ class _Request:
     reverts: int | None = None  # an undo or redo: the version whose change it reverts (in the history entry)
 
 
+@fast_init
 @dataclass(frozen=True)
 class _PreLock:
     """What step 1 found out: where the file is, the session's view of it, what the leases say."""

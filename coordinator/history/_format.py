@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import xxhash
 
+from coordinator.frozen import fast_init
+
 FORMAT = 2
 _PACK_MAGIC = b"ECO1"
 _PACK_HEADER = struct.Struct("<4s16sQ")  # magic, digest, length
@@ -38,6 +40,7 @@ def path_hash(key: str) -> str:
     return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape"))
 
 
+@fast_init
 @dataclass(frozen=True)
 class HistoryEntry:
     """One write of one path. `before` is None when the write created the file; `after` None when it
@@ -64,6 +67,7 @@ _ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
 _escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Line:
     """One parsed index line: the entry, where its contents are stored, and where the line starts."""
