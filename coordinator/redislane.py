@@ -39,6 +39,8 @@ from typing import Any
 
 import hiredis
 import redis
+import redis.connection
+from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser  # (every redis-py from 6.1 on)
 
 log = logging.getLogger("coordinator.state")
 
@@ -180,10 +182,11 @@ class Lane:
         """Read every reply owed. strict: the first error reply is raised once all are read (the socket
         never desyncs); otherwise it is logged."""
         first: redis.ResponseError | None = None
+        read = reply_reader(self._conn) if self._pending else self._conn.read_response
         while self._pending:
             self._pending -= 1
             try:
-                self._conn.read_response()
+                read()
             except redis.ResponseError as exc:
                 first = first or exc
         if first is not None:
@@ -216,3 +219,55 @@ class Lane:
             self._conn = None
         finally:
             self._lock.release()
+
+
+_PLAIN_READ = redis.connection.Connection.read_response
+
+
+def reply_reader(conn: Any) -> Callable[[], Any]:
+    """What reads one reply on `conn` (raising a refused command as ResponseError, a lost connection as
+    ConnectionError, TimeoutError or OSError). On a plain connection with redis-py's hiredis parser, straight
+    from the parser's hiredis reader, which the parser fills from the socket: redis-py's `read_response`
+    does the same through two layers per reply (about 25 lines of Python per reply; the engine's record
+    owes three); RESP3 pushes are handed to the parser's `handle_push_response`, as redis-py does. On
+    anything else, `conn.read_response` itself: a class that overrides it (Sentinel's connection turns a
+    primary that became a replica into a ConnectionError), health checks, a reply the parser holds already
+    (`_next_response`), another parser."""
+    parser: Any = getattr(conn, "_parser", None)
+    reader = getattr(parser, "_reader", None)
+    if reader is None or not _plain(conn, parser):
+        return conn.read_response  # type: ignore[no-any-return]
+    fill = parser.read_from_socket
+    push = getattr(parser, "_hiredis_PushNotificationType", None)  # RESP3 with hiredis >= 3.2
+
+    def read() -> Any:
+        try:
+            while True:
+                reply = reader.gets()
+                while reply is NOT_ENOUGH_DATA:
+                    fill()
+                    reply = reader.gets()
+                if push is None or not isinstance(reply, push):
+                    break
+                parser.handle_push_response(reply)  # a push is no reply: handled as redis-py does, then on
+        except BaseException:
+            conn.disconnect()  # as redis-py's read_response does on any failure
+            raise
+        if isinstance(reply, redis.ResponseError | redis.ConnectionError):
+            raise reply
+        if isinstance(reply, list) and reply and isinstance(reply[0], redis.ConnectionError):
+            raise reply[0]
+        return reply
+
+    return read
+
+
+def _plain(conn: Any, parser: Any) -> bool:
+    """`conn` reads its replies the plain way (see `reply_reader`)."""
+    return (
+        type(parser) is _HiredisParser
+        and getattr(type(conn), "read_response", None) is _PLAIN_READ
+        and (str(getattr(conn, "protocol", 2)) != "3" or hasattr(parser, "handle_push_response"))
+        and not getattr(conn, "health_check_interval", None)
+        and getattr(parser, "_next_response", NOT_ENOUGH_DATA) is NOT_ENOUGH_DATA
+    )

@@ -15,7 +15,7 @@ import redis
 
 from coordinator import Coordinator
 from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
-from coordinator.redislane import Batch, Lane
+from coordinator.redislane import Batch, Lane, reply_reader
 
 
 @pytest.fixture
@@ -192,5 +192,55 @@ def test_replay_parses_replies_as_a_pipeline_would(client: redis.Redis) -> None:
     conn = client.connection_pool.get_connection()
     try:  # the bytes hiredis packs are redis-py's own for the same commands (str, int and float arguments)
         assert _batch(4).packed() == b"".join(conn.pack_commands(_batch(4).commands))
+    finally:
+        client.connection_pool.release(conn)
+
+
+def test_replies_are_read_from_the_hiredis_reader_on_a_plain_connection(client: redis.Redis) -> None:
+    conn: Any = client.connection_pool.get_connection()
+    try:
+        read = reply_reader(conn)
+        assert read != conn.read_response  # the direct way
+        client.set("s", "text")
+        conn.send_packed_command(conn.pack_commands([("SET", "a", 1), ("INCR", "s"), ("GET", "a")]))
+        assert read() == b"OK"
+        with pytest.raises(redis.ResponseError):
+            read()  # the refused INCR, raised
+        assert read() == b"1"  # and the reply after it: in sync
+    finally:
+        client.connection_pool.release(conn)
+
+
+def test_a_connection_that_reads_its_own_way_keeps_it(client: redis.Redis) -> None:
+    """Sentinel's connection overrides read_response (a primary that became a replica must read as a lost
+    connection): its replies go through it, as do those of health-checked connections."""
+    pool: Any = client.connection_pool
+    base = pool.connection_class
+    overriding = type("Overriding", (base,), {"read_response": lambda self, *a, **k: base.read_response(self, *a, **k)})
+    for conn, direct in (
+        (base(**pool.connection_kwargs), True),
+        (overriding(**pool.connection_kwargs), False),
+        (base(**{**pool.connection_kwargs, "health_check_interval": 30}), False),
+    ):
+        conn.connect()
+        try:
+            assert (reply_reader(conn) != conn.read_response) is direct
+            conn.send_packed_command(conn.pack_command("PING"))
+            assert reply_reader(conn)() in (b"PONG", True)  # either way, the reply
+        finally:
+            conn.disconnect()
+
+
+def test_a_connection_the_server_closed_reads_as_lost(client: redis.Redis) -> None:
+    conn: Any = client.connection_pool.get_connection()
+    try:
+        read = reply_reader(conn)
+        conn.send_packed_command(conn.pack_command("CLIENT", "ID"))
+        own_id = read()
+        client.client_kill_filter(_id=own_id)
+        with pytest.raises((redis.ConnectionError, OSError)):
+            conn.send_packed_command(conn.pack_command("PING"), check_health=False)
+            read()
+        assert conn._sock is None  # disconnected, as redis-py's own read would leave it
     finally:
         client.connection_pool.release(conn)
