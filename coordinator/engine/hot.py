@@ -1,7 +1,8 @@
 """The check-then-write's hot path: the common call, as one short sequence of the engine's own steps.
 
 Most writes are the common case: a file that exists, written by a session whose view of it this process
-recorded (its last read or write of it was made here) and is still current, with no lease anywhere (the
+recorded (its last read or write of it was made here) and is still current, on a path whose views have
+not gone out of date in this process lately (`_is_contended`), with no lease anywhere (the
 lease snapshot is fresh and empty, and this process granted the session none), no call options (the
 caller waits for the lock, no post-write hook) and `state_check="cached"`. `hot_write` runs such a call
 through the same steps as the general path (write.py), without the general path's layers for what the
@@ -16,7 +17,9 @@ result). Where the common case does not hold, it hands the call over before anyt
 `hot_write` returns None, and the general path runs the call from the start (reading the file again
 under the lock, where it gives the refusal, the rebase or the creation). What the hot path finds out
 before that is not kept: a view that is not current costs one more read of the file, never a wrong
-answer. tests/coordinator/engine/test_hot.py pins that both paths give the same results and refusals.
+answer; and since a contended path is left to the general path from the start, the lock is taken twice
+only for the first stale view of a while. tests/coordinator/engine/test_hot.py pins that both paths give
+the same results and refusals.
 """
 
 from __future__ import annotations
@@ -44,7 +47,12 @@ def hot_write(eng: _WriteSteps, req: _Request) -> WriteResult | None:
     written (the caller then runs the general path). The caller has checked the call options."""
     rp = fsio.resolve(eng.root, req.path)
     recorded = eng._views.get(req.session, rp.key)
-    if recorded is None or eng._lease_snapshot_if_fresh() != [] or eng._granted.get(req.session):
+    if (
+        recorded is None
+        or eng._is_contended(rp.key)  # views of it go stale here lately: the general path, lock taken once
+        or eng._lease_snapshot_if_fresh() != []
+        or eng._granted.get(req.session)
+    ):
         return None
     eng._state_call(eng.state.alive)  # fail closed when Redis is gone, as the general path does
     try:

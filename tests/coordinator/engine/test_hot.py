@@ -191,3 +191,20 @@ def test_call_options_take_the_general_path(coord: Coordinator, root: Path, monk
     assert spy.taken == spy.handed == 0  # not even tried: the options are the general path's
     coord.session("s").edit("f.txt", "return 'b'", "return 'c'")
     assert spy.taken == 1
+
+
+def test_a_path_found_stale_lately_goes_to_the_general_path_with_one_lock(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f.txt").write_bytes(TEXT)
+    s = coord.session("s")
+    s.read("f.txt")
+    _written_by_other(coord)
+    refused(ErrorCode.STALE, s.edit, "f.txt", "return 'a'", "return 'b'")
+    s.read("f.txt")
+    spy = _Spy(monkeypatch)
+    taken: list[str] = []
+    acquire = coord.locks.acquire
+    monkeypatch.setattr(coord.locks, "acquire", lambda key, *a: taken.append(key) or acquire(key, *a))
+    s.edit("f.txt", "return 'a'", "return 'b'")
+    assert (spy.taken, spy.handed) == (0, 1) and taken == ["f.txt"]
