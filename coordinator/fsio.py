@@ -26,9 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.frozen import fast_init
-
 from .errors import CoordinatorError, ErrorCode
+from .frozen import fast_init
 from .layout import STATE_DIR_NAME, is_state_key
 
 MAX_PATH_CHARS = 4096

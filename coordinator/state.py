@@ -55,9 +55,8 @@ from typing import Any, TypeVar
 
 import xxhash
 
-from coordinator.frozen import fast_init
-
 from . import redisconn
+from .frozen import fast_init
 from .redisconn import redis_call
 from .redislane import Batch, Lane, nothing_owed
 

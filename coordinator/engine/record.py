@@ -29,11 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator.frozen import fast_init
-
 from .. import events as events_mod
 from .. import semantics
 from ..errors import CoordinatorError
+from ..frozen import fast_init
 from ..history import content_hash
 from ..state import KIND_WRITE, ReadState
 from .base import _CoordinatorBase

@@ -7,9 +7,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from coordinator.frozen import fast_init
-
 from .. import fsio, semantics
+from ..frozen import fast_init
 from ..history import HistoryEntry, PendingWrite
 from ..leases import LeaseCheck
 from ..locks import HeldLock

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import xxhash
 
-from coordinator.frozen import fast_init
+from ..frozen import fast_init
 
 FORMAT = 2
 _PACK_MAGIC = b"ECO1"
