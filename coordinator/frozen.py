@@ -9,8 +9,8 @@ Nothing else changes: the instance stays frozen (assignment still raises FrozenI
 equality, hashing, repr, `dataclasses.replace` and `asdict` are the dataclass's own.
 
 Invariant, checked when the decorator runs: the class is a frozen dataclass with an instance `__dict__`
-(no slots), no `__post_init__`, no keyword-only or init-less fields; a class that breaks it keeps its own
-`__init__` (TypeError at import, so it cannot go unnoticed). tests/coordinator/core/test_frozen.py pins the
+(no slots), no `__post_init__`, no keyword-only or init-less fields. A class that breaks it is refused
+with TypeError when its module is imported, so it cannot go unnoticed. tests/coordinator/core/test_frozen.py pins the
 behaviour against the generated `__init__`.
 """
 

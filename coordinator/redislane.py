@@ -12,8 +12,9 @@ every redis-py release from 6.1 on has it), and nothing else.
 A caller with other work to do before it needs the replies (the engine's record of a plain write: its
 snippet, result and message are still to be made) can `start` a `Batch`: its commands, kept as raw
 arguments and packed by hiredis (no redis-py pipeline is built), are sent at once, the server runs them
-while the caller works, and the replies are read when the caller finishes, before the call returns. The
-round trip's wait (the server's turn on the other core, two wake-ups) overlaps the caller's own work;
+while the caller works, and the replies are read when the caller finishes, before the call returns
+(`reply_reader`: straight from the connection's hiredis reader where redis-py would read them the same
+way). The round trip's wait (the server's turn on the other core, two wake-ups) overlaps the caller's own work;
 the replies are still read, and a failure still reported, within the same call.
 
 Rules, each enforced here:
@@ -181,8 +182,10 @@ class Lane:
     def _drain(self, strict: bool = False) -> None:
         """Read every reply owed. strict: the first error reply is raised once all are read (the socket
         never desyncs); otherwise it is logged."""
+        if not self._pending:
+            return
         first: redis.ResponseError | None = None
-        read = reply_reader(self._conn) if self._pending else self._conn.read_response
+        read = reply_reader(self._conn)
         while self._pending:
             self._pending -= 1
             try:
