@@ -3,11 +3,14 @@
 Most writes are the common case: a file that exists, written by a session whose view of it this process
 recorded (its last read or write of it was made here) and is still current, on a path whose views have
 not gone out of date in this process lately (`_is_contended`), with no lease anywhere (the
-lease snapshot is fresh and empty, and this process granted the session none), no call options (the
-caller waits for the lock, no post-write hook) and `state_check="cached"`. `hot_write` runs such a call
-through the same steps as the general path (write.py), without the general path's layers for what the
-common case does not have: the cached-view retry, the early rebase, LockBusy, the lease decision and the
-fence, the refusal of a missing file.
+lease snapshot is fresh and empty, and this process granted the session none), a lock that is free when
+the caller asked not to wait for it, and `state_check="cached"`. `hot_write` runs such a call through the
+same steps as the general path (write.py), without the general path's layers for what the common case
+does not have: the cached-view retry, the early rebase, LockBusy, the lease decision and the fence, the
+refusal of a missing file. Call options are the general path's too: a busy lock under
+`wait_for_lock=False` is handed over (the general path raises LockBusy, whose resume waits), and a
+post-write hook rides the record as on the general path (`_after_lock`). The HTTP service makes every
+call with both options (it runs calls inline on its event loop), so it takes this path as well.
 
 One owner per decision: the hot path makes none of its own. Every rule is applied by the function the
 general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `_read_current` for the
@@ -44,7 +47,7 @@ _NO_LEASE = LeaseCheck(None, None)
 
 def hot_write(eng: _WriteSteps, req: _Request) -> WriteResult | None:
     """`req` through the hot path (module docstring); None when it is not the common case, with nothing
-    written (the caller then runs the general path). The caller has checked the call options."""
+    written (the caller then runs the general path)."""
     rp = fsio.resolve(eng.root, req.path)
     recorded = eng._views.get(req.session, rp.key)
     if (
@@ -75,8 +78,11 @@ def hot_write(eng: _WriteSteps, req: _Request) -> WriteResult | None:
 
 def _locked(eng: _WriteSteps, req: _Request, rp: fsio.ResolvedPath, recorded: ReadState, dfd: int) -> _Written | None:
     """Steps 2 and 3: the lock, the file read under it, the view judged, the plan written. None (nothing
-    written) when the file is missing, the view is not current, or the plan removes the file."""
-    held = eng.locks.acquire(rp.key)
+    written) when the lock is busy and the caller does not wait for it, the file is missing, the view is
+    not current, or the plan removes the file."""
+    held = eng.locks.acquire(rp.key) if req.options.wait_for_lock else eng.locks.try_acquire(rp.key)
+    if held is None:
+        return None  # the general path raises LockBusy, with what its resume needs
     try:
         cur = eng._read_current(dfd, rp, held)
         if not cur.exists or _view_refusal(recorded, cur, rp) is not None:

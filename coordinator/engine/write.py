@@ -94,9 +94,9 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
         return self._counted(lambda: self._hot_or_general(req))
 
     def _hot_or_general(self, req: _Request) -> WriteResult:
-        """The hot path (hot.py) for a call with no options under `state_check="cached"`, when it is the
-        common case; otherwise, or when the hot path hands it over, the general path."""
-        if req.options is DEFAULT_OPTIONS and self.state_check == "cached":
+        """The hot path (hot.py) under `state_check="cached"`, when the call is the common case; otherwise,
+        or when the hot path hands it over, the general path."""
+        if self.state_check == "cached":
             done = hot_write(self, req)
             if done is not None:
                 return done

@@ -11,7 +11,7 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.engine import Session, WriteResult
+from coordinator.engine import LockBusy, Session, WriteResult
 from coordinator.engine import write as write_mod
 from tests.refusals import refused
 
@@ -182,13 +182,63 @@ def test_a_stale_view_is_refused_once_through_the_hand_over(
     assert (root / "f.txt").read_bytes() == TEXT.replace(b"x = 1\nx = 1", b"x = 1\nx = 3")
 
 
-def test_call_options_take_the_general_path(coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+class _Hook:
+    """A post-write hook that sets a key to the result's hash and keeps what it was shown and given."""
+
+    def __init__(self) -> None:
+        self.shown: list[str | None] = []
+        self.replies: list[Any] = []
+
+    def queue(self, pipe: Any, result: WriteResult) -> None:
+        self.shown.append(result.hash)
+        pipe.execute_command("SET", "hooked", result.hash or "")
+
+    def done(self, replies: list[Any] | None) -> None:
+        self.replies.append(replies)
+
+
+def _with_options(call: Call, hook: _Hook | None, wait_for_lock: bool) -> Call:
+    def run(s: Session, p: str) -> Any:
+        with s.coord.call_options(wait_for_lock=wait_for_lock, post_write=hook):
+            return call(s, p)
+
+    return run
+
+
+@pytest.mark.parametrize("wait_for_lock", [True, False])
+def test_call_options_are_the_hot_paths_too(
+    wait_for_lock: bool, pair: tuple[Coordinator, Coordinator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTTP service's calls (a hook, not waiting for the lock) take the hot path when the lock is free,
+    and the hook rides the record there as on the general path."""
+    hooks = [_Hook(), _Hook()]
+    calls = iter(hooks)
+
+    def call(s: Session, p: str) -> Any:
+        return _with_options(lambda s, p: s.edit(p, "return 'a'", "return 'b'"), next(calls), wait_for_lock)(s, p)
+
+    (kind, done), spy = _run_both(pair, monkeypatch, TEXT, call)
+    assert kind == "done" and (spy.taken, spy.handed, spy.raised) == (1, 0, 0)
+    for hook, coord in zip(hooks, pair, strict=True):
+        assert hook.shown == [done["hash"]] and hook.replies == [[True]]
+        assert coord.state.r.get("hooked") == done["hash"].encode()
+
+
+def test_a_busy_lock_not_waited_for_is_handed_over_to_lock_busy(
+    coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (root / "f.txt").write_bytes(TEXT)
     coord.session("s").read("f.txt")
     spy = _Spy(monkeypatch)
-    with coord.call_options(wait_for_lock=False):
+    held = coord.locks.try_acquire("f.txt")
+    assert held is not None
+    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as busy:
         coord.session("s").edit("f.txt", "return 'a'", "return 'b'")
-    assert spy.taken == spy.handed == 0  # not even tried: the options are the general path's
+    assert (spy.taken, spy.handed) == (0, 1)
+    assert (root / "f.txt").read_bytes() == TEXT  # nothing written while the lock is someone else's
+    held.release()
+    assert busy.value.resume().version == 1
+    assert (root / "f.txt").read_bytes() == TEXT.replace(b"'a'", b"'b'")
     coord.session("s").edit("f.txt", "return 'b'", "return 'c'")
     assert spy.taken == 1
 
