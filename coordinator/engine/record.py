@@ -76,19 +76,38 @@ class _RecordSteps(_CoordinatorBase):
         rs, view_digest = self._new_view(req, pre, written, now)
         riders = self._riders(req.session, pre.rp.key)
         early = self._start_record(req, pre, written, rs, now, riders)
+        if early is not None:
+            return self._report_early(req, pre, written, early, view_digest)
+        draft = self._draft(req, pre, written)
+        notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
+        self._saw(req.session, pre.rp.key, view_digest)
+        return req.finish(evolve(draft, notice=notice, warnings=warnings) if notice or warnings else draft)
+
+    def _report_early(
+        self,
+        req: _Request,
+        pre: _PreLock,
+        written: _Written,
+        early: Callable[[], tuple[str, ...]],
+        view_digest: str | None,
+    ) -> WriteResult:
+        """The result of a write whose record is on its way (`_start_record`): everything the result needs
+        but the record's outcome is made while the server runs the record (the draft, the caller's message,
+        the tracker), then the replies are read. A record that failed makes the result again, with its
+        warning (rare: the message is made twice then)."""
         try:
             draft = self._draft(req, pre, written)
+            self._saw(req.session, pre.rp.key, view_digest)
+            result = req.finish(draft)
         except BaseException:
-            if early is not None:  # its replies are read (the lane is released) whatever failed here
-                early()
+            early()  # its replies are read (the lane is released) whatever failed here
             raise
-        if early is not None:
-            notice, warnings = "", early()
-        else:
-            notice, warnings = self._record(req, pre, written, rs, draft, now, riders)
+        warnings = early()
+        return req.finish(evolve(draft, warnings=warnings)) if warnings else result
+
+    def _saw(self, session: str, key: str, view_digest: str | None) -> None:
         if self.tracker is not None:
-            self.tracker.saw(req.session, pre.rp.key, view_digest)
-        return req.finish(evolve(draft, notice=notice, warnings=warnings) if notice or warnings else draft)
+            self.tracker.saw(session, key, view_digest)
 
     def _new_view(
         self, req: _Request, pre: _PreLock, written: _Written, now: float
