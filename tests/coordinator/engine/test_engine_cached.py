@@ -97,6 +97,7 @@ def test_unresponsive_redis_held_view_writes_with_a_warning_unknown_view_is_refu
             res = s.edit("f.txt", "b", "c")  # no round trip before the lock: the write lands
             assert (root / "f.txt").read_text() == "c\n"
             assert res.version == 2 and res.warnings and "written" in res.warnings[0]
+            assert "Warning: " + res.warnings[0] in res.message  # the message is made again, with the warning
             with pytest.raises(CoordinatorError) as ei:
                 t.edit("g.txt", "g", "h")  # t's view is not held here: Redis must be asked, and cannot be
             assert ei.value.code == ErrorCode.STATE_UNAVAILABLE
