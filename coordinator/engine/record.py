@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import events as events_mod
-from .. import semantics
+from .. import fsio, semantics
 from ..errors import CoordinatorError
 from ..frozen import fast_init
 from ..history import content_hash
@@ -70,6 +70,15 @@ class _RecordSteps(_CoordinatorBase):
                 return req.finish(bare)
             except Exception:
                 return bare
+        finally:
+            self._remove_old_temp(written)
+
+    def _remove_old_temp(self, written: _Written) -> None:
+        """Unlink the replaced content's temporary (fsio.atomic_replace's `old_names`), once: outside the
+        file's lock, while the record's round trip is under way when it is sent first."""
+        if written.old_temp is not None:
+            fsio.remove_temp(self._tmp_dfd, written.old_temp)
+            written.old_temp = None
 
     def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         now = time.time()
@@ -96,6 +105,7 @@ class _RecordSteps(_CoordinatorBase):
         the tracker), then the replies are read. A record that failed makes the result again, with its
         warning (rare: the message is made twice then)."""
         try:
+            self._remove_old_temp(written)
             draft = self._draft(req, pre, written)
             self._saw(req.session, pre.rp.key, view_digest)
             result = req.finish(draft)

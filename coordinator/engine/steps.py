@@ -73,3 +73,4 @@ class _Written:
     pending: PendingWrite | None = None
     wait_s: float = 0.0
     hold_s: float = 0.0
+    old_temp: str | None = None  # the replaced content's temporary in the state folder, removed after the lock

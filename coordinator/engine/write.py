@@ -320,9 +320,11 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
                 fsio.remove_at(dfd, rp, self.fsync)
                 new_st = None
             else:
+                old: list[str] = []
                 new_st = fsio.atomic_replace(
-                    dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner
+                    dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner, old_names=old
                 )
+                written.old_temp = old[0] if old else None  # removed once the lock is released (`_after_lock`)
         except BaseException:
             self.history_store.abort(held, written.pending)
             raise

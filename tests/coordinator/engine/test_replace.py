@@ -11,11 +11,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest
 
 from coordinator import Coordinator, fsio
+from coordinator.engine import write as write_mod
 from tests import REPO_ROOT
 
 
@@ -43,6 +45,54 @@ def test_replace_over_an_existing_file(tmp_path: Path, monkeypatch: pytest.Monke
     assert st.st_mode & 0o777 == 0o640
     assert os.listdir(tmp_path / "tmp") == [] and os.listdir(Path(root) / "d") == ["f.txt"]
     assert swaps == ([] if fsync else [True])  # the swap without fsync, rename with it
+
+
+def test_the_old_content_left_for_the_caller_is_named_and_removed_by_it(tmp_path: Path) -> None:
+    _, rp, dfd, tfd = _setup(tmp_path)
+    Path(rp.abs).write_bytes(b"old\n")
+    old: list[str] = []
+    fsio.atomic_replace(dfd, rp, b"new\n", 0o644, False, tmp_dfd=tfd, old_names=old)
+    assert Path(rp.abs).read_bytes() == b"new\n"
+    assert os.listdir(tmp_path / "tmp") == old and (tmp_path / "tmp" / old[0]).read_bytes() == b"old\n"
+    fsio.remove_temp(tfd, old[0])
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_the_engine_removes_the_old_content_after_releasing_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the hot path and on the general path: the replaced content's temporary is unlinked once the file's
+    lock is free again, and none is left."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.txt").write_text("one\n")
+    with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
+        seen: list[tuple[bool, str]] = []  # (the lock was free, the temporary's content) per removal
+        hot: list[bool] = []
+        real_remove, real_hot = fsio.remove_temp, write_mod.hot_write
+
+        def remove(dfd: int, name: str) -> None:
+            held = c.locks.try_acquire("a.txt")  # another holder would get it: the writer's lock is released
+            if held is not None:
+                held.release()
+            seen.append((held is not None, (c.tmp_dir / name).read_text()))
+            real_remove(dfd, name)
+
+        def hot_write(eng: Any, req: Any) -> Any:
+            done = real_hot(eng, req)
+            hot.append(done is not None)
+            return done
+
+        monkeypatch.setattr(fsio, "remove_temp", remove)
+        monkeypatch.setattr(write_mod, "hot_write", hot_write)
+        s = c.session("s")
+        s.read("a.txt")
+        s.edit("a.txt", "one", "two")
+        s.lease("a.txt")  # a lease: the general path's
+        s.edit("a.txt", "two", "three")
+        assert hot == [True, False]
+        assert seen == [(True, "one\n"), (True, "two\n")] and os.listdir(c.tmp_dir) == []
+    assert (root / "a.txt").read_text() == "three\n"
 
 
 def test_replace_creating_a_file_renames(tmp_path: Path) -> None:
