@@ -435,7 +435,8 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
     return data, st
 
 
-def _temp_name(name: str) -> str:
+def temp_name(name: str) -> str:
+    """A temporary's name, unique in this process and across processes (`clean_stale_temps` reads its pid)."""
     with _tmp_lock:
         n = next(_tmp_counter)
     return f".{name[:100]}.ec-{os.getpid()}-{n}.tmp"
@@ -450,6 +451,7 @@ def atomic_replace(
     tmp_dfd: int | None = None,
     owner: tuple[int, int] | None = None,
     old_names: list[str] | None = None,
+    spare: tuple[str, int] | None = None,
 ) -> os.stat_result:
     """Write `data` to a temporary file, then put it in `rp`'s place (atomic). Returns the new file's stat.
 
@@ -457,7 +459,9 @@ def atomic_replace(
     passes None to put it next to the target. On any error the temporary is removed and the target is as it
     was. `old_names`: when given, the old content that a swap left in `tmp_dfd` is not unlinked here; its
     name is appended, for the caller to remove with `remove_temp` once it has released the file's lock
-    (the unlink is the replace's costliest call, ~6 us, and nothing under the lock needs it done).
+    (the unlink is, with the temporary's creation, the replace's costliest call, and nothing under the
+    lock needs it done). `spare`: an empty temporary made ahead in `tmp_dfd` (its name and a descriptor
+    open for writing, `spares.SpareTemps.take`), filled instead of creating one here.
 
     How the new file takes the old one's place, per durability (measured syscall by syscall with
     tools/replace_probe.py, README "Durability"):
@@ -475,11 +479,14 @@ def atomic_replace(
       uses rename(2).
     """
     where = tmp_dfd if tmp_dfd is not None else dfd
-    tmp = _temp_name(rp.name)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=where)
-    except OSError as exc:
-        raise os_error(exc, rp) from exc
+    if spare is not None and tmp_dfd is not None:
+        tmp, fd = spare
+    else:
+        tmp = temp_name(rp.name)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=where)
+        except OSError as exc:
+            raise os_error(exc, rp) from exc
     try:
         _fill_temp(fd, data, mode, owner, fsync)
         try:

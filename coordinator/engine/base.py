@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..history import History
     from ..leases import Lease, LeaseStore
     from ..locks import LockManager
+    from ..spares import SpareTemps
     from ..state import Extra, ReadState, StateStore
     from .caches import _RefusalCounts, _TextCache, _ViewCache
     from .intervening import _Intervening
@@ -54,6 +55,7 @@ class _CoordinatorBase:
     publish_events: bool
     tracker: ReadTracker | None
     _tmp_dfd: int
+    _spares: SpareTemps
     _root_fd: int
 
     # Set by Coordinator._init_process_state: what this process keeps between calls.

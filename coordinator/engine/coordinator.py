@@ -21,6 +21,7 @@ from ..history import History, HistoryEntry
 from ..leases import Lease, LeaseStore, normalize_pattern
 from ..locks import LockManager
 from ..redisconn import REDIS_URL_ENV
+from ..spares import SpareTemps
 from ..state import StateStore, connect
 from .caches import _RefusalCounts, _TextCache, _ViewCache
 from .calls import CallOptions, PostWriteHook
@@ -126,6 +127,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
             self.history_store = History(self.state_dir, fsync=self.fsync)
             self.tmp_dir = layout.tmp_dir(self.state_dir)
             self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
+            self._spares = SpareTemps(self._tmp_dfd)
             # Every folder is reached from this descriptor, one checked component at a time (fsio.open_parent).
             self._root_fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -167,6 +169,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
                 pipe.execute()
         except Exception:
             pass
+        self._spares.close()
         for fd in (self._tmp_dfd, self._root_fd):
             try:
                 os.close(fd)

@@ -71,14 +71,18 @@ class _RecordSteps(_CoordinatorBase):
             except Exception:
                 return bare
         finally:
-            self._remove_old_temp(written)
+            self._tidy_after_lock(written)
 
-    def _remove_old_temp(self, written: _Written) -> None:
-        """Unlink the replaced content's temporary (fsio.atomic_replace's `old_names`), once: outside the
-        file's lock, while the record's round trip is under way when it is sent first."""
+    def _tidy_after_lock(self, written: _Written) -> None:
+        """The replace's directory work that needs no lock, done once the lock is released (while the
+        record's round trip is under way when it is sent first): the replaced content's temporary is
+        unlinked (fsio.atomic_replace's `old_names`), and a spare temporary made for the next write
+        (spares.py). The early path calls it, then `_after_lock` again: the second call finds the temporary
+        gone and the spares made."""
         if written.old_temp is not None:
             fsio.remove_temp(self._tmp_dfd, written.old_temp)
             written.old_temp = None
+        self._spares.refill()
 
     def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         now = time.time()
@@ -105,7 +109,7 @@ class _RecordSteps(_CoordinatorBase):
         the tracker), then the replies are read. A record that failed makes the result again, with its
         warning (rare: the message is made twice then)."""
         try:
-            self._remove_old_temp(written)
+            self._tidy_after_lock(written)
             draft = self._draft(req, pre, written)
             self._saw(req.session, pre.rp.key, view_digest)
             result = req.finish(draft)

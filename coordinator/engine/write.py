@@ -322,7 +322,15 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             else:
                 old: list[str] = []
                 new_st = fsio.atomic_replace(
-                    dfd, rp, plan.new_data, mode, self.fsync, tmp_dfd=self._tmp_dfd, owner=owner, old_names=old
+                    dfd,
+                    rp,
+                    plan.new_data,
+                    mode,
+                    self.fsync,
+                    tmp_dfd=self._tmp_dfd,
+                    owner=owner,
+                    old_names=old,
+                    spare=self._spares.take(),  # made after an earlier write, outside the lock (spares.py)
                 )
                 written.old_temp = old[0] if old else None  # removed once the lock is released (`_after_lock`)
         except BaseException:

@@ -12,7 +12,7 @@ import fakeredis
 import pytest
 import xxhash
 
-from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator import Coordinator, CoordinatorError, ErrorCode, spares
 from tests.conftest import touch_later, write_bytes
 
 
@@ -489,6 +489,10 @@ def test_no_temp_files_left_in_repo(coord, root):
     for i in range(5):
         s.edit("t.txt", "a" if i == 0 else f"b{i - 1}", f"b{i}")
     assert sorted(p.name for p in root.iterdir()) == [".edit-coordinator", "t.txt"]
+    left = os.listdir(coord.state_dir / "tmp")  # only the next writes' spares, empty (spares.py)
+    assert 0 < len(left) <= spares.KEEP and all(n.startswith(".spare.ec-") for n in left)
+    assert all((coord.state_dir / "tmp" / n).stat().st_size == 0 for n in left)
+    coord.close()
     assert os.listdir(coord.state_dir / "tmp") == []
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import fakeredis
 import pytest
 
-from coordinator import Coordinator, fsio
+from coordinator import Coordinator, fsio, spares
 from coordinator.engine import write as write_mod
 from tests import REPO_ROOT
 
@@ -91,58 +91,95 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
         s.lease("a.txt")  # a lease: the general path's
         s.edit("a.txt", "two", "three")
         assert hot == [True, False]
-        assert seen == [(True, "one\n"), (True, "two\n")] and os.listdir(c.tmp_dir) == []
+        assert seen == [(True, "one\n"), (True, "two\n")]
+        assert all(n.startswith(".spare.ec-") for n in os.listdir(c.tmp_dir))  # only the next writes' spares
     assert (root / "a.txt").read_text() == "three\n"
 
 
-def test_replace_creating_a_file_renames(tmp_path: Path) -> None:
+def test_a_spare_is_filled_instead_of_a_new_temporary(tmp_path: Path) -> None:
     _, rp, dfd, tfd = _setup(tmp_path)
-    fsio.atomic_replace(dfd, rp, b"first\n", 0o644, False, tmp_dfd=tfd)
-    assert Path(rp.abs).read_bytes() == b"first\n" and os.listdir(tmp_path / "tmp") == []
+    Path(rp.abs).write_bytes(b"old\n")
+    pool = spares.SpareTemps(tfd)
+    pool.refill()
+    spare = pool.take()
+    assert spare is not None
+    ino = os.fstat(spare[1]).st_ino
+    old: list[str] = []
+    st = fsio.atomic_replace(dfd, rp, b"new\n", 0o644, False, tmp_dfd=tfd, spare=spare, old_names=old)
+    assert st.st_ino == ino and Path(rp.abs).read_bytes() == b"new\n" and old == [spare[0]]
+    assert sorted(os.listdir(tmp_path / "tmp")) == sorted([spare[0], *(n for n, _ in pool._free)])
+    assert (tmp_path / "tmp" / spare[0]).read_bytes() == b"old\n"  # the swap left the old content there
+    pool.close()
+    os.unlink(tmp_path / "tmp" / spare[0])
+    assert os.listdir(tmp_path / "tmp") == []
 
 
-def test_the_engine_without_fsync_swaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_next_write_fills_a_spare_made_after_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "repo"
     root.mkdir()
     (root / "a.txt").write_text("one\n")
-    swaps: list[bool] = []
-    real = fsio._exchange
-    monkeypatch.setattr(fsio, "_exchange", lambda *a: swaps.append(real(*a)) or swaps[-1])
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
+        made: list[tuple[bool, set[int]]] = []  # per refill: the lock was free, the spares' inodes after it
+        real = spares.SpareTemps.refill
+
+        def refill(self: spares.SpareTemps) -> None:
+            held = c.locks.try_acquire("a.txt")
+            if held is not None:
+                held.release()
+            real(self)
+            made.append((held is not None, {os.fstat(fd).st_ino for _, fd in self._free}))
+
+        monkeypatch.setattr(spares.SpareTemps, "refill", refill)
         s = c.session("s")
         s.read("a.txt")
         s.edit("a.txt", "one", "two")
-        s.undo("a.txt")
-    assert swaps == [True, True] and (root / "a.txt").read_text() == "one\n"
+        s.edit("a.txt", "two", "three")
+        assert made and all(free for free, _ in made)
+        assert os.stat(root / "a.txt").st_ino in made[0][1]  # the second write's file is a spare of the first's
+    assert (root / "a.txt").read_text() == "three\n"
 
 
-_SWAP_THEN_DIE = textwrap.dedent("""
+def test_a_forked_child_leaves_its_parents_spares_alone(tmp_path: Path) -> None:
+    tfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    pool = spares.SpareTemps(tfd)
+    pool.refill()
+    names = sorted(os.listdir(tmp_path))
+    assert len(names) == spares.KEEP
+    pid = os.fork()
+    if pid == 0:  # the child: none of the parent's to take, none of them removed by its close
+        code = 0 if pool.take() is None else 1
+        pool.close()
+        os._exit(code if sorted(os.listdir(tmp_path)) == names else 2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sorted(os.listdir(tmp_path)) == names
+    taken = pool.take()
+    assert taken is not None and taken[0] in names
+    os.write(taken[1], b"x")  # still open in the parent
+    os.close(taken[1])
+    pool.close()
+    assert os.listdir(tmp_path) == [taken[0]]
+
+
+_WRITE_THEN_DIE = textwrap.dedent("""
     import os, signal, sys
-    from coordinator import fsio
-    root, tmp = sys.argv[1], sys.argv[2]
-    rp = fsio.resolve(root, "f.txt")
-    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    tfd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
-    name = fsio._temp_name(rp.name)
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=tfd)
-    fsio._fill_temp(fd, b"new content\\n" * 1000, 0o644, None, False)
-    assert fsio._exchange(tfd, name, dfd, rp.name)
-    os.kill(os.getpid(), signal.SIGKILL)  # between the swap and the removal of the old content
+    from coordinator import Coordinator
+    with Coordinator(sys.argv[1], durability="none") as c:
+        s = c.session("s")
+        s.read("f.txt")
+        s.edit("f.txt", "a", "b")  # leaves the next writes' spares
+        assert any(n.startswith(".spare.ec-") for n in os.listdir(c.tmp_dir))
+        os.kill(os.getpid(), signal.SIGKILL)
 """)
 
 
-def test_a_process_killed_after_the_swap_leaves_a_whole_file(tmp_path: Path) -> None:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "f.txt").write_bytes(b"old content\n" * 1000)
-    with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
-        tmp = c.tmp_dir
+def test_a_process_killed_with_spares_leaves_them_to_the_next_open(real_redis_root: Path) -> None:
+    root = real_redis_root
+    (root / "f.txt").write_text("a\n")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    run = subprocess.run([sys.executable, "-c", _SWAP_THEN_DIE, str(root), str(tmp)], env=env, timeout=60)
-    assert run.returncode == -9
-    assert (root / "f.txt").read_bytes() == b"new content\n" * 1000  # whole: the new content
-    left = os.listdir(tmp)
-    assert len(left) == 1 and (tmp / left[0]).read_bytes() == b"old content\n" * 1000
-    assert sorted(os.listdir(root)) == [".edit-coordinator", "f.txt"]  # nothing of it in the repository
-    with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none"):
-        assert os.listdir(tmp) == []  # the next open removes the dead writer's temporary
+    run = subprocess.run([sys.executable, "-c", _WRITE_THEN_DIE, str(root)], env=env, timeout=60)
+    assert run.returncode == -9 and (root / "f.txt").read_text() == "b\n"
+    tmp = root / ".edit-coordinator" / "tmp"
+    assert os.listdir(tmp)
+    with Coordinator(root, durability="none") as c:
+        assert os.listdir(c.tmp_dir) == []  # the dead writer's spares are gone
