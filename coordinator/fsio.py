@@ -461,7 +461,7 @@ def atomic_replace(
     name is appended, for the caller to remove with `remove_temp` once it has released the file's lock
     (the unlink is, with the temporary's creation, the replace's costliest call, and nothing under the
     lock needs it done). `spare`: an empty temporary made ahead in `tmp_dfd` (its name and a descriptor
-    open for writing, `spares.SpareTemps.take`), filled instead of creating one here.
+    open for writing, `spares.SpareTemps.take`; it needs `tmp_dfd`), filled instead of creating one here.
 
     How the new file takes the old one's place, per durability (measured syscall by syscall with
     tools/replace_probe.py, README "Durability"):
@@ -469,8 +469,8 @@ def atomic_replace(
       crash the file is the old or the new content, whole; after a power loss too, and an acknowledged
       write is on disk. (The rename is cheap here: the data is already on disk; the fsyncs cost ms.)
     - fsync=False: renameat2(RENAME_EXCHANGE) swaps the temporary and the target, then the old content,
-      now under the temporary's name in the state folder, is unlinked (here, or by the caller after the
-      lock with `old_names`) (~30 us instead of ~150-250 us for a
+      now under the temporary's name in the state folder, is unlinked, here or by the caller after the
+      lock (`old_names`) (~30 us instead of ~150-250 us for a
       rename over an existing file, which on ext4 starts the new data's writeback). After a process crash
       the file is the old or the new content, whole (a crash between swap and unlink leaves the old content
       as a temporary, removed when a coordinator next opens the state folder). After a power loss there is

@@ -4,8 +4,8 @@ A replace writes the new content to a temporary, then swaps it in (fsio.atomic_r
 temporary is a directory operation: with the unlink of the replaced content, it is the costliest system
 call of the replace (strace -T in the solo loop: both about 10 us more than an ordinary call), and neither
 needs the lock. So the unlink happens after the lock (`_Written.old_temp`), and the creation of the next
-write's temporary too: `refill` makes one after each write, and the next write `take`s it under its lock,
-where it only writes it and swaps it in. A write that finds none creates its own, as before.
+write's temporary too: after each write `refill` makes spares up to `KEEP`, and the next write `take`s one
+under its lock, where it only fills it and swaps it in. A write that finds none creates its own, as before.
 
 Each spare is created with O_EXCL and kept open from then on, so what a write fills is the file it created:
 nothing that appears under that name in between (a link planted in the state folder) is written through.

@@ -78,11 +78,14 @@ class _RecordSteps(_CoordinatorBase):
         record's round trip is under way when it is sent first): the replaced content's temporary is
         unlinked (fsio.atomic_replace's `old_names`), and a spare temporary made for the next write
         (spares.py). The early path calls it, then `_after_lock` again: the second call finds the temporary
-        gone and the spares made."""
-        if written.old_temp is not None:
-            fsio.remove_temp(self._tmp_dfd, written.old_temp)
-            written.old_temp = None
-        self._spares.refill()
+        gone and the spares made. Never raises (invariant 3: the write has landed)."""
+        try:
+            if written.old_temp is not None:
+                fsio.remove_temp(self._tmp_dfd, written.old_temp)
+                written.old_temp = None
+            self._spares.refill()
+        except Exception:  # a leftover temporary at worst, removed at a later open
+            log.exception("after writing: tidying the temporaries failed")
 
     def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         now = time.time()

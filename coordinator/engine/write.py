@@ -332,7 +332,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
                     old_names=old,
                     spare=self._spares.take(),  # made after an earlier write, outside the lock (spares.py)
                 )
-                written.old_temp = old[0] if old else None  # removed once the lock is released (`_after_lock`)
+                written.old_temp = old[0] if old else None  # removed after the lock (`_tidy_after_lock`)
         except BaseException:
             self.history_store.abort(held, written.pending)
             raise

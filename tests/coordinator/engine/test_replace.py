@@ -183,3 +183,23 @@ def test_a_process_killed_with_spares_leaves_them_to_the_next_open(real_redis_ro
     assert os.listdir(tmp)
     with Coordinator(root, durability="none") as c:
         assert os.listdir(c.tmp_dir) == []  # the dead writer's spares are gone
+
+
+def test_a_failure_tidying_the_temporaries_does_not_fail_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.txt").write_text("one\n")
+
+    def broken(self: spares.SpareTemps) -> None:
+        raise RuntimeError("a bug in the spares")
+
+    with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
+        monkeypatch.setattr(spares.SpareTemps, "refill", broken)
+        s = c.session("s")
+        s.read("a.txt")
+        res = s.edit("a.txt", "one", "two")  # the write landed: it is reported as done (invariant 3)
+        assert res.version == 1 and not res.warnings
+        assert os.listdir(c.tmp_dir) == []  # the replaced content's temporary went before the spares failed
+    assert (root / "a.txt").read_text() == "two\n"
