@@ -88,29 +88,33 @@ def resolve(root: str, path: object) -> ResolvedPath:
     outside is only said to lead "outside the repository".
     """
     shown = validate_path_argument(path)
-    joined = shown if os.path.isabs(shown) else os.path.join(root, shown)
-    real = _below_real_root(root, shown) or _realpath(joined, shown)
+    real = _below_real_root(root, shown) or _realpath(_joined(root, shown), shown)
     if real == root:
         raise CoordinatorError(
             ErrorCode.IS_DIRECTORY, f"{shown!r} is the repository's root folder itself, not a file; give a file path."
         )
-    if not _inside(real, root):
-        via_link = os.path.abspath(joined) != real
+    base = root.rstrip("/")  # "" for the root "/"
+    if not real.startswith(base + "/"):  # outside (the root itself is refused above)
+        via_link = os.path.abspath(_joined(root, shown)) != real
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
             f"{shown!r} leads outside the repository"
             + (" (through a symlink)" if via_link else "")
             + ". Only files inside the repository can be read or changed; give a path relative to its root.",
         )
-    key = real[len(root.rstrip("/")) + 1 :]  # real is inside root (checked above), so a plain slice
+    key = real[len(base) + 1 :]  # real is inside root (checked above), so a plain slice
     if is_state_key(key):
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
             f"{shown!r} is inside the coordinator's own state folder ({STATE_DIR_NAME}/), which agents "
             "may not read or change. Use the history and undo tools instead.",
         )
-    parent, name = os.path.split(real)
-    return ResolvedPath(key=key, abs=real, parent=parent, name=name, shown=shown)
+    parent, _, name = real.rpartition("/")  # os.path.split of a real path (absolute, no trailing slash)
+    return ResolvedPath(key=key, abs=real, parent=parent or "/", name=name, shown=shown)
+
+
+def _joined(root: str, shown: str) -> str:
+    return shown if shown.startswith("/") else os.path.join(root, shown)
 
 
 @functools.lru_cache(maxsize=64)

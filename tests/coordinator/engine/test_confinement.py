@@ -97,3 +97,22 @@ def test_folder_swapped_for_outside_link_during_writes_makes_nothing_outside(tmp
     real = root / "sub" if not (root / "sub").is_symlink() else root / "sub.link"
     assert len(list(real.glob("n*/d/f.txt"))) == outcomes["written"]
     assert set(outcomes) <= {"written", ErrorCode.OUTSIDE_ROOT.value}, outcomes
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["f.txt", "d/f.txt", "d/e/f.txt", "d/", "./d/f.txt", "d/../f.txt", "d//f.txt", "new/deeper/f.txt", "link/f.txt"],
+)
+def test_resolve_splits_and_keys_as_os_path_does(tmp_path: Path, path: str) -> None:
+    """resolve's string work (the parent and name, the key) is os.path's, for relative and absolute
+    paths, through a link inside the root and under the root "/" itself."""
+    from coordinator import fsio
+
+    root = tmp_path / "repo"
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "link").symlink_to("d")
+    for r, p in ((str(root), path), (str(root), str(root / path)), ("/", str(root / path).lstrip("/"))):
+        rp = fsio.resolve(r, p)
+        real = os.path.realpath(os.path.join(r, p))
+        assert (rp.abs, (rp.parent, rp.name)) == (real, os.path.split(real))
+        assert rp.key == os.path.relpath(real, r)
