@@ -132,10 +132,11 @@ def path_hash(key: str) -> str:
     return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogateescape"))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def short_hash(text: str) -> str:
     """XXH3-64 of `text` in 11 characters of URL-safe base64 (no padding): the parts of a per-path tag
-    (memoized: a record names its path's tag twice, and an agent edits the same few paths)."""
+    (memoized: a record names its path's tag twice, and an agent edits the same few paths; at most 1,024
+    paths of at most 4,096 characters are kept, so hostile paths cannot grow it past a few MB)."""
     return base64.urlsafe_b64encode(xxhash.xxh3_64_digest(text.encode("utf-8", "surrogateescape")))[:11].decode()
 
 
