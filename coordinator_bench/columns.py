@@ -18,10 +18,13 @@ import importlib.util
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from worker.client import Client
+from worker.client import FileClient
 from worker.fleet import ClientSpec, make_client
+
+if TYPE_CHECKING:
+    from coordinator.aio import AsyncClient
 
 KIND_UNSAFE = "unsafe"
 KIND_NAIVE = "naive-lock"
@@ -107,8 +110,9 @@ def spec_for(
     )
 
 
-def make_bench_client(spec: ClientSpec) -> Client:
-    """The client a worker uses (in the worker process)."""
+def make_bench_client(spec: ClientSpec) -> FileClient:
+    """The client a worker uses (in the worker process): the file operations and `close` that the fleet's
+    agents and the raw loop call (`worker.client.FileClient`), which the baselines implement too."""
     policy = getattr(spec, "policy", "strict")
     if spec.kind == KIND_COORDINATOR:
         from worker.client import InProcessClient
@@ -163,16 +167,16 @@ def http_available() -> bool:
     return os.name == "posix"
 
 
-def async_client_class() -> type | None:
+def async_client_class() -> type[AsyncClient] | None:
     """`coordinator.AsyncClient` (or `coordinator.aio.AsyncClient` before it is exported), None before it exists."""
     try:
-        from coordinator import AsyncClient  # type: ignore[attr-defined]
+        from coordinator import AsyncClient
     except ImportError:
         try:
-            from coordinator.aio import AsyncClient  # type: ignore[import-not-found,no-redef]
+            from coordinator.aio import AsyncClient
         except ImportError:
             return None
-    return AsyncClient  # type: ignore[no-any-return]
+    return AsyncClient
 
 
 def async_available() -> str | None:
@@ -201,14 +205,14 @@ def all_columns(redis_url: str, with_http: bool = True) -> tuple[list[Column], l
         why = "not asked for (--no-http)" if not with_http else "the HTTP service or its client is not installed"
         absent.append({"column": "http-*", "why": why})
     for dep in DEPLOYMENTS:
-        why = deployments_available(dep)
-        if why is None:
+        missing = deployments_available(dep)
+        if missing is None:
             cols.append(deployment_column(dep))
         else:
-            absent.append({"column": f"redis-{dep}", "why": why})
-    why = async_available()
-    if why is None:
+            absent.append({"column": f"redis-{dep}", "why": missing})
+    missing = async_available()
+    if missing is None:
         cols.append(ASYNC)
     else:
-        absent.append({"column": ASYNC.name, "why": why})
+        absent.append({"column": ASYNC.name, "why": missing})
     return cols, absent

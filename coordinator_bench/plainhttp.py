@@ -69,7 +69,7 @@ class PlainHttpClient:
         return self._post("/v1/write", {"session": session, "path": path, "content": content})
 
     def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> Any:
-        body = {"session": session, "path": path, "old_string": old_string, "new_string": new_string}
+        body: dict[str, Any] = {"session": session, "path": path, "old_string": old_string, "new_string": new_string}
         if replace_all:
             body["replace_all"] = True
         return self._post("/v1/edit", body)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def _med(c: dict[str, Any], metric: str) -> float | None:
     return None if s is None else s["median"]
 
 
-def _range(c: dict[str, Any], metric: str, fmt: Any = _num) -> str:
+def _range(c: dict[str, Any], metric: str, fmt: Callable[[float], str] = _num) -> str:
     s = c["agg"].get(metric)
     if s is None:
         return "-"
@@ -257,7 +258,7 @@ def _scenario_table(res: dict[str, Any], raw_dir: str) -> list[str]:
     if res.get("skipped"):
         return [f"### {sc['title']}", "", sc["description"], "", f"**Skipped in this run:** {res['skipped']}.", ""]
     cols = [c["name"] for c in res["columns"]]
-    refs = [r for r in ("unsafe", "naive-lock", REFERENCE.get(sc["name"])) if r in cols]
+    refs = [r for r in ("unsafe", "naive-lock", REFERENCE.get(sc["name"])) if r is not None and r in cols]
     head = ["row", "column", "edits/s [min-max]", *(f"vs {r}" for r in refs)]
     head += [
         "attempts",

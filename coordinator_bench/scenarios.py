@@ -292,6 +292,6 @@ def only_rows(scenarios: list[Scenario], picks: list[str] | None) -> list[Scenar
         if missing:
             raise ValueError(f"--row: {name} has no row {', '.join(missing)}; its rows: {', '.join(have)}")
     for sc in scenarios:
-        keys = wanted.get(sc.name)
-        out.append(sc if keys is None else replace(sc, rows=tuple(r for r in sc.rows if r.key in keys)))
+        picked = wanted.get(sc.name)
+        out.append(sc if picked is None else replace(sc, rows=tuple(r for r in sc.rows if r.key in picked)))
     return out

@@ -27,7 +27,7 @@ def key_row(result: dict[str, Any]) -> str:
     """The row a scenario is summarised by (its headline point; the last row when that one did not run)."""
     rows = [r["key"] for r in result["scenario"]["rows"]]
     want = KEY_ROWS.get(result["scenario"]["name"])
-    return want if want in rows else rows[-1]
+    return want if want is not None and want in rows else rows[-1]
 
 
 def coordinator_lost(results: list[dict[str, Any]]) -> int:

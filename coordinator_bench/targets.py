@@ -345,7 +345,7 @@ def distributed_targets(result: dict[str, Any]) -> list[Target]:
 
 
 def hot_targets(result: dict[str, Any]) -> list[Target]:
-    out = []
+    out: list[Target] = []
     naive = cell(result, "N=16", "naive-lock")
     if naive is None:
         return out

@@ -35,6 +35,7 @@ import struct
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import hiredis
 import xxhash
@@ -173,11 +174,13 @@ def _lean(root: Path, redis_sock: socket.socket, seconds: float) -> tuple[float,
 def _lean_record(sock: socket.socket, reader: hiredis.Reader, after: str, st: os.stat_result, version: int) -> None:
     """The lean loop's Redis record: the writer's view, the path's head and the event, one round trip."""
     view = struct.pack("<16sqqdc", bytes.fromhex(after), st.st_mtime_ns, st.st_size, time.time(), b"w")
-    sock.sendall(
-        hiredis.pack_command(("SET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:r:solo", view, "EX", 86400))
-        + hiredis.pack_command(("HSET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:meta", "version", version, "hash", after))
-        + hiredis.pack_command(("XADD", "ec:{ns}:events", "MAXLEN", "~", 10000, "*", "path", "f.txt"))
-    )
+    # hiredis's stub types pack_command's argument as a 1-tuple (`Tuple[str | int | ...]`), though it packs
+    # a command of any length; a command typed tuple[Any, ...] (as coordinator.redislane.Batch keeps them)
+    # is what that stub accepts.
+    set_view: tuple[Any, ...] = ("SET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:r:solo", view, "EX", 86400)
+    set_head: tuple[Any, ...] = ("HSET", "ec:{NyhnFWRTFTw:9xU7TfcqkhA}:meta", "version", version, "hash", after)
+    add_event: tuple[Any, ...] = ("XADD", "ec:{ns}:events", "MAXLEN", "~", 10000, "*", "path", "f.txt")
+    sock.sendall(hiredis.pack_command(set_view) + hiredis.pack_command(set_head) + hiredis.pack_command(add_event))
     replies: list[object] = []
     while len(replies) < 3:
         got = reader.gets()
