@@ -1,0 +1,46 @@
+"""tools/engine_ab.py: both sides' processes make real edits that land, in alternating order, and the summary
+pairs the runs as it says."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+from tests import REPO_ROOT
+from tests.tools import run_tool
+
+_spec = importlib.util.spec_from_file_location("engine_ab", REPO_ROOT / "tools" / "engine_ab.py")
+assert _spec is not None and _spec.loader is not None
+engine_ab = importlib.util.module_from_spec(_spec)
+sys.modules["engine_ab"] = engine_ab
+_spec.loader.exec_module(engine_ab)
+
+
+def test_the_order_alternates_which_side_goes_first() -> None:
+    assert engine_ab.order(3) == [(0, 0), (0, 1), (1, 1), (1, 0), (2, 0), (2, 1)]
+
+
+def test_the_summary_pairs_runs_by_index_and_takes_medians() -> None:
+    s = engine_ab.Sample
+    a = [s(100.0, 90.0, 120.0, 10), s(200.0, 180.0, 220.0, 10), s(300.0, 280.0, 320.0, 10)]
+    b = [s(90.0, 80.0, 100.0, 10), s(210.0, 190.0, 230.0, 10), s(150.0, 140.0, 160.0, 10)]
+    f = engine_ab.summary(a, b)
+    assert f["a_best_wall_us"] == 200.0 and f["b_best_wall_us"] == 150.0
+    assert f["ratio"] == 0.75
+    assert f["b_faster"] == 2.0  # runs 1 and 3; run 2 A was faster
+
+
+def test_a_folder_against_itself_makes_edits_that_land_on_both_sides() -> None:
+    out = run_tool("engine_ab.py", str(REPO_ROOT), str(REPO_ROOT), "--runs", "2", "--edits", "40", "--reps", "2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    turns = re.findall(r"run (\d) ([AB]): best .* \((\d+) edits\)", out.stdout)
+    assert [(r, side) for r, side, _ in turns] == [("1", "A"), ("1", "B"), ("2", "B"), ("2", "A")]
+    assert all(int(n) == 80 for _, _, n in turns)
+    assert re.search(r"B / A [\d.]+ \(best-repetition wall\); B faster in \d of 2 runs", out.stdout), out.stdout
+
+
+def test_a_folder_without_the_package_is_refused_with_what_to_give(tmp_path: object) -> None:
+    out = run_tool("engine_ab.py", str(tmp_path), str(REPO_ROOT), "--runs", "1", "--edits", "1", "--reps", "1")
+    assert out.returncode != 0
+    assert "no coordinator package in this folder" in out.stderr

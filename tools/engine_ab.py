@@ -1,0 +1,190 @@
+"""Two engines side by side: the solo bare loop, one process per side, the processes alternated (issue 14).
+
+    python3 tools/engine_ab.py A B [--runs 6] [--edits 1500] [--reps 5]
+
+A and B are each a git revision of this repository (checked out into a temporary worktree, removed at the
+end) or a folder that holds the `coordinator` package (a worktree, a build with compiled modules). Each
+run starts one process per side, in turn, the order alternating (A B, B A, A B, ...) so that a drift of
+the machine's speed hits both sides alike. A process makes `--reps` repetitions of `--edits` consecutive
+edits of a 200-line counters file (one session, durability none, the embedded Redis; each edit increments
+the next slot line, as the bench's solo row does), checks that the file holds every edit it made, and
+prints per edit the best repetition's wall and CPU time and the median repetition's wall time.
+
+Printed: each process's figures as they come, then per side the median over the runs, the ratio B / A of
+the best-repetition wall time, and in how many runs B was faster than A. A process that fails, or whose
+file lacks an edit, fails the command. This is how the "side by side" figures of the bench analysis are
+made: on a shared machine two engines can only be compared in one run, interleaved. A command, not a
+test: with the defaults it takes about a minute.
+
+Only public names are used in the child (`Coordinator`, `session`, `read`, `edit`,
+`coordinator.embedded`), so any revision of the last rounds can be measured against the current one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SLOTS = 200
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One process's figures, in microseconds per edit."""
+
+    best_wall_us: float
+    best_cpu_us: float
+    median_wall_us: float
+    edits: int
+
+
+def counters_text(values: Sequence[int]) -> str:
+    return "# counters\n" + "".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values))
+
+
+def child(edits: int, reps: int) -> int:
+    """The measured loop, in the side's own process (its `coordinator` is the one on PYTHONPATH)."""
+    from coordinator import Coordinator
+    from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+
+    root = Path(tempfile.mkdtemp(prefix="ec-ab-")) / "repo"
+    root.mkdir()
+    values = [0] * SLOTS
+    (root / "c.txt").write_text(counters_text(values))
+    state = root / ".edit-coordinator"
+    url = ensure_embedded_redis(state)
+    reps_us: list[tuple[float, float]] = []
+    k = 0
+    try:
+        with Coordinator(root, url, durability="none") as coord:
+            session = coord.session("ab")
+            session.read("c.txt", limit=SLOTS + 10)
+            for _ in range(reps):
+                r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                for _ in range(edits):
+                    i = k % SLOTS
+                    session.edit("c.txt", f"\ns{i:03d} = {values[i]}\n", f"\ns{i:03d} = {values[i] + 1}\n")
+                    values[i] += 1
+                    k += 1
+                wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+                cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+                reps_us.append((wall / edits * 1e6, cpu / edits * 1e6))
+        landed = (root / "c.txt").read_text() == counters_text(values)
+    finally:
+        stop_embedded_redis(state)
+    if not landed:
+        print(json.dumps({"error": "the file does not hold every edit this process made"}))
+        return 1
+    best = min(reps_us)
+    median_wall = statistics.median(w for w, _ in reps_us)
+    print(json.dumps({"best_wall_us": best[0], "best_cpu_us": best[1], "median_wall_us": median_wall, "edits": k}))
+    return 0
+
+
+def run_side(folder: Path, edits: int, reps: int) -> Sample:
+    """One process of one side; raises RuntimeError with its output when it fails."""
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    args = [sys.executable, __file__, "--child", "--edits", str(edits), "--reps", str(reps)]
+    out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
+    lines = out.stdout.strip().splitlines()
+    data = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    if out.returncode != 0 or "error" in data or not data:
+        why = data.get("error") or out.stderr.strip()[-1500:] or f"exit status {out.returncode}"
+        raise RuntimeError(f"the process for {folder} failed: {why}")
+    return Sample(data["best_wall_us"], data["best_cpu_us"], data["median_wall_us"], data["edits"])
+
+
+def order(runs: int) -> list[tuple[int, int]]:
+    """The sides' turns: (run, side) with the side first in a run alternating, A first in run 0."""
+    return [(r, s if r % 2 == 0 else 1 - s) for r in range(runs) for s in (0, 1)]
+
+
+def summary(a: Sequence[Sample], b: Sequence[Sample]) -> dict[str, float]:
+    """Medians over the runs of each side, the B / A ratio of the best-repetition wall time, and the runs
+    (paired by index) in which B's best repetition was faster."""
+
+    def med(xs: Sequence[Sample], field: str) -> float:
+        return float(statistics.median(getattr(x, field) for x in xs))
+
+    return {
+        "a_best_wall_us": med(a, "best_wall_us"),
+        "b_best_wall_us": med(b, "best_wall_us"),
+        "a_best_cpu_us": med(a, "best_cpu_us"),
+        "b_best_cpu_us": med(b, "best_cpu_us"),
+        "a_median_wall_us": med(a, "median_wall_us"),
+        "b_median_wall_us": med(b, "median_wall_us"),
+        "ratio": med(b, "best_wall_us") / med(a, "best_wall_us"),
+        "b_faster": float(sum(1 for x, y in zip(a, b, strict=True) if y.best_wall_us < x.best_wall_us)),
+    }
+
+
+@contextlib.contextmanager
+def checkout(spec: str) -> Iterator[Path]:
+    """A folder holding `coordinator` for `spec`: the folder itself, or a git revision's temporary worktree."""
+    folder = Path(spec)
+    if folder.is_dir():
+        if not (folder / "coordinator" / "__init__.py").is_file():
+            raise SystemExit(f"{spec}: no coordinator package in this folder; give a folder that holds one")
+        yield folder.resolve()
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="ec-ab-wt-")) / "tree"
+    made = subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tmp), spec], capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        raise SystemExit(f"{spec}: neither a folder nor a revision of {REPO}: {made.stderr.strip()}")
+    try:
+        yield tmp
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tmp)], capture_output=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sides", nargs="*", metavar="A B", help="two revisions or folders")
+    ap.add_argument("--runs", type=int, default=6, help="processes per side (default 6)")
+    ap.add_argument("--edits", type=int, default=1500, help="edits per repetition (default 1500)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per process (default 5)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args.edits, args.reps)
+    if len(args.sides) != 2 or args.runs < 1 or args.edits < 1 or args.reps < 1:
+        ap.error("give two sides (A B), and --runs, --edits, --reps of at least 1")
+    with checkout(args.sides[0]) as fa, checkout(args.sides[1]) as fb:
+        got: tuple[list[Sample], list[Sample]] = ([], [])
+        for run, side in order(args.runs):
+            try:
+                s = run_side((fa, fb)[side], args.edits, args.reps)
+            except RuntimeError as exc:
+                print(f"FAILED: {exc}", file=sys.stderr)
+                return 1
+            got[side].append(s)
+            print(
+                f"run {run + 1} {'AB'[side]}: best {s.best_wall_us:6.1f} us wall, {s.best_cpu_us:6.1f} us CPU; "
+                f"median {s.median_wall_us:6.1f} us ({s.edits} edits)",
+                flush=True,
+            )
+    f = summary(*got)
+    print(f"A {args.sides[0]}: best {f['a_best_wall_us']:.1f} us wall, {f['a_best_cpu_us']:.1f} us CPU, "
+          f"median {f['a_median_wall_us']:.1f} us (medians over {args.runs} runs)")  # fmt: skip
+    print(f"B {args.sides[1]}: best {f['b_best_wall_us']:.1f} us wall, {f['b_best_cpu_us']:.1f} us CPU, "
+          f"median {f['b_median_wall_us']:.1f} us")  # fmt: skip
+    print(f"B / A {f['ratio']:.3f} (best-repetition wall); B faster in {int(f['b_faster'])} of {args.runs} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
