@@ -1,10 +1,13 @@
-"""Tests of the scripts in tools/. `run_tool` runs one as a person would, with this checkout importable."""
+"""Tests of the scripts in tools/. `run_tool` runs one as a person would, with this checkout importable;
+`load_tool` imports one as a module, for tests of its functions."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from types import ModuleType
 
 from tests import REPO_ROOT
 
@@ -16,3 +19,13 @@ def run_tool(script: str, *args: str, timeout: float = 180) -> subprocess.Comple
         [sys.executable, str(REPO_ROOT / "tools" / script), *args],
         capture_output=True, text=True, env=env, timeout=timeout, check=False,
     )  # fmt: skip
+
+
+def load_tool(name: str) -> ModuleType:
+    """tools/<name>.py imported as the module `name` (registered in sys.modules, as dataclasses need)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,19 +3,13 @@ and undoes the newest version of each file."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from coordinator.history import HistoryEntry
 from coordinator.history._format import content_hash
-from tests import REPO_ROOT
+from tests.tools import load_tool
 
-_spec = importlib.util.spec_from_file_location("check_history", REPO_ROOT / "tools" / "check_history.py")
-assert _spec is not None and _spec.loader is not None
-check_history = importlib.util.module_from_spec(_spec)
-sys.modules["check_history"] = check_history
-_spec.loader.exec_module(check_history)
+check_history = load_tool("check_history")
 
 
 def _entry(version: int, before: str | None, after: str | None) -> HistoryEntry:

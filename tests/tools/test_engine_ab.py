@@ -3,18 +3,12 @@ pairs the runs as it says."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 from tests import REPO_ROOT
-from tests.tools import run_tool
+from tests.tools import load_tool, run_tool
 
-_spec = importlib.util.spec_from_file_location("engine_ab", REPO_ROOT / "tools" / "engine_ab.py")
-assert _spec is not None and _spec.loader is not None
-engine_ab = importlib.util.module_from_spec(_spec)
-sys.modules["engine_ab"] = engine_ab
-_spec.loader.exec_module(engine_ab)
+engine_ab = load_tool("engine_ab")
 
 
 def test_the_order_alternates_which_side_goes_first() -> None:

@@ -3,20 +3,13 @@ hold them), a lost edit is reported instead of figures, and the floor answers li
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests import REPO_ROOT
-from tests.tools import run_tool
+from tests.tools import load_tool, run_tool
 
-_spec = importlib.util.spec_from_file_location("http_latency", REPO_ROOT / "tools" / "http_latency.py")
-assert _spec is not None and _spec.loader is not None
-http_latency = importlib.util.module_from_spec(_spec)
-sys.modules["http_latency"] = http_latency
-_spec.loader.exec_module(http_latency)
+http_latency = load_tool("http_latency")
 
 
 def test_every_column_runs_its_edits_and_they_land() -> None:
