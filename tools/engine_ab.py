@@ -17,7 +17,9 @@ made: on a shared machine two engines can only be compared in one run, interleav
 test: with the defaults it takes about a minute.
 
 Only public names are used in the child (`Coordinator`, `session`, `read`, `edit`,
-`coordinator.embedded`), so any revision of the last rounds can be measured against the current one.
+`coordinator.embedded`), so any revision of the last rounds can be measured against the current one. Each
+child checks that the `coordinator` it imported is the side's own (an installed copy found first would
+measure the wrong engine) and fails otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SLOTS = 200
+SIDE_ENV = "EDIT_COORDINATOR_AB_SIDE"  # the side's folder, which the child checks it imported from
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,14 @@ def counters_text(values: Sequence[int]) -> str:
 
 def child(edits: int, reps: int) -> int:
     """The measured loop, in the side's own process (its `coordinator` is the one on PYTHONPATH)."""
+    import coordinator
     from coordinator import Coordinator
     from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+
+    side = Path(os.environ.get(SIDE_ENV, "/")).resolve()
+    if not Path(coordinator.__file__).resolve().is_relative_to(side):
+        print(json.dumps({"error": f"imported {coordinator.__file__}, not the side's own package in {side}"}))
+        return 1
 
     root = Path(tempfile.mkdtemp(prefix="ec-ab-")) / "repo"
     root.mkdir()
@@ -95,7 +104,7 @@ def child(edits: int, reps: int) -> int:
 
 def run_side(folder: Path, edits: int, reps: int) -> Sample:
     """One process of one side; raises RuntimeError with its output when it fails."""
-    env = {**os.environ, "PYTHONPATH": str(folder)}
+    env = {**os.environ, "PYTHONPATH": str(folder), SIDE_ENV: str(folder)}
     args = [sys.executable, __file__, "--child", "--edits", str(edits), "--reps", str(reps)]
     out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
     lines = out.stdout.strip().splitlines()

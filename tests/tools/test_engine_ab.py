@@ -3,7 +3,11 @@ pairs the runs as it says."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from tests import REPO_ROOT
 from tests.tools import load_tool, run_tool
@@ -34,7 +38,18 @@ def test_a_folder_against_itself_makes_edits_that_land_on_both_sides() -> None:
     assert re.search(r"B / A [\d.]+ \(best-repetition wall\); B faster in \d of 2 runs", out.stdout), out.stdout
 
 
-def test_a_folder_without_the_package_is_refused_with_what_to_give(tmp_path: object) -> None:
+def test_a_folder_without_the_package_is_refused_with_what_to_give(tmp_path: Path) -> None:
     out = run_tool("engine_ab.py", str(tmp_path), str(REPO_ROOT), "--runs", "1", "--edits", "1", "--reps", "1")
     assert out.returncode != 0
     assert "no coordinator package in this folder" in out.stderr
+
+
+def test_a_child_that_imported_another_copy_of_the_package_fails(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), engine_ab.SIDE_ENV: str(tmp_path)}
+    script = str(REPO_ROOT / "tools" / "engine_ab.py")
+    out = subprocess.run(
+        [sys.executable, script, "--child", "--edits", "1", "--reps", "1"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "not the side's own package" in out.stdout
