@@ -483,7 +483,9 @@ def atomic_replace(
       uses rename(2).
     """
     where = tmp_dfd if tmp_dfd is not None else dfd
-    if spare is not None and tmp_dfd is not None:
+    if spare is not None:
+        if tmp_dfd is None:  # it would be swapped in from the wrong folder, and its descriptor leak
+            raise ValueError("atomic_replace: a spare lives in the temporaries folder; pass tmp_dfd with it")
         tmp, fd = spare
     else:
         tmp = temp_name(rp.name)

@@ -114,6 +114,21 @@ def test_a_spare_is_filled_instead_of_a_new_temporary(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "tmp") == []
 
 
+def test_a_spare_without_its_folder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    _, rp, dfd, tfd = _setup(tmp_path)
+    Path(rp.abs).write_bytes(b"old\n")
+    pool = spares.SpareTemps(tfd)
+    pool.refill()
+    spare = pool.take()
+    assert spare is not None
+    with pytest.raises(ValueError, match="pass tmp_dfd"):
+        fsio.atomic_replace(dfd, rp, b"new\n", 0o644, False, spare=spare)
+    assert Path(rp.abs).read_bytes() == b"old\n"
+    assert os.fstat(spare[1]).st_size == 0  # untouched, still the caller's to use or close
+    os.close(spare[1])
+    pool.close()
+
+
 def test_the_next_write_fills_a_spare_made_after_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "repo"
     root.mkdir()
