@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests import REPO_ROOT
 from tests.tools import load_tool, run_tool
@@ -53,3 +56,26 @@ def test_a_child_that_imported_another_copy_of_the_package_fails(tmp_path: Path)
     )  # fmt: skip
     assert out.returncode == 1
     assert "not the side's own package" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_mode_counts_a_positive_figure_per_edit_for_each_side() -> None:
+    out = run_tool("engine_ab.py", str(REPO_ROOT), str(REPO_ROOT), "--instructions", "--edits", "24", timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    counts = [float(x.replace(",", "")) for x in re.findall(r": ([\d,]+) instructions per edit \(24 and 6", out.stdout)]
+    assert len(counts) == 2 and all(c > 10_000 for c in counts), out.stdout
+    found = re.search(r"B / A ([\d.]+) \(instructions per edit\)", out.stdout)
+    assert found is not None, out.stdout
+    ratio = float(found.group(1))
+    assert 0.9 < ratio < 1.1  # the same engine twice: the count is repeatable
+
+
+def test_instructions_mode_without_valgrind_says_what_to_install(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PATH": str(tmp_path)}
+    script = str(REPO_ROOT / "tools" / "engine_ab.py")
+    out = subprocess.run(
+        [sys.executable, script, str(REPO_ROOT), str(REPO_ROOT), "--instructions"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "valgrind is not installed" in out.stderr
