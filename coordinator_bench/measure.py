@@ -69,10 +69,16 @@ def _git(*args: str) -> str:
         return ""
 
 
+#: The bench's own outputs: changes to them (results copied in before a report) do not change what runs.
+OUTPUTS = ("coordinator_bench/results", "BENCHMARKS.md")
+
+
 def commit() -> dict[str, Any]:
-    """HEAD of the repository the benchmarks ran from, and whether its working tree had changes."""
+    """HEAD of the repository the benchmarks ran from, and whether its working tree had changes to what
+    runs (tracked files other than the bench's outputs, `OUTPUTS`)."""
     head = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    excluded = [f":(exclude){path}" for path in OUTPUTS]
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     return {"commit": head or None, "short": head[:7] if head else None, "dirty": bool(status)}
 
 
