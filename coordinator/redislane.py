@@ -28,6 +28,7 @@ Rules, each enforced here:
    the failure is raised when its replies are read, and the caller reports it.
 3. Never across a fork: a connection checked out by another process is forgotten, not used or closed.
 4. Standalone servers and Sentinel primaries only; a cluster routes each key to its node (no lane).
+5. Only on a redis-py that has the private names it uses (`supported`); otherwise the pool's way always.
 """
 
 from __future__ import annotations
@@ -40,10 +41,21 @@ from typing import Any
 
 import hiredis
 import redis
+import redis.client
 import redis.connection
-from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser  # (every redis-py from 6.1 on)
 
 log = logging.getLogger("coordinator.state")
+
+# redis-py's private names the lane relies on (every release from 6.1 to 8.1 has them). A release that
+# moved them must not break the package: without the parser's names, replies are read through
+# `conn.read_response` (`reply_reader`); without the pipeline's `_execute_pipeline`, no lane is made
+# (`supported`) and every pipeline goes the pool's way, as on a cluster.
+_HiredisParser: Any
+NOT_ENOUGH_DATA: Any
+try:
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+except ImportError:  # (tests/coordinator/state/test_redislane.py runs this in a subprocess)
+    _HiredisParser, NOT_ENOUGH_DATA = None, object()
 
 #: Failures after which the lane's connection is dropped and the pool's path is taken.
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -78,6 +90,12 @@ class Batch:
         for args in self.commands:
             pipe.execute_command(*args)
         return pipe
+
+
+def supported() -> bool:
+    """Whether this redis-py has what the lane uses: the pipeline's `_execute_pipeline` (the parser's
+    names are optional, see `reply_reader`). Without it the store makes no lane."""
+    return callable(getattr(redis.client.Pipeline, "_execute_pipeline", None))
 
 
 def nothing_owed() -> None:

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 import xxhash
 
-from . import redisconn
+from . import redisconn, redislane
 from .frozen import fast_init
 from .redisconn import redis_call
 from .redislane import Batch, Lane, nothing_owed
@@ -157,7 +157,7 @@ class StateStore:
         self.ttl_s = ttl_s
         self.cluster = redisconn.is_cluster(client)
         # The engine's post-write pipelines and liveness probes go on a connection kept in hand (redislane).
-        self._lane: Lane | None = None if self.cluster else Lane(client)
+        self._lane: Lane | None = Lane(client) if not self.cluster and redislane.supported() else None
         # The single registry key of older versions: still read by the listings (so writers that use it
         # keep working), no longer written by the engine.
         self.sessions_key = f"ec:{{{namespace}}}:sessions"

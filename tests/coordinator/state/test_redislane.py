@@ -244,3 +244,64 @@ def test_a_connection_the_server_closed_reads_as_lost(client: redis.Redis) -> No
         assert conn._sock is None  # disconnected, as redis-py's own read would leave it
     finally:
         client.connection_pool.release(conn)
+
+
+_WITHOUT_PRIVATE_NAMES = r"""
+import sys, tempfile
+from pathlib import Path
+import redis.client
+{block}
+from coordinator import Coordinator, redislane
+from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+root = Path(tempfile.mkdtemp()) / "repo"
+root.mkdir()
+(root / "f.txt").write_text("a = 1\n")
+url = ensure_embedded_redis(root / ".edit-coordinator")
+try:
+    with Coordinator(root, url) as coord:
+        s = coord.session("s")
+        s.read("f.txt")
+        for i in range(1, 4):
+            res = s.edit("f.txt", f"a = {{i}}", f"a = {{i + 1}}")
+            assert not res.warnings, res.warnings
+        lane = coord.state._lane
+        print("lane", lane is not None, "version", coord.state.meta("f.txt")["version"])
+        print("parser names", redislane._HiredisParser is not None)
+        other = coord.session("t")
+        other.read("f.txt")
+        other.edit("f.txt", "a = 4", "a = 5")
+finally:
+    stop_embedded_redis(root / ".edit-coordinator")
+print((root / "f.txt").read_text().strip())
+"""
+
+
+@pytest.mark.parametrize(
+    ("block", "lane", "names"),
+    [
+        # a redis-py whose hiredis parser module moved: replies are read through read_response
+        ("sys.modules['redis._parsers.hiredis'] = None", True, False),
+        # a redis-py the lane does not support: no lane, every pipeline the pool's way
+        ("import coordinator.redislane as rl; rl.supported = lambda: False", False, True),
+    ],
+)
+def test_a_redis_py_without_the_private_names_still_records_every_write(block: str, lane: bool, names: bool) -> None:
+    import subprocess
+    import sys
+
+    from tests import REPO_ROOT
+
+    script = _WITHOUT_PRIVATE_NAMES.format(block=block)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"lane {lane} version 3" in out.stdout
+    assert f"parser names {names}" in out.stdout
+    assert out.stdout.strip().endswith("a = 5")
+
+
+def test_the_lane_is_supported_only_where_the_pipeline_has_what_it_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coordinator import redislane
+
+    assert redislane.supported()
+    monkeypatch.delattr(redis.client.Pipeline, "_execute_pipeline")
+    assert not redislane.supported()
