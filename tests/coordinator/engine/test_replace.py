@@ -31,6 +31,17 @@ def _setup(tmp_path: Path) -> tuple[str, fsio.ResolvedPath, int, int]:
     return str(root), rp, dfd, tfd
 
 
+def _with_a_spare(tmp_path: Path) -> tuple[fsio.ResolvedPath, int, int, spares.SpareTemps, tuple[str, int]]:
+    """`_setup` with the file holding "old\n", a filled pool of spares and one spare taken from it."""
+    _, rp, dfd, tfd = _setup(tmp_path)
+    Path(rp.abs).write_bytes(b"old\n")
+    pool = spares.SpareTemps(tfd)
+    pool.refill()
+    spare = pool.take()
+    assert spare is not None
+    return rp, dfd, tfd, pool, spare
+
+
 @pytest.mark.parametrize("fsync", [False, True])
 def test_replace_over_an_existing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool) -> None:
     root, rp, dfd, tfd = _setup(tmp_path)
@@ -97,12 +108,7 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
 
 
 def test_a_spare_is_filled_instead_of_a_new_temporary(tmp_path: Path) -> None:
-    _, rp, dfd, tfd = _setup(tmp_path)
-    Path(rp.abs).write_bytes(b"old\n")
-    pool = spares.SpareTemps(tfd)
-    pool.refill()
-    spare = pool.take()
-    assert spare is not None
+    rp, dfd, tfd, pool, spare = _with_a_spare(tmp_path)
     ino = os.fstat(spare[1]).st_ino
     old: list[str] = []
     st = fsio.atomic_replace(dfd, rp, b"new\n", 0o644, False, tmp_dfd=tfd, spare=spare, old_names=old)
@@ -115,12 +121,7 @@ def test_a_spare_is_filled_instead_of_a_new_temporary(tmp_path: Path) -> None:
 
 
 def test_a_spare_without_its_folder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
-    _, rp, dfd, tfd = _setup(tmp_path)
-    Path(rp.abs).write_bytes(b"old\n")
-    pool = spares.SpareTemps(tfd)
-    pool.refill()
-    spare = pool.take()
-    assert spare is not None
+    rp, dfd, _, pool, spare = _with_a_spare(tmp_path)
     with pytest.raises(ValueError, match="pass tmp_dfd"):
         fsio.atomic_replace(dfd, rp, b"new\n", 0o644, False, spare=spare)
     assert Path(rp.abs).read_bytes() == b"old\n"
