@@ -122,17 +122,24 @@ def run_side(folder: Path, edits: int, reps: int) -> Sample:
     env = {**os.environ, "PYTHONPATH": str(folder), SIDE_ENV: str(folder)}
     args = [sys.executable, __file__, "--child", "--edits", str(edits), "--reps", str(reps)]
     out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
+    data = _outcome(out, folder, "")
+    return Sample(data["best_wall_us"], data["best_cpu_us"], data["median_wall_us"], int(data["edits"]))
+
+
+def _outcome(out: subprocess.CompletedProcess[str], folder: Path, how: str) -> dict[str, float]:
+    """The figures a child printed (its last line, JSON); raises RuntimeError when it failed."""
     lines = out.stdout.strip().splitlines()
     data = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
     if out.returncode != 0 or "error" in data or not data:
         why = data.get("error") or out.stderr.strip()[-1500:] or f"exit status {out.returncode}"
-        raise RuntimeError(f"the process for {folder} failed: {why}")
-    return Sample(data["best_wall_us"], data["best_cpu_us"], data["median_wall_us"], data["edits"])
+        raise RuntimeError(f"the process for {folder} failed{how}: {why}")
+    return data
 
 
-def count_side(folder: Path, edits: int) -> tuple[float, int]:
-    """Instructions per edit of `folder`'s engine (module docstring, `--instructions`), and the edits made
-    by the longer process. Raises RuntimeError when a process fails or valgrind reports no count."""
+def count_side(folder: Path, edits: int) -> float:
+    """Instructions per edit of `folder`'s engine (module docstring, `--instructions`): processes of
+    `edits` and of a quarter of them. Raises RuntimeError when a process fails or valgrind reports no
+    count."""
     short = max(1, edits // 4)
     counts = []
     for n in (short, edits):
@@ -140,14 +147,12 @@ def count_side(folder: Path, edits: int) -> tuple[float, int]:
         args = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
         args += ["--child", "--edits", str(n), "--reps", "1"]
         out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=1800)
-        lines = out.stdout.strip().splitlines()
-        data = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+        _outcome(out, folder, " under valgrind")
         found = COLLECTED.search(out.stderr)
-        if out.returncode != 0 or "error" in data or not data or found is None:
-            why = data.get("error") or out.stderr.strip()[-1500:] or f"exit status {out.returncode}"
-            raise RuntimeError(f"the process for {folder} failed under valgrind: {why}")
+        if found is None:
+            raise RuntimeError(f"valgrind reported no instruction count for {folder}: {out.stderr[-1500:]}")
         counts.append(int(found.group(1)))
-    return (counts[1] - counts[0]) / (edits - short), edits
+    return (counts[1] - counts[0]) / (edits - short)
 
 
 def instructions(sides: Sequence[str], folders: Sequence[Path], edits: int) -> int:
@@ -157,12 +162,12 @@ def instructions(sides: Sequence[str], folders: Sequence[Path], edits: int) -> i
     per_edit = []
     for name, folder in zip(sides, folders, strict=True):
         try:
-            ir, n = count_side(folder, edits)
+            ir = count_side(folder, edits)
         except RuntimeError as exc:
             print(f"FAILED: {exc}", file=sys.stderr)
             return 1
         per_edit.append(ir)
-        print(f"{name}: {ir:,.0f} instructions per edit ({n} and {max(1, edits // 4)} edits)", flush=True)
+        print(f"{name}: {ir:,.0f} instructions per edit ({edits} and {max(1, edits // 4)} edits)", flush=True)
     print(f"B / A {per_edit[1] / per_edit[0]:.3f} (instructions per edit)")
     return 0
 
