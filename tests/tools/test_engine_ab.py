@@ -59,15 +59,21 @@ def test_a_child_that_imported_another_copy_of_the_package_fails(tmp_path: Path)
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_instructions_mode_counts_a_positive_figure_per_edit_for_each_side() -> None:
-    out = run_tool("engine_ab.py", str(REPO_ROOT), str(REPO_ROOT), "--instructions", "--edits", "24", timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    counts = [float(x.replace(",", "")) for x in re.findall(r": ([\d,]+) instructions per edit \(24 and 6", out.stdout)]
-    assert len(counts) == 2 and all(c > 10_000 for c in counts), out.stdout
-    found = re.search(r"B / A ([\d.]+) \(instructions per edit\)", out.stdout)
-    assert found is not None, out.stdout
-    ratio = float(found.group(1))
-    assert 0.9 < ratio < 1.1  # the same engine twice: the count is repeatable
+def test_a_side_is_counted_under_valgrind_from_processes_whose_edits_land() -> None:
+    per_edit = engine_ab.count_side(REPO_ROOT, 24)  # a child that fails, or a file lacking an edit, raises
+    assert 50_000 < per_edit < 20_000_000  # an edit of this engine: hundreds of thousands, not start-up noise
+
+
+def test_instructions_mode_prints_each_sides_count_and_the_ratio(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    counts = iter([800_000.0, 600_000.0])
+    monkeypatch.setattr(engine_ab, "count_side", lambda folder, edits: next(counts))
+    monkeypatch.setattr(engine_ab.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert engine_ab.main([str(REPO_ROOT), str(REPO_ROOT), "--instructions", "--edits", "40"]) == 0
+    out = capsys.readouterr().out
+    assert f"{REPO_ROOT}: 800,000 instructions per edit (40 and 10 edits)" in out
+    assert "B / A 0.750 (instructions per edit)" in out
 
 
 def test_instructions_mode_without_valgrind_says_what_to_install(tmp_path: Path) -> None:
