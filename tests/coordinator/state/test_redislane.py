@@ -5,6 +5,8 @@ checked out by another process."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from coordinator import Coordinator
+from coordinator import Coordinator, redislane
 from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
 from coordinator.redislane import Batch, Lane, reply_reader
+from tests import REPO_ROOT
 
 
 @pytest.fixture
@@ -286,11 +289,6 @@ print((root / "f.txt").read_text().strip())
     ],
 )
 def test_a_redis_py_without_the_private_names_still_records_every_write(block: str, lane: bool, names: bool) -> None:
-    import subprocess
-    import sys
-
-    from tests import REPO_ROOT
-
     script = _WITHOUT_PRIVATE_NAMES.format(block=block)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -300,8 +298,6 @@ def test_a_redis_py_without_the_private_names_still_records_every_write(block: s
 
 
 def test_the_lane_is_supported_only_where_the_pipeline_has_what_it_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from coordinator import redislane
-
     assert redislane.supported()
     monkeypatch.delattr(redis.client.Pipeline, "_execute_pipeline")
     assert not redislane.supported()
