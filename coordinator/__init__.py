@@ -20,15 +20,16 @@ For an event loop, `AsyncClient` (the same operations, awaitable); for model API
 
 from typing import TYPE_CHECKING, Any
 
-from . import tools
-from .aio import AsyncClient, AsyncSession
-from .client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
-from .engine import Coordinator, EditResult, ReadResult, Session, WriteResult
-from .errors import CoordinatorError, ErrorCode
-from .history import HistoryEntry
+from coordinator import tools
+from coordinator.client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
+from coordinator.client.aio import AsyncClient, AsyncSession
+from coordinator.engine import Coordinator, EditResult, ReadResult, Session, WriteResult
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import HistoryEntry
+from coordinator.version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from .client.http import HttpClient
+    from coordinator.client.http import HttpClient
 
 __all__ = [
     "AsyncClient",
@@ -51,13 +52,11 @@ __all__ = [
     "tools",
 ]
 
-__version__ = "0.1.0"
-
 
 def __getattr__(name: str) -> Any:
     """`HttpClient` on first use (see coordinator.client): an in-process program never loads httpx."""
     if name == "HttpClient":
-        from .client.http import HttpClient
+        from coordinator.client.http import HttpClient
 
         return HttpClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

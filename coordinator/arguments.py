@@ -21,9 +21,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import CoordinatorError, ErrorCode
-from .fsio import validate_path_argument
-from .semantics import EditSpec
+from coordinator.disk.fsio import validate_path_argument
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.text.semantics import EditSpec
 
 __all__ = [
     "DURABILITIES",

@@ -33,12 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.errors import CoordinatorError
+from coordinator_bench.cells import CellOutcome, loop_outcome
+from coordinator_bench.scenarios import Row
 from worker.agent import READ_ALL_LINES, Corpus, parse_counters, slot_label
 from worker.oracle import judge_counts
 from worker.stats import percentile
-
-from .cells import CellOutcome, loop_outcome
-from .scenarios import Row
 
 TICK_S = 0.001
 IDLE_S = 0.5  # the ticker alone before the editors start: how late it wakes on this machine anyway
@@ -58,7 +57,7 @@ class _Tally:
 
 def open_async_client(spec: Any) -> Any:
     """`coordinator.AsyncClient` in-process on the spec's root (`AsyncClient.local`), its default pool."""
-    from .columns import async_client_class
+    from coordinator_bench.columns import async_client_class
 
     cls = async_client_class()
     assert cls is not None, "the asyncio column runs only where AsyncClient exists"

@@ -22,19 +22,18 @@ from typing import Any
 
 import redis
 
-from coordinator import layout
-from coordinator.fsio import resolve
+from coordinator.disk import layout
+from coordinator.disk.fsio import resolve
 from coordinator.history import content_hash
-from coordinator.state import KIND_READ, ReadState, StateStore
+from coordinator.state.views import KIND_READ, ReadState, StateStore
+from coordinator_bench.columns import KIND_HTTP, KIND_UNSAFE, Column, spec_for
+from coordinator_bench.deployments import Deployment
+from coordinator_bench.fleetrun import WorkerExtras, bench_fleet, read_usage
+from coordinator_bench.measure import machine_busy, machine_cpu_ticks, redis_stats
+from coordinator_bench.scenarios import Row, Scenario
 from worker.agent import counters_text, prepare_corpus
 from worker.fleet import FleetConfig, Progress, pair_ops, summarize, verify
 from worker.stats import percentile
-
-from .columns import KIND_HTTP, KIND_UNSAFE, Column, spec_for
-from .deployments import Deployment
-from .fleetrun import WorkerExtras, bench_fleet, read_usage
-from .measure import machine_busy, machine_cpu_ticks, redis_stats
-from .scenarios import Row, Scenario
 
 MiB = 1024 * 1024
 _PRELOAD_BATCH = 5000
@@ -195,7 +194,7 @@ def run_cell(
             preload = preload_read_state(ctx.redis, root, [*corpus.files, *extra_files], row.preload_sessions)
         url = token = None
         if column.kind == KIND_HTTP:
-            from .httpserver import HttpService
+            from coordinator_bench.httpserver import HttpService
 
             service = HttpService(root, rds.url, cell_dir / "service", durability=column.durability or "none")
             service.start()
@@ -234,7 +233,7 @@ def _run_mode(
     if row.mode == "raw":
         return _run_raw_cell(spec, root, corpus.files[0], duration, profile_dir)
     if row.mode == "async":
-        from .asyncrun import run_async_cell
+        from coordinator_bench.asyncrun import run_async_cell
 
         return run_async_cell(spec, root, corpus, row, duration)
     return _run_fleet_cell(ctx, scenario, row, column, spec, root, run_dir, corpus, duration, progress, profile_dir)
@@ -262,7 +261,7 @@ def _resource_figures(rec: dict[str, Any], server: dict[str, Any] | None, busy: 
 
 
 def _run_raw_cell(spec: Any, root: Path, path: str, duration: float, profile_dir: Path | None) -> CellOutcome:
-    from .raw import run_raw
+    from coordinator_bench.raw import run_raw
 
     profile = cProfile.Profile() if profile_dir else None
     r = run_raw(spec, root, path, duration, profile)

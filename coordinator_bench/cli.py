@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .scenarios import DEFAULT_DURATION_S, QUICK_DURATION_S, scenario_names
+from coordinator_bench.scenarios import DEFAULT_DURATION_S, QUICK_DURATION_S, scenario_names
 
 QUICK_DIR_NAME = "quick"
 
@@ -99,7 +99,7 @@ def register(subparsers: Any) -> None:
 
 
 def _default_out(quick: bool) -> Path:
-    from .suite import RESULTS_DIR
+    from coordinator_bench.suite import RESULTS_DIR
 
     return RESULTS_DIR / QUICK_DIR_NAME if quick else RESULTS_DIR
 
@@ -108,7 +108,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from .plots import matplotlib_missing
+    from coordinator_bench.plots import matplotlib_missing
 
     err = Console(stderr=True)
     missing = matplotlib_missing()
@@ -117,8 +117,8 @@ def run_bench(args: argparse.Namespace) -> int:
     out: Path = args.out or _default_out(args.quick)
     if args.report:
         return _report(out, args.markdown, err)
-    from .scenarios import only_rows, select
-    from .suite import SuiteOptions, run_suite
+    from coordinator_bench.scenarios import only_rows, select
+    from coordinator_bench.suite import SuiteOptions, run_suite
 
     try:
         scenarios = only_rows(select(args.scenario, args.quick), args.row)
@@ -159,10 +159,10 @@ def run_bench(args: argparse.Namespace) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-    from .plots import make_plots
+    from coordinator_bench.plots import make_plots
 
     plots = make_plots(results, out)
-    from .summary import print_summary
+    from coordinator_bench.summary import print_summary
 
     lost = print_summary(results, out, plots, time.monotonic() - t0)
     if lost:
@@ -198,9 +198,9 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def _report(out: Path, markdown: Path | None, err: Any) -> int:
-    from .plots import make_plots
-    from .report import DEFAULT_MARKDOWN, write_report
-    from .suite import load_results
+    from coordinator_bench.plots import make_plots
+    from coordinator_bench.report import DEFAULT_MARKDOWN, write_report
+    from coordinator_bench.suite import load_results
 
     results = load_results(out)
     if not results:

@@ -24,7 +24,7 @@ from worker.client import FileClient
 from worker.fleet import ClientSpec, make_client
 
 if TYPE_CHECKING:
-    from coordinator.aio import AsyncClient
+    from coordinator.client.aio import AsyncClient
 
 KIND_UNSAFE = "unsafe"
 KIND_NAIVE = "naive-lock"
@@ -123,12 +123,12 @@ def make_bench_client(spec: ClientSpec) -> FileClient:
             options["policy"] = policy
         return InProcessClient.open(spec.root, spec.redis_url, **options)
     if spec.kind == KIND_HTTP and getattr(spec, "http_client", "project") == "plain":
-        from .plainhttp import PlainHttpClient
+        from coordinator_bench.plainhttp import PlainHttpClient
 
         assert spec.url is not None and spec.token is not None
         return PlainHttpClient(spec.url, spec.token)
     if spec.kind == KIND_NAIVE:
-        from .naive import NaiveLockClient
+        from coordinator_bench.naive import NaiveLockClient
 
         assert spec.root is not None and spec.redis_url is not None
         return NaiveLockClient(spec.root, spec.redis_url)
@@ -168,12 +168,12 @@ def http_available() -> bool:
 
 
 def async_client_class() -> type[AsyncClient] | None:
-    """`coordinator.AsyncClient` (or `coordinator.aio.AsyncClient` before it is exported), None before it exists."""
+    """`coordinator.AsyncClient` (or `coordinator.client.aio.AsyncClient` before it is exported), or None."""
     try:
         from coordinator import AsyncClient
     except ImportError:
         try:
-            from coordinator.aio import AsyncClient
+            from coordinator.client.aio import AsyncClient
         except ImportError:
             return None
     return AsyncClient
@@ -189,7 +189,7 @@ def async_available() -> str | None:
 def all_columns(redis_url: str, with_http: bool = True) -> tuple[list[Column], list[dict[str, str]]]:
     """Every column this build can run (baselines first, then the coordinator variants), and the ones it
     cannot, each with the reason."""
-    from .deployments import deployments_available
+    from coordinator_bench.deployments import deployments_available
 
     cols = [UNSAFE, NAIVE]
     absent: list[dict[str, str]] = []

@@ -2,7 +2,7 @@
 
 All three run the system's redis-server (Debian's package, `apt-get install -y redis-server`) on 127.0.0.1,
 started for the scenario and stopped after it. Sentinel (a primary, a replica, three sentinels) and the
-cluster (3 primaries, 3 replicas) come from `coordinator.localredis`, the project's launcher of local
+cluster (3 primaries, 3 replicas) come from `worker.deployments`, the project's launcher of local
 deployments; the single server is started here. Between two cells every data node is flushed, as the
 embedded server is for the other scenarios. The CPU of a cell counts every process of the deployment.
 """
@@ -21,14 +21,14 @@ from typing import Any
 
 import redis
 
-from .measure import cpu_seconds
+from coordinator_bench.measure import cpu_seconds
 
 _START_TIMEOUT_S = 30.0
 
 
 def _system_redis_server() -> str | None:
-    if importlib.util.find_spec("coordinator.localredis") is not None:
-        from coordinator.localredis import system_redis_server
+    if importlib.util.find_spec("worker.deployments") is not None:
+        from worker.deployments import system_redis_server
 
         return system_redis_server()
     for candidate in ("/usr/bin/redis-server", "/usr/local/bin/redis-server"):
@@ -41,8 +41,8 @@ def deployments_available(kind: str) -> str | None:
     """None when deployment `kind` can be started here, else why not."""
     if _system_redis_server() is None:
         return "Debian's redis-server is not installed (apt-get install -y redis-server)"
-    if kind != "server" and importlib.util.find_spec("coordinator.localredis") is None:
-        return "this build has no launcher of local Sentinel and Cluster deployments (coordinator.localredis)"
+    if kind != "server" and importlib.util.find_spec("worker.deployments") is None:
+        return "this build has no launcher of local Sentinel and Cluster deployments (worker.deployments)"
     return None
 
 
@@ -126,7 +126,7 @@ def started(kind: str, folder: Path) -> Iterator[Deployment]:
     if kind == "server":
         dep = _start_server(folder)
     else:
-        from coordinator import localredis
+        from worker import deployments as localredis
 
         start = localredis.start_cluster if kind == "cluster" else localredis.start_sentinel
         dep = _from_local(kind, start(folder))

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator_bench.columns import make_bench_client
 from worker.fleet import Fleet, FleetConfig, SharedState, WorkerSpec, worker_main
-
-from .columns import make_bench_client
 
 
 @dataclass(frozen=True)

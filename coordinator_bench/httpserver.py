@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .measure import cpu_seconds, peak_rss_mib, process_tree
+from coordinator_bench.measure import cpu_seconds, peak_rss_mib, process_tree
 
 _START_TIMEOUT_S = 30.0
 

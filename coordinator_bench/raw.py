@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.errors import CoordinatorError
+from coordinator_bench.columns import BenchClientSpec, make_bench_client
 from worker.agent import READ_ALL_LINES, parse_counters
 from worker.oracle import judge_counts
-
-from .columns import BenchClientSpec, make_bench_client
 
 SESSION = "solo-raw"
 

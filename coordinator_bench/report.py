@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .measure import REPO, now_iso
-from .targets import cell, evaluate, median_of, paired_ratios
+from coordinator_bench.measure import REPO, now_iso
+from coordinator_bench.targets import cell, evaluate, median_of, paired_ratios
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"

@@ -26,14 +26,23 @@ from typing import Any, Protocol
 
 import redis
 
+from coordinator_bench.cells import CellContext, CellOutcome, run_cell
+from coordinator_bench.columns import Column, all_columns
+from coordinator_bench.measure import (
+    QUANTILE_GRID,
+    commit,
+    get_path,
+    machine,
+    now_iso,
+    quantiles,
+    redis_stats,
+    spread,
+    versions,
+)
+from coordinator_bench.profiling import summarize_stats
+from coordinator_bench.scenarios import Row, Scenario
+from coordinator_bench.targets import evaluate
 from worker.fleet import Progress, shutdown_fork_server
-
-from .cells import CellContext, CellOutcome, run_cell
-from .columns import Column, all_columns
-from .measure import QUANTILE_GRID, commit, get_path, machine, now_iso, quantiles, redis_stats, spread, versions
-from .profiling import summarize_stats
-from .scenarios import Row, Scenario
-from .targets import evaluate
 
 SCHEMA = "edit-coordinator-bench/1"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -181,7 +190,7 @@ def run_suite(opts: SuiteOptions) -> list[dict[str, Any]]:
     state_dir = scratch / "redis-state"
     state_dir.mkdir()
     results: list[dict[str, Any]] = []
-    from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 
     client: redis.Redis | None = None
     try:
@@ -245,7 +254,7 @@ def _deployments(
 ) -> Iterator[list[Column]]:
     """Start the Redis deployments the scenario's columns use; yield the columns that can run (a
     deployment that does not start, or whose URL this build's Coordinator refuses, drops its column)."""
-    from .deployments import started
+    from coordinator_bench.deployments import started
 
     with contextlib.ExitStack() as stack:
         running = []
@@ -406,7 +415,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def load_results(out: Path, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The scenario results in `out` (suite order first, then any others), skipping non-result JSON."""
-    from .scenarios import scenario_names
+    from coordinator_bench.scenarios import scenario_names
 
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(out.glob("*.json")):

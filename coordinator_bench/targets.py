@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .measure import get_path
+from coordinator_bench.measure import get_path
 
 
 @dataclass

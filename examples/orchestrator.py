@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from coordinator import AsyncClient, tools
-from coordinator.embedded import stop_embedded_redis
+from coordinator.state.embedded import stop_embedded_redis
 
 AGENTS = 16
 FILES = 4

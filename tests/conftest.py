@@ -10,7 +10,7 @@ in this process or in the processes it starts, uses that deployment; `coord` is 
 has its own repository (its own namespace), so tests share a deployment without seeing each other's keys.
 The deployments are started from the system's redis-server (Debian's package; CI installs it); without one
 the sentinel and cluster variants are skipped, saying so. Tests that kill servers start their own
-deployment (`coordinator.localredis`).
+deployment (`worker.deployments`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator
-from coordinator.localredis import LocalCluster, LocalSentinel, start_cluster, start_sentinel, system_redis_server
+from worker.deployments import LocalCluster, LocalSentinel, start_cluster, start_sentinel, system_redis_server
 
 TOPOLOGIES = ("default", "sentinel", "cluster")
 NO_SERVER = "redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)"
@@ -101,7 +101,7 @@ def coord(root: Path, redis_url: str | None) -> Iterator[Coordinator]:
 def real_redis_root(tmp_path: Path, redis_topology: str) -> Iterator[Path]:
     """A repository root whose embedded (real) Redis server is stopped at the end (on the sentinel and
     cluster runs of a `topology` test, its coordinators use that deployment instead)."""
-    from coordinator.embedded import stop_embedded_redis
+    from coordinator.state.embedded import stop_embedded_redis
 
     r = tmp_path / "repo"
     r.mkdir()

@@ -40,10 +40,9 @@ from typing import Any, Protocol
 
 import xxhash
 
+from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.layout import STATE_DIR_NAME
-
-from .client import FileClient
+from worker.client import FileClient
 
 WORKLOADS: tuple[str, ...] = ("counters", "hot-line", "markers", "mixed")
 DEFAULT_FILES: dict[str, int] = {"counters": 4, "hot-line": 1, "markers": 8, "mixed": 8}

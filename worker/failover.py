@@ -2,7 +2,7 @@
 
     python -m worker.failover --topology cluster      # or sentinel; prints the figures as JSON
 
-The deployment is started from the system's redis-server (`coordinator.localredis`). `workers` processes
+The deployment is started from the system's redis-server (`worker.deployments`). `workers` processes
 each increment their own line of one file (`slot i: N`), reading again after any refusal. Once every
 worker has `before` acknowledged edits, the busiest primary (Cluster) or the primary (Sentinel) is killed
 with SIGKILL; the drill ends when every worker has at least `after` acknowledged edits stamped after the
@@ -117,7 +117,7 @@ def run_drill(
     topology: str, folder: Path, workers: int = 4, before: int = 10, after: int = 10, timeout_s: float = 60.0
 ) -> DrillReport:
     """Start a `topology` ("cluster" | "sentinel") deployment under `folder`, run the drill, stop it."""
-    from coordinator.localredis import LocalCluster, deployment
+    from worker.deployments import LocalCluster, deployment
 
     root = Path(folder) / "repo"
     root.mkdir(parents=True)

@@ -35,10 +35,9 @@ from multiprocessing.sharedctypes import RawArray, RawValue
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from coordinator.disk.layout import locks_dir, state_dir_of
 from coordinator.errors import CoordinatorError
-from coordinator.layout import locks_dir, state_dir_of
-
-from .agent import (
+from worker.agent import (
     Agent,
     AgentConfig,
     Corpus,
@@ -50,8 +49,8 @@ from .agent import (
     session_id,
     slot_label,
 )
-from .client import FileClient
-from .oracle import (  # re-exported: the oracle used to live here
+from worker.client import FileClient
+from worker.oracle import (  # re-exported: the oracle used to live here
     MUTATING_OPS,
     TAGGED_OPS,
     Op,
@@ -64,12 +63,12 @@ from .oracle import (  # re-exported: the oracle used to live here
     pair_ops,
     verify,
 )
-from .stats import percentile
+from worker.stats import percentile
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
-    from .http_client import HttpClient
+    from worker.http_client import HttpClient
 
 StartMethod = Literal["fork", "spawn", "forkserver"]  # multiprocessing's start methods (Linux)
 
@@ -147,7 +146,7 @@ class ClientSpec:
 def http_client_class() -> type[HttpClient]:
     """`worker.http_client.HttpClient`, imported on first use; a clear error if it is not installed."""
     try:
-        from . import http_client
+        from worker import http_client
     except ImportError as exc:
         raise RuntimeError(
             "--url needs worker.http_client.HttpClient, which this installation does not have "
@@ -158,7 +157,7 @@ def http_client_class() -> type[HttpClient]:
 
 def make_client(spec: ClientSpec) -> FileClient:
     if spec.kind == "coordinator":
-        from .client import InProcessClient
+        from worker.client import InProcessClient
 
         assert spec.root is not None
         return InProcessClient.open(
@@ -173,7 +172,7 @@ def make_client(spec: ClientSpec) -> FileClient:
             raise ValueError('a client of kind "http" needs the url of the service')
         return http_client_class()(spec.url, token=spec.token, ca_file=spec.ca_file)
     if spec.unsafe:
-        from .unsafe import UnsafeClient
+        from worker.unsafe import UnsafeClient
 
         assert spec.root is not None
         return UnsafeClient(spec.root, fresh=spec.kind == "unsafe-edit")
@@ -586,7 +585,7 @@ class Fleet:
         if path is None or self.cfg.client.kind != "coordinator":
             return None
         if self._locks is None:
-            from coordinator.locks import LockManager
+            from coordinator.disk.locks import LockManager
 
             self._locks = LockManager(locks_dir(state_dir_of(self.cfg.root)))
         t0 = time.perf_counter()
@@ -609,7 +608,7 @@ class Fleet:
         """Leave the embedded Redis running if a Redis fault stopped it (the caller owns its lifetime)."""
         if self.cfg.chaos.redis_every_s is None or not self.cfg.chaos.state_dir:
             return
-        from coordinator.embedded import ensure_embedded_redis
+        from coordinator.state.embedded import ensure_embedded_redis
 
         ensure_embedded_redis(Path(self.cfg.chaos.state_dir))
 
@@ -674,7 +673,7 @@ class _RedisChaos:
         return out
 
     def tick(self, now: float, stopping: bool) -> None:
-        from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+        from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 
         events = self.fleet.events
         if self.down_at is None:

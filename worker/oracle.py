@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coordinator.errors import CoordinatorError, ErrorCode
-
-from .agent import TAG_RE, content_hash, parse_counters, parse_hot
-from .client import FileClient
+from worker.agent import TAG_RE, content_hash, parse_counters, parse_hot
+from worker.client import FileClient
 
 if TYPE_CHECKING:
-    from .fleet import FleetRun
+    from worker.fleet import FleetRun
 
 MUTATING_OPS = frozenset({"increment", "insert", "replace", "delete", "write", "create"})
 TAGGED_OPS = frozenset({"insert", "replace", "write", "create"})
@@ -371,8 +370,8 @@ def check_recovery(rep: OracleReport, root: str, files: Iterable[str], redis_url
     """After a run (all workers gone): no temporary file in the repository, none left in the state folder
     once a coordinator has opened it again (the recovery), and every file's lock free at once."""
     from coordinator import Coordinator
-    from coordinator.layout import STATE_DIR_NAME, locks_dir, tmp_dir
-    from coordinator.locks import LockManager
+    from coordinator.disk.layout import STATE_DIR_NAME, locks_dir, tmp_dir
+    from coordinator.disk.locks import LockManager
 
     state = Path(root, STATE_DIR_NAME)
     for dirpath, dirnames, filenames in os.walk(root):

@@ -27,11 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coordinator import cmd_common
-from coordinator.layout import STATE_DIR_NAME, state_dir_of
-
-from .agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
-from .verdict import NO_WORK, Verdict, judge
+from coordinator.cli import common as cmd_common
+from coordinator.disk.layout import STATE_DIR_NAME, state_dir_of
+from worker.agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
+from worker.verdict import NO_WORK, Verdict, judge
 
 CHAOS_KINDS = ("kill", "redis", "touch")
 _COPY_IGNORE = shutil.ignore_patterns(
@@ -225,9 +224,8 @@ class _Scratch:
                 self.root.mkdir()
 
     def client_spec(self) -> Any:
-        from coordinator.embedded import embedded_status, ensure_embedded_redis
-
-        from .fleet import ClientSpec
+        from coordinator.state.embedded import embedded_status, ensure_embedded_redis
+        from worker.fleet import ClientSpec
 
         args = self.args
         if args.url:
@@ -249,9 +247,8 @@ class _Scratch:
         )
 
     def close(self) -> None:
-        from coordinator.embedded import stop_embedded_redis
-
-        from .fleet import shutdown_fork_server
+        from coordinator.state.embedded import stop_embedded_redis
+        from worker.fleet import shutdown_fork_server
 
         shutdown_fork_server()
         if self.redis_started is not None:
@@ -315,8 +312,7 @@ def _preflight(spec: Any, corpus: Corpus) -> None:
     """One read through the run's own client before any worker starts, so that an unreachable Redis or
     service is reported as such (exit 2) instead of as a fleet whose every call was refused."""
     from coordinator.errors import CoordinatorError
-
-    from .fleet import make_client
+    from worker.fleet import make_client
 
     if spec.kind == "unsafe" or not corpus.files:
         return
@@ -337,7 +333,7 @@ def _preflight(spec: Any, corpus: Corpus) -> None:
 
 
 def _fleet_run(work: _Scratch, spec: Any, corpus: Corpus, args: argparse.Namespace, err: Any) -> Any:
-    from .fleet import Chaos, Fleet, FleetConfig
+    from worker.fleet import Chaos, Fleet, FleetConfig
 
     kinds = _chaos_kinds(args.chaos)
     duration = args.duration if args.edits is None else None
@@ -373,7 +369,7 @@ def _fleet_run(work: _Scratch, spec: Any, corpus: Corpus, args: argparse.Namespa
 
 
 def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
-    from .fleet import check_history, check_recovery, client_reader, make_client, verify
+    from worker.fleet import check_history, check_recovery, client_reader, make_client, verify
 
     if spec.kind == "http":
         reader_client = make_client(spec)
@@ -391,7 +387,7 @@ def _oracle(run: Any, spec: Any, root: Path, corpus: Corpus) -> Any:
 def _redis_loads(spec: Any) -> Any:
     """Per-primary counters of the run's Redis before it (None: not a coordinator run on a given URL)."""
     from coordinator.errors import CoordinatorError
-    from coordinator.redisconn import connect, node_loads
+    from coordinator.state.connection import connect, node_loads
 
     if spec.kind != "coordinator" or not spec.redis_url or spec.redis_url.startswith("unix://"):
         return None
@@ -404,9 +400,8 @@ def _redis_loads(spec: Any) -> Any:
 
 def _shard_rows(spec: Any, loads: Any, run: Any) -> list[dict[str, Any]] | None:
     from coordinator.errors import CoordinatorError
-    from coordinator.redisconn import node_loads, shard_report
-
-    from .fleet import summarize
+    from coordinator.state.connection import node_loads, shard_report
+    from worker.fleet import summarize
 
     if loads is None:
         return None
@@ -447,7 +442,7 @@ def _conclude(
     where: str | None,
     shards: list[dict[str, Any]] | None = None,
 ) -> int:
-    from .fleet import summarize
+    from worker.fleet import summarize
 
     summary = summarize(run)
     verdict = judge(summary, report, unsafe=args.unsafe, worker_errors=run.worker_errors)
@@ -467,8 +462,8 @@ def _conclude(
 
 def _remote_corpus(spec: Any, args: argparse.Namespace, n_files: int) -> Corpus:
     """Create the run's files through the service, under stress-runs/<id>/, and return the corpus."""
-    from .agent import counters_text, hot_text, slot_label
-    from .fleet import make_client
+    from worker.agent import counters_text, hot_text, slot_label
+    from worker.fleet import make_client
 
     base = f"stress-runs/{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     slots = tuple(slot_label(i) for i in range(args.workers))

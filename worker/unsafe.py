@@ -21,8 +21,7 @@ from typing import Any
 
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
-
-from .agent import content_hash
+from worker.agent import content_hash
 
 
 class UnsafeClient:

@@ -7,11 +7,11 @@ only edits in-process.
 
 from typing import TYPE_CHECKING, Any
 
-from .base import BoundSession, Client, EventPage, SessionStatus
-from .local import LocalClient
+from coordinator.client.base import BoundSession, Client, EventPage, SessionStatus
+from coordinator.client.local import LocalClient
 
 if TYPE_CHECKING:
-    from .http import HttpClient
+    from coordinator.client.http import HttpClient
 
 InProcessClient = LocalClient
 
@@ -20,7 +20,7 @@ __all__ = ["BoundSession", "Client", "EventPage", "HttpClient", "InProcessClient
 
 def __getattr__(name: str) -> Any:
     if name == "HttpClient":
-        from .http import HttpClient
+        from coordinator.client.http import HttpClient
 
         return HttpClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from .calls import Call, Calls, headers_for, payload_for, timeout_for
-from .http import HttpClient
-from .transport import Reply, add_header, chunk_size, is_final, status_of
+from coordinator.client.calls import Call, Calls, headers_for, payload_for, timeout_for
+from coordinator.client.http import HttpClient
+from coordinator.client.transport import Reply, add_header, chunk_size, is_final, status_of
 
 T = TypeVar("T")
 

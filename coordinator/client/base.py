@@ -16,7 +16,7 @@ calls with the id filled in (the shape of `coordinator.Session`), for code that 
 Adding an operation: one method here and in `LocalClient`; its request once in `coordinator.client.calls.Calls`
 (same name and parameters) with a one-line `HttpClient` method that runs it (`AsyncClient` sends the same
 `Call` through its async driver, found by name); then one line in each adapter's table
-(`coordinator.server.routes.ROUTES`, `coordinator.mcp_server.tool_specs`, `coordinator.cmd_files`).
+(`coordinator.server.routes.ROUTES`, `coordinator.tools.mcp_server.tool_specs`, `coordinator.cli.files`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..engine import ReadResult, WriteResult
-from ..events import ChangeEvent, Notice
-from ..history import HistoryEntry
-from ..leases import Lease
+from coordinator.engine import ReadResult, WriteResult
+from coordinator.history import HistoryEntry
+from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import Lease
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import httpx
 
-from .. import errors
-from ..engine import ReadResult, WriteResult
-from ..errors import CoordinatorError, ErrorCode
-from ..events import ChangeEvent, Notice
-from ..history import HistoryEntry
-from ..leases import Lease
-from .base import EventPage, SessionStatus
+from coordinator import errors
+from coordinator.client.base import EventPage, SessionStatus
+from coordinator.engine import ReadResult, WriteResult
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import HistoryEntry
+from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import Lease
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -47,15 +47,15 @@ from typing import Any, TypeVar
 
 import httpx
 
-from .. import arguments
-from ..engine import ReadResult, WriteResult
-from ..errors import CoordinatorError, ErrorCode
-from ..events import ChangeEvent, Notice
-from ..history import HistoryEntry
-from ..leases import Lease
-from .base import BoundSession, EventPage, SessionStatus, follow
-from .calls import Call, Calls, RetryRule, build, error_from, headers_for, payload_for, timeout_for
-from .transport import PlainHttpTransport, Reply
+from coordinator import arguments
+from coordinator.client.base import BoundSession, EventPage, SessionStatus, follow
+from coordinator.client.calls import Call, Calls, RetryRule, build, error_from, headers_for, payload_for, timeout_for
+from coordinator.client.transport import PlainHttpTransport, Reply
+from coordinator.engine import ReadResult, WriteResult
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import HistoryEntry
+from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import Lease
 
 T = TypeVar("T")
 TokenSource = str | Mapping[str, str] | Callable[[str], str]
@@ -336,7 +336,7 @@ class HttpClient:
 
     def _mint(self, session: str | None) -> str:
         """A token made from the secret: for `session`, or an admin token for calls that name none."""
-        from ..server.auth import mint_token
+        from coordinator.tokens import mint_token
 
         assert self._secret is not None
         cached = self._minted.get(session)

@@ -6,14 +6,14 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from .. import arguments
-from ..engine import Coordinator, ReadResult, Session, WriteResult
-from ..engine.options import Match, Policy
-from ..errors import CoordinatorError, ErrorCode
-from ..events import ChangeEvent, Notice
-from ..history import HistoryEntry
-from ..leases import Lease
-from .base import BoundSession, EventPage, SessionStatus
+from coordinator import arguments
+from coordinator.client.base import BoundSession, EventPage, SessionStatus
+from coordinator.engine import Coordinator, ReadResult, Session, WriteResult
+from coordinator.engine.options import Match, Policy
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import HistoryEntry
+from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import Lease
 
 MAX_EVENTS = 1000
 _CURSOR_RE = re.compile(r"^(\$|[0-9]{1,20}(-[0-9]{1,20})?)$")
@@ -166,7 +166,7 @@ class LocalClient:
 def _matchers(coord: Coordinator, paths: Sequence[str] | None) -> list[Any] | None:
     if not paths:
         return None
-    from ..leases import normalize_pattern, pattern_regex
+    from coordinator.state.leases import normalize_pattern, pattern_regex
 
     return [pattern_regex(normalize_pattern(p, coord.root)) for p in paths]
 

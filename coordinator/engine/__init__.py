@@ -44,20 +44,29 @@ to the general path before anything is written), rebasing, record, intervening, 
 (Coordinator), session (Session).
 """
 
-from ..arguments import POLICIES
-from ..arguments import check_policy as _check_policy
-from ..arguments import check_session_id as _check_session_id
-from ..arguments import check_text as _check_text
-from ..arguments import opt_int as _opt_int
-from .caches import _RefusalCounts, _TextCache, _ViewCache
-from .calls import CallOptions, LockBusy, PostWriteHook
-from .coordinator import Coordinator
-from .intervening import _Intervening, _Walk
-from .leasing import LEASE_SNAPSHOT_S
-from .options import Durability, KiB, MiB, Policy, StateCheck
-from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _check_view, _Current, _Missing, _Plan
-from .results import EditResult, ReadResult, WriteResult
-from .session import Session
+from coordinator.arguments import POLICIES
+from coordinator.arguments import check_policy as _check_policy
+from coordinator.arguments import check_session_id as _check_session_id
+from coordinator.arguments import check_text as _check_text
+from coordinator.arguments import opt_int as _opt_int
+from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
+from coordinator.engine.calls import CallOptions, LockBusy, PostWriteHook
+from coordinator.engine.coordinator import Coordinator
+from coordinator.engine.intervening import _Intervening, _Walk
+from coordinator.engine.leasing import LEASE_SNAPSHOT_S
+from coordinator.engine.options import Durability, KiB, MiB, Policy, StateCheck
+from coordinator.engine.plan import (
+    CurrentFile,
+    WritePlan,
+    _CachedViewRefused,
+    _changed_lines,
+    _check_view,
+    _Current,
+    _Missing,
+    _Plan,
+)
+from coordinator.engine.results import EditResult, ReadResult, WriteResult
+from coordinator.engine.session import Session
 
 __all__ = [
     "LEASE_SNAPSHOT_S",

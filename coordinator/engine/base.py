@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import redis
 
-    from .. import fsio
-    from ..errors import CoordinatorError
-    from ..events import ReadTracker
-    from ..history import History
-    from ..leases import Lease, LeaseStore
-    from ..locks import LockManager
-    from ..spares import SpareTemps
-    from ..state import Extra, ReadState, StateStore
-    from .caches import _RefusalCounts, _TextCache, _ViewCache
-    from .intervening import _Intervening
-    from .options import StateCheck
+    from coordinator.disk import fsio
+    from coordinator.disk.locks import LockManager
+    from coordinator.disk.spares import SpareTemps
+    from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
+    from coordinator.engine.intervening import _Intervening
+    from coordinator.engine.options import StateCheck
+    from coordinator.errors import CoordinatorError
+    from coordinator.history import History
+    from coordinator.state.events import ReadTracker
+    from coordinator.state.leases import Lease, LeaseStore
+    from coordinator.state.views import Extra, ReadState, StateStore
 
 _T = TypeVar("_T")
 

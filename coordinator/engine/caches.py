@@ -7,8 +7,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from ..state import ReadState
-from .options import MiB
+from coordinator.engine.options import MiB
+from coordinator.state.views import ReadState
 
 
 class _RefusalCounts:

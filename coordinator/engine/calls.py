@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from .results import WriteResult
+    from coordinator.engine.results import WriteResult
 
 __all__ = ["CallOptions", "LockBusy", "PostWriteHook"]
 

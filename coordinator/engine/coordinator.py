@@ -12,27 +12,29 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from .. import arguments, fsio, layout, retention, semantics
-from .. import events as events_mod
-from ..arguments import check_policy as _check_policy
-from ..arguments import check_session_id as _check_session_id
-from ..errors import CoordinatorError, ErrorCode
-from ..history import History, HistoryEntry
-from ..leases import Lease, LeaseStore, normalize_pattern
-from ..locks import LockManager
-from ..redisconn import REDIS_URL_ENV
-from ..spares import SpareTemps
-from ..state import StateStore, connect
-from .caches import _RefusalCounts, _TextCache, _ViewCache
-from .calls import CallOptions, PostWriteHook
-from .options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
-from .reading import _ReadSteps
-from .results import WriteResult
-from .session import Session
-from .write import _WriteSteps
+from coordinator import arguments
+from coordinator.arguments import check_policy as _check_policy
+from coordinator.arguments import check_session_id as _check_session_id
+from coordinator.disk import fsio, layout
+from coordinator.disk.locks import LockManager
+from coordinator.disk.spares import SpareTemps
+from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
+from coordinator.engine.calls import CallOptions, PostWriteHook
+from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
+from coordinator.engine.reading import _ReadSteps
+from coordinator.engine.results import WriteResult
+from coordinator.engine.session import Session
+from coordinator.engine.write import _WriteSteps
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import History, HistoryEntry, retention
+from coordinator.state import events as events_mod
+from coordinator.state.connection import REDIS_URL_ENV
+from coordinator.state.leases import Lease, LeaseStore, normalize_pattern
+from coordinator.state.views import StateStore, connect
+from coordinator.text import semantics
 
 if TYPE_CHECKING:
-    from .intervening import _Intervening
+    from coordinator.engine.intervening import _Intervening
 
 _T = TypeVar("_T")
 
@@ -365,7 +367,7 @@ def _redis_of(
     if redis_url is None:
         redis_url = os.environ.get(REDIS_URL_ENV) or None
     if redis_url is None:
-        from ..embedded import ensure_embedded_redis
+        from coordinator.state.embedded import ensure_embedded_redis
 
         redis_url = ensure_embedded_redis(state_dir)
     return redis_url, connect(redis_url, timeout=timeout)

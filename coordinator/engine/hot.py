@@ -31,16 +31,16 @@ import contextlib
 import os
 from typing import TYPE_CHECKING
 
-from .. import fsio
-from ..errors import CoordinatorError, ErrorCode
-from ..leases import LeaseCheck
-from ..state import ReadState
-from .plan import _view_refusal
-from .results import WriteResult
-from .steps import _PreLock, _release, _Request, _Written
+from coordinator.disk import fsio
+from coordinator.engine.plan import _view_refusal
+from coordinator.engine.results import WriteResult
+from coordinator.engine.steps import _PreLock, _release, _Request, _Written
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.leases import LeaseCheck
+from coordinator.state.views import ReadState
 
 if TYPE_CHECKING:
-    from .write import _WriteSteps
+    from coordinator.engine.write import _WriteSteps
 
 _NO_LEASE = LeaseCheck(None, None)
 

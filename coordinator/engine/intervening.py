@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CoordinatorError
-from ..state import ReadState
-from .base import _CoordinatorBase
-from .options import KiB
+from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.options import KiB
+from coordinator.errors import CoordinatorError
+from coordinator.state.views import ReadState
 
 # How much of a history index tail is read to name the sessions behind intervening writes.
 _INTERVENING_TAIL_BYTES = 256 * KiB

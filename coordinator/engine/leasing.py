@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import fsio
-from ..errors import CoordinatorError, ErrorCode
-from ..leases import Lease, LeaseCheck, check_leases, leased_error, normalize_pattern
-from ..state import ReadState
-from .base import _CoordinatorBase
+from coordinator.disk import fsio
+from coordinator.engine.base import _CoordinatorBase
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.leases import Lease, LeaseCheck, check_leases, leased_error, normalize_pattern
+from coordinator.state.views import ReadState
 
 # How old a lease snapshot may be when this process's cached view spares the pre-lock round trip. A grant
 # waits this long before returning, so every snapshot taken before it has been dropped by then.

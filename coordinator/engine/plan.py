@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import fsio, rebase, semantics
-from ..errors import CoordinatorError, ErrorCode
-from ..state import ReadState
-from ..textio import Decoded, decode_bytes
+from coordinator.disk import fsio
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.views import ReadState
+from coordinator.text import rebase, semantics
+from coordinator.text.codecs import Decoded, decode_bytes
 
 __all__ = ["CurrentFile", "WritePlan"]
 

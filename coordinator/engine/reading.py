@@ -8,15 +8,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import fsio, semantics
-from ..arguments import opt_int
-from ..errors import CoordinatorError, ErrorCode
-from ..history import content_hash
-from ..state import KIND_READ, ReadState
-from ..textio import Decoded, decode_bytes
-from .base import _CoordinatorBase
-from .options import Policy
-from .results import ReadResult
+from coordinator.arguments import opt_int
+from coordinator.disk import fsio
+from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.options import Policy
+from coordinator.engine.results import ReadResult
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import content_hash
+from coordinator.state.views import KIND_READ, ReadState
+from coordinator.text import semantics
+from coordinator.text.codecs import Decoded, decode_bytes
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from .. import fsio, rebase, semantics
-from ..errors import CoordinatorError
-from ..history import content_hash
-from ..state import ReadState
-from ..textio import decode_bytes, encode_text
-from .base import _CoordinatorBase
-from .plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
+from coordinator.disk import fsio
+from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
+from coordinator.errors import CoordinatorError
+from coordinator.history import content_hash
+from coordinator.state.views import ReadState
+from coordinator.text import rebase, semantics
+from coordinator.text.codecs import decode_bytes, encode_text
 
 # A path whose view was found out of date this recently is "contended": a rebase there is tried before
 # taking the lock (see _early_rebase).

@@ -10,7 +10,7 @@ would leave other processes and sessions without the new version, its event and 
 unbounded time (an agent may never call again), and notices, `watch`, the HTTP idempotency record and
 another process of the same session all read them. What is overlapped is the wait: when none of the
 replies is needed (no post-write hook, no notice lookup, no lease refresh: the common case), the commands
-go out on the state store's lane (coordinator/redislane.py) before the snippet, the result and the
+go out on the state store's lane (coordinator/state/lane.py) before the snippet, the result and the
 message are made, and the replies are read after, before the call returns (`_start_record`). The server
 runs the record while this thread works; a failure is still reported in this very result. Otherwise the
 round trip is made once the result is drafted (`_record`), since the hook is shown the result and the
@@ -29,19 +29,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import events as events_mod
-from .. import fsio, semantics
-from ..errors import CoordinatorError
-from ..frozen import fast_init
-from ..history import content_hash
-from ..state import KIND_WRITE, ReadState
-from .base import _CoordinatorBase
-from .calls import PostWriteHook
-from .intervening import _Intervening
-from .results import WriteResult, evolve
+from coordinator.disk import fsio
+from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.calls import PostWriteHook
+from coordinator.engine.intervening import _Intervening
+from coordinator.engine.results import WriteResult, evolve
+from coordinator.errors import CoordinatorError
+from coordinator.frozen import fast_init
+from coordinator.history import content_hash
+from coordinator.state import events as events_mod
+from coordinator.state.views import KIND_WRITE, ReadState
+from coordinator.text import semantics
 
 if TYPE_CHECKING:
-    from .steps import _PreLock, _Request, _Written
+    from coordinator.engine.steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..frozen import fast_init
+from coordinator.frozen import fast_init
 
 
 @fast_init

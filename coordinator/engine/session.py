@@ -5,21 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import arguments, fsio, semantics, undoing
-from ..arguments import check_text as _check_text
-from ..arguments import opt_int as _opt_int
-from ..errors import CoordinatorError, ErrorCode
-from ..events import Notice
-from ..history import HistoryEntry
-from ..leases import Lease
-from ..placeholders import check_placeholder
-from ..textio import Encoding, decode_bytes, encode_text
-from .options import Match, Policy
-from .plan import _Current, _Missing, _Plan
-from .results import ReadResult, WriteResult, evolve
+from coordinator import arguments
+from coordinator.arguments import check_text as _check_text
+from coordinator.arguments import opt_int as _opt_int
+from coordinator.disk import fsio
+from coordinator.engine.options import Match, Policy
+from coordinator.engine.plan import _Current, _Missing, _Plan
+from coordinator.engine.results import ReadResult, WriteResult, evolve
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import HistoryEntry
+from coordinator.state.events import Notice
+from coordinator.state.leases import Lease
+from coordinator.text import semantics, undoing
+from coordinator.text.codecs import Encoding, decode_bytes, encode_text
+from coordinator.text.placeholders import check_placeholder
 
 if TYPE_CHECKING:
-    from .coordinator import Coordinator
+    from coordinator.engine.coordinator import Coordinator
 
 
 class Session:

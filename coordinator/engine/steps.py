@@ -7,15 +7,16 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import fsio, semantics
-from ..frozen import fast_init
-from ..history import HistoryEntry, PendingWrite
-from ..leases import LeaseCheck
-from ..locks import HeldLock
-from ..state import ReadState
-from .calls import CallOptions
-from .plan import CurrentFile, WritePlan
-from .results import WriteResult
+from coordinator.disk import fsio
+from coordinator.disk.locks import HeldLock
+from coordinator.engine.calls import CallOptions
+from coordinator.engine.plan import CurrentFile, WritePlan
+from coordinator.engine.results import WriteResult
+from coordinator.frozen import fast_init
+from coordinator.history import HistoryEntry, PendingWrite
+from coordinator.state.leases import LeaseCheck
+from coordinator.state.views import ReadState
+from coordinator.text import semantics
 
 Transform = Callable[[CurrentFile], WritePlan]
 

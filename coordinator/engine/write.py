@@ -21,22 +21,23 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 
-from .. import fsio, semantics
-from ..errors import CoordinatorError, ErrorCode, bare_refusal
-from ..history import content_hash
-from ..leases import Lease
-from ..locks import HeldLock
-from ..state import ReadState, reset_note
-from .calls import DEFAULT_OPTIONS, CallOptions, LockBusy
-from .hot import hot_write
-from .intervening import _InterveningSteps
-from .leasing import _LeaseSteps
-from .options import Policy
-from .plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
-from .rebasing import _RebaseSteps
-from .record import _RecordSteps
-from .results import WriteResult
-from .steps import Transform, _PreLock, _release, _Request, _same, _Written
+from coordinator.disk import fsio
+from coordinator.disk.locks import HeldLock
+from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
+from coordinator.engine.hot import hot_write
+from coordinator.engine.intervening import _InterveningSteps
+from coordinator.engine.leasing import _LeaseSteps
+from coordinator.engine.options import Policy
+from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
+from coordinator.engine.rebasing import _RebaseSteps
+from coordinator.engine.record import _RecordSteps
+from coordinator.engine.results import WriteResult
+from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
+from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
+from coordinator.history import content_hash
+from coordinator.state.leases import Lease
+from coordinator.state.views import ReadState, reset_note
+from coordinator.text import semantics
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)

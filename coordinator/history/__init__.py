@@ -38,7 +38,8 @@ Invariants, each enforced here:
    first, so a writer in another process reopens its cached descriptors before its next append.
 """
 
-from ._format import (
+from coordinator.hashing import file_stem as path_hash
+from coordinator.history._format import (
     FORMAT,
     HistoryEntry,
     IndexFile,
@@ -47,9 +48,8 @@ from ._format import (
     PendingWrite,
     TailRead,
     content_hash,
-    path_hash,
 )
-from ._store import History
+from coordinator.history._store import History
 
 __all__ = [
     "FORMAT",

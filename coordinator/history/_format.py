@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import xxhash
 
-from ..frozen import fast_init
+from coordinator.frozen import fast_init
 
 FORMAT = 2
 _PACK_MAGIC = b"ECO1"
@@ -33,11 +33,6 @@ Loc = tuple[int, int]  # (offset of the bytes in the pack, length)
 
 def content_hash(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
-
-
-def path_hash(key: str) -> str:
-    """The file name stem for a path key (index, pack, and lock file alike)."""
-    return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape"))
 
 
 @fast_init

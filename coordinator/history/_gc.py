@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._format import (
+from coordinator.hashing import file_stem as path_hash
+from coordinator.history._format import (
     _PACK_HEADER,
     _PACK_MAGIC,
     FORMAT,
@@ -23,7 +24,6 @@ from ._format import (
     _pread_file,
     _write_file,
     content_hash,
-    path_hash,
 )
 
 

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoordinatorError, ErrorCode
-from ..layout import history_dir
-from ._format import (
+from coordinator.disk.layout import history_dir
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.hashing import file_stem as path_hash
+from coordinator.history._format import (
     _FAULT,
     _MAX_OPEN,
     _PACK_HEADER,
@@ -35,9 +36,8 @@ from ._format import (
     _pread_file,
     _write_all,
     content_hash,
-    path_hash,
 )
-from ._gc import _Rewrite
+from coordinator.history._gc import _Rewrite
 
 
 class _Handles:

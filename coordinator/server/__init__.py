@@ -11,12 +11,12 @@ by pydantic straight from bytes; engine calls run in a thread pool.
 
 Modules: common (settings, service refusals, JSON), models (requests, answers, ServerConfig), auth (secret
 and tokens), idempotency, routes (the table and the OpenAPI document), requests (reading a request), app
-(the ASGI application), serve (the command line), supervisor and worker (several processes).
+(the ASGI application), supervisor and worker (several processes).
 """
 
-from .app import App, app_from_env, create_app
-from .auth import Principal, load_secret, mint_token, state_dir_of, verify_token
-from .common import (
+from coordinator.server.app import App, app_from_env, create_app
+from coordinator.server.auth import Principal, load_secret, state_dir_of, verify_token
+from coordinator.server.common import (
     CONFIG_ENV,
     OPENAPI_PATH,
     RETRY_AFTER_S,
@@ -28,10 +28,10 @@ from .common import (
     ServiceError,
     status_for,
 )
-from .idempotency import IdempotencyStore
-from .models import ServerConfig
-from .routes import ROUTES, Route, openapi_document
-from .serve import register
+from coordinator.server.idempotency import IdempotencyStore
+from coordinator.server.models import ServerConfig
+from coordinator.server.routes import ROUTES, Route, openapi_document
+from coordinator.tokens import mint_token
 
 __all__ = [
     "CONFIG_ENV",
@@ -54,7 +54,6 @@ __all__ = [
     "load_secret",
     "mint_token",
     "openapi_document",
-    "register",
     "state_dir_of",
     "status_for",
     "verify_token",

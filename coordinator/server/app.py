@@ -32,12 +32,12 @@ import redis
 import xxhash
 from pydantic import BaseModel, ValidationError
 
-from .. import __version__, arguments
-from ..client.local import LocalClient
-from ..engine import LockBusy
-from ..errors import CoordinatorError, ErrorCode
-from .auth import Principal, load_secret, mint_token, verify_token
-from .common import (
+from coordinator import arguments
+from coordinator.client.local import LocalClient
+from coordinator.engine import LockBusy
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.server.auth import Principal, load_secret, verify_token
+from coordinator.server.common import (
     CONFIG_ENV,
     IDEM_RE,
     OPENAPI_PATH,
@@ -48,10 +48,19 @@ from .common import (
     refusal,
     status_for,
 )
-from .idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
-from .models import ServerConfig, TokenRequest, UndoRequest
-from .requests import Disconnected, check_limits, header_map, query_session, read_body, validation_message
-from .routes import ROUTE_BY_PATH, Answer, Route, openapi_document
+from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
+from coordinator.server.models import ServerConfig, TokenRequest, UndoRequest
+from coordinator.server.requests import (
+    Disconnected,
+    check_limits,
+    header_map,
+    query_session,
+    read_body,
+    validation_message,
+)
+from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document
+from coordinator.tokens import mint_token
+from coordinator.version import __version__
 
 log = logging.getLogger("edit_coordinator.server")
 
@@ -95,7 +104,7 @@ class App:
         with self._open_lock:
             if self.coord is not None:
                 return
-            from ..engine import Coordinator
+            from coordinator.engine import Coordinator
 
             options: dict[str, Any] = {"state_check": self.config.state_check} if self.config.state_check else {}
             coord = Coordinator(

@@ -8,9 +8,7 @@ token may act as any session.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import hmac
 import json
 import os
@@ -18,12 +16,17 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from ..errors import CoordinatorError, ErrorCode
-from .common import MIN_SECRET_BYTES, SECRET_ENV, SECRET_FILE_ENV, SECRET_FILE_NAME, SESSION_RE, ServiceError
-
-TOKEN_VERSION = "ec1"
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.server.common import (
+    MIN_SECRET_BYTES,
+    SECRET_ENV,
+    SECRET_FILE_ENV,
+    SECRET_FILE_NAME,
+    ServiceError,
+)
+from coordinator.tokens import TOKEN_VERSION, signature_of, unb64
 
 
 @dataclass(frozen=True)
@@ -39,35 +42,6 @@ class Principal:
         return self.role == "admin"
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _signing_key(secret: bytes) -> bytes:
-    # A derived key: the raw secret is used for nothing else, so another use of it cannot forge tokens.
-    return hmac.new(secret, b"edit-coordinator/token/v1", hashlib.sha256).digest()
-
-
-def mint_token(secret: bytes, *, session: str | None = None, admin: bool = False, ttl_s: float = 24 * 3600) -> str:
-    """A signed token. A session token (admin=False) needs `session`; an admin token acts as anyone."""
-    if not admin and (session is None or not SESSION_RE.match(session)):
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT,
-            "A session token needs a session id of 1-200 characters from letters, digits and . _ : @ + / = -",
-        )
-    payload: dict[str, Any] = {"r": "admin" if admin else "session", "e": int(time.time() + ttl_s)}
-    if not admin:
-        payload["s"] = session
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-    signed = f"{TOKEN_VERSION}.{body}"
-    sig = hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()
-    return f"{signed}.{_b64(sig)}"
-
-
 def verify_token(secret: bytes, token: str, now: float | None = None) -> Principal:
     """The principal a token names; raises ServiceError('unauthorized') for anything not valid now."""
     parts = token.split(".")
@@ -79,9 +53,9 @@ def verify_token(secret: bytes, token: str, now: float | None = None) -> Princip
             reason="malformed",
         )
     signed = f"{parts[0]}.{parts[1]}"
-    want = hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()
+    want = signature_of(secret, signed)
     try:
-        got = _unb64(parts[2])
+        got = unb64(parts[2])
     except (ValueError, TypeError):
         got = b""
     if not hmac.compare_digest(want, got):
@@ -92,7 +66,7 @@ def verify_token(secret: bytes, token: str, now: float | None = None) -> Princip
             reason="bad_signature",
         )
     try:
-        payload = json.loads(_unb64(parts[1]))
+        payload = json.loads(unb64(parts[1]))
         role = payload["r"]
         exp = float(payload["e"])
         session = payload.get("s")
@@ -111,7 +85,7 @@ def verify_token(secret: bytes, token: str, now: float | None = None) -> Princip
 
 
 def state_dir_of(root: str | os.PathLike[str]) -> Path:
-    from ..layout import state_dir_of
+    from coordinator.disk.layout import state_dir_of
 
     return state_dir_of(root)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pydantic_core
 
-from .. import errors
-from ..errors import CoordinatorError, ErrorCode
+from coordinator import errors
+from coordinator.arguments import SESSION_PATTERN
+from coordinator.errors import CoordinatorError, ErrorCode
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -24,9 +25,8 @@ SECRET_FILE_NAME = "server.secret"
 MIN_SECRET_BYTES = 16
 OPENAPI_PATH = "/openapi.json"
 
-SESSION_PATTERN = r"^[A-Za-z0-9._:@+/=-]{1,200}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
-SESSION_RE = re.compile(SESSION_PATTERN)
+SESSION_RE = re.compile(SESSION_PATTERN)  # the rule is arguments.SESSION_PATTERN
 IDEM_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 # Hard caps of the request models. The configured limits (ServerConfig) may be lower, never higher; the

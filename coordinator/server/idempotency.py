@@ -10,9 +10,9 @@ from typing import Any
 import redis
 import xxhash
 
-from ..errors import CoordinatorError
-from ..redisconn import redis_call
-from .common import ServiceError
+from coordinator.errors import CoordinatorError
+from coordinator.server.common import ServiceError
+from coordinator.state.connection import redis_call
 
 
 class WouldBlock(Exception):

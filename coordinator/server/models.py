@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..history import HistoryEntry
-from .common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
+from coordinator.history import HistoryEntry
+from coordinator.server.common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
 
 _STRICT = ConfigDict(strict=True, extra="forbid")
 

@@ -7,9 +7,9 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import CoordinatorError, ErrorCode
-from .common import SESSION_RE, refusal
-from .models import EditRequest, MultiEditRequest, ServerConfig, WriteRequest
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.server.common import SESSION_RE, refusal
+from coordinator.server.models import EditRequest, MultiEditRequest, ServerConfig, WriteRequest
 
 
 class Disconnected(Exception):

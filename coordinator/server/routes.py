@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
-from .. import __version__
-from ..engine import ReadResult, WriteResult
-from .common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
-from .models import (
+from coordinator.engine import ReadResult, WriteResult
+from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
+from coordinator.server.models import (
     BreakLeaseRequest,
     EditRequest,
     ErrorResponse,
@@ -47,6 +46,7 @@ from .models import (
     UndoRequest,
     WriteRequest,
 )
+from coordinator.version import __version__
 
 Auth = Literal["none", "any", "admin"]
 Answer = tuple[int, bytes, list[tuple[bytes, bytes]]]

@@ -8,7 +8,7 @@ import socket
 
 import uvicorn
 
-from .supervisor import WORKER_ENV
+from coordinator.server.supervisor import WORKER_ENV
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import pytest
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import min_constraints as mc  # noqa: E402
 
@@ -48,7 +48,7 @@ def test_self_referencing_extras_bring_in_their_requirements_once() -> None:
 def test_every_requirement_of_pyproject_is_pinned_at_its_minimum() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     p = subprocess.run(
-        [sys.executable, str(ROOT / "tools/min_constraints.py"), "--extra", "test", "--extra", "lint"],
+        [sys.executable, str(ROOT / "scripts/min_constraints.py"), "--extra", "test", "--extra", "lint"],
         capture_output=True,
         text=True,
         check=True,

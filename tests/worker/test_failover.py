@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.localredis import system_redis_server
+from worker.deployments import system_redis_server
 from worker.failover import run_drill
 
 pytestmark = pytest.mark.skipif(

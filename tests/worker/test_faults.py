@@ -8,7 +8,7 @@ How the disk faults are made (the tests run as root, and root ignores permission
   when not running as root;
 - a read-only file system: a read-only bind mount (`mount --bind`, then `mount -o remount,bind,ro`);
 - a full disk: a 256 KiB tmpfs (`mount -t tmpfs -o size=256k`) filled to the last block, and, everywhere,
-  ENOSPC injected into the `os.write` that `coordinator.fsio` uses for the temporary file.
+  ENOSPC injected into the `os.write` that `coordinator.disk.fsio` uses for the temporary file.
 A test whose mechanism is unavailable on the machine is skipped, with the reason.
 """
 
@@ -28,9 +28,10 @@ from typing import Any
 import fakeredis
 import pytest
 
-from coordinator import Coordinator, CoordinatorError, ErrorCode, spares
-from coordinator import fsio as fsio_mod
-from coordinator.locks import LockManager
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.disk import fsio as fsio_mod
+from coordinator.disk import spares
+from coordinator.disk.locks import LockManager
 from tests.worker import test_fleet as fleet_tests
 from worker.agent import parse_counters
 from worker.fleet import Chaos, check_history, check_recovery, pair_ops, summarize
@@ -381,7 +382,7 @@ def test_full_disk_first_edit_of_a_path_is_a_coordinator_error(small_disk: Path)
 
 
 class _EnospcOnWrite:
-    """Stands in for the `os` module inside coordinator.fsio: `write` fails with ENOSPC, all else is os."""
+    """Stands in for the `os` module inside coordinator.disk.fsio: `write` fails with ENOSPC, all else is os."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)

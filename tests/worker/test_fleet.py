@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
+from coordinator.state.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
 from worker import agent as agent_mod
 from worker.agent import (
     Agent,

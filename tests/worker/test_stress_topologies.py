@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from coordinator.redisconn import NodeLoad, shard_report
+from coordinator.state.connection import NodeLoad, shard_report
 
 
 def test_shard_report_is_the_difference_per_primary() -> None:

@@ -19,9 +19,9 @@ import pytest
 
 import coordinator
 from coordinator import Client, Coordinator, CoordinatorError, ErrorCode, HttpClient, LocalClient
-from coordinator.embedded import embedded_status, stop_embedded_redis
 from coordinator.errors import CODES, info
 from coordinator.server import openapi_document
+from coordinator.state.embedded import embedded_status, stop_embedded_redis
 from tests import REPO_ROOT
 from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
@@ -61,8 +61,8 @@ def test_public_names_are_pinned() -> None:
 def test_one_table_for_every_code() -> None:
     """Each library code has one row, read by the service (status, Retry-After), the HTTP client (retry) and
     the MCP guide; lock_timeout is retryable everywhere, content refusals nowhere."""
-    from coordinator.mcp_server import ERROR_GUIDE
     from coordinator.server import RETRY_AFTER_S, STATUS_FOR_CODE, TRANSIENT_CODES
+    from coordinator.tools.mcp_server import ERROR_GUIDE
 
     for code in ErrorCode:
         row = CODES[code.value]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import AsyncClient, Coordinator, CoordinatorError, ErrorCode
-from coordinator.locks import HeldLock
+from coordinator.disk.locks import HeldLock
 from tests import coroutines
 
 

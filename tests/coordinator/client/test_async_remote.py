@@ -27,8 +27,8 @@ from coordinator import AsyncClient, CoordinatorError, ErrorCode, HttpClient
 from coordinator.client.async_http import AsyncHttpDriver
 from coordinator.client.base import plain
 from coordinator.client.calls import Calls
-from coordinator.embedded import stop_embedded_redis
-from coordinator.locks import LockManager
+from coordinator.disk.locks import LockManager
+from coordinator.state.embedded import stop_embedded_redis
 from tests import coroutines
 from tests.coordinator.server.test_server import SECRET, ServerProcess, _wait_for_claim, versions
 from tests.coordinator.server.test_tls import TlsServer, pki, tls_served  # noqa: F401  (fixtures)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from coordinator import AsyncClient, Coordinator, CoordinatorError, ErrorCode, HttpClient, LocalClient, tools
-from coordinator.embedded import stop_embedded_redis
+from coordinator.state.embedded import stop_embedded_redis
 from tests.coordinator.client.test_adapters import run_cli
 from tests.coordinator.server.test_server import SECRET, ServerProcess
 

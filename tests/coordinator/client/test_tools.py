@@ -92,7 +92,7 @@ def test_definitions_equal_the_input_schemas_a_real_mcp_server_lists(tmp_path: P
     try:
         served = asyncio.run(listed())
     finally:
-        from coordinator.embedded import stop_embedded_redis
+        from coordinator.state.embedded import stop_embedded_redis
 
         stop_embedded_redis(root / ".edit-coordinator")
     by_name = {t.name: t for t in served}

@@ -1,4 +1,4 @@
-"""Flexible matching (coordinator.flexmatch through semantics.apply_edit): opt-in, after exact and
+"""Flexible matching (coordinator.text.flexmatch through semantics.apply_edit): opt-in, after exact and
 quote-folded matching; whole lines with trailing whitespace ignored, then a constant indentation shift;
 unique or refused; never fuzzy."""
 
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.flexmatch import INDENTATION, TRAILING_WHITESPACE, find_flexible
-from coordinator.rebase import rebase_edit
-from coordinator.semantics import EditSpec, apply_edit, apply_edits
+from coordinator.text.flexmatch import INDENTATION, TRAILING_WHITESPACE, find_flexible
+from coordinator.text.rebase import rebase_edit
+from coordinator.text.semantics import EditSpec, apply_edit, apply_edits
 from tests.coordinator.core import examples
 
 SRC = "class A:\n    def f(self):\n        x = 1   \n        return x\n\n    def g(self):\n        pass\n"

@@ -11,7 +11,7 @@ import pytest
 from coordinator.engine.results import WriteResult
 from coordinator.frozen import fast_init
 from coordinator.history import HistoryEntry
-from coordinator.state import ReadState
+from coordinator.state.views import ReadState
 
 
 def _pair() -> tuple[type, type]:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.rebase import carry_change, rebase_edit, rebase_edits
-from coordinator.semantics import (
+from coordinator.text.codecs import Encoding, decode_bytes, encode_text
+from coordinator.text.rebase import carry_change, rebase_edit, rebase_edits
+from coordinator.text.semantics import (
     LEFT_DOUBLE,
     RIGHT_DOUBLE,
     EditSpec,
@@ -23,7 +24,6 @@ from coordinator.semantics import (
     number_lines,
     to_eol,
 )
-from coordinator.textio import Encoding, decode_bytes, encode_text
 
 _SUPPORTED = "supported are UTF-8, UTF-8 with BOM, and UTF-16 (LE or BE) with BOM."
 _NOT_FOUND = (

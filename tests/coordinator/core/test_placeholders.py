@@ -1,4 +1,4 @@
-"""The omission-marker rule (coordinator.placeholders): markers that replace code are refused, everything
+"""The omission-marker rule (coordinator.text.placeholders): markers that replace code are refused, everything
 else (Ellipsis, ordinary comments, markers already in the file, markers that replace nothing) is not."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.placeholders import check_placeholder, find_marker, marker_key
+from coordinator.text.placeholders import check_placeholder, find_marker, marker_key
 
 MARKERS = [
     "// ... rest of code ...",
@@ -109,7 +109,9 @@ def test_blank_replaced_lines_do_not_count_as_lost_code() -> None:
 def test_the_corpus_scan_counts_marker_lines_and_refused_history_hunks(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import subprocess
 
-    from coordinator import placeholder_scan
+    from tests.scripts import load_tool
+
+    placeholder_scan = load_tool("placeholder_scan")
 
     src = tmp_path / "a.py"
     src.write_text(OLD)
@@ -136,7 +138,7 @@ def test_the_corpus_scan_counts_marker_lines_and_refused_history_hunks(tmp_path)
 
 @pytest.mark.parametrize("line", [*MARKERS, *NOT_MARKERS, "x = 1", "  \t", "", "return f(a, b)", "«rest»"])
 def test_the_quick_skip_never_skips_a_marker(line: str) -> None:
-    from coordinator.placeholders import _may_be_marker
+    from coordinator.text.placeholders import _may_be_marker
 
     assert _may_be_marker(line) or marker_key(line) is None
     if line in MARKERS:
@@ -147,7 +149,7 @@ def test_the_quick_skip_never_skips_a_marker_of_any_text() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from coordinator.placeholders import _LEADERS, _WRAPPERS, _may_be_marker
+    from coordinator.text.placeholders import _LEADERS, _WRAPPERS, _may_be_marker
 
     pieces = st.sampled_from([*_LEADERS, *_WRAPPERS, *_WRAPPERS.values(), "...", "…", " ", "\t", "rest", "of", "code"])
     words = st.sampled_from(["existing", "code", "here", "unchanged", "remaining", "rest", "the", "x", "=", "1"])

@@ -1,4 +1,4 @@
-"""Tests of coordinator.rebase: the line diff, the rebase of one edit over concurrent ones, by example and
+"""Tests of coordinator.text.rebase: the line diff, the rebase of one edit over concurrent ones, by example and
 by property.
 
 The properties it guards:
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from coordinator import rebase
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.rebase import Hunk, line_diff, rebase_edit, rebase_edits, split_keepends
-from coordinator.semantics import LEFT_DOUBLE, RIGHT_DOUBLE, EditSpec, apply_edit, apply_edits, split_lines
+from coordinator.text import rebase
+from coordinator.text.rebase import Hunk, line_diff, rebase_edit, rebase_edits, split_keepends
+from coordinator.text.semantics import LEFT_DOUBLE, RIGHT_DOUBLE, EditSpec, apply_edit, apply_edits, split_lines
 from tests.coordinator.core import examples
 
 

@@ -1,4 +1,4 @@
-"""Tests of coordinator.semantics: each Edit rule by example, then the properties it must keep."""
+"""Tests of coordinator.text.semantics: each Edit rule by example, then the properties it must keep."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from coordinator.errors import ErrorCode
-from coordinator.semantics import (
+from coordinator.text.codecs import Encoding, decode_bytes, encode_text
+from coordinator.text.semantics import (
     LEFT_DOUBLE,
     LEFT_SINGLE,
     MAX_LINE_CHARS,
@@ -30,7 +31,6 @@ from coordinator.semantics import (
     suggest_path,
     to_eol,
 )
-from coordinator.textio import Encoding, decode_bytes, encode_text
 from tests.coordinator.core import examples
 from tests.refusals import refused
 
@@ -659,7 +659,7 @@ def test_line_number_at_agrees_with_split_lines(text: str, offset: int) -> None:
 @settings(max_examples=examples(300), deadline=None)
 def test_render_snippet_at_matches_whole_text_rendering(lines, eol, trailing, data):
     """The region-only snippet renders exactly what splitting the whole text would."""
-    from coordinator.semantics import line_number_at, render_snippet, render_snippet_at
+    from coordinator.text.semantics import line_number_at, render_snippet, render_snippet_at
 
     text = eol.join(lines) + (eol if trailing and lines else "")
     offset = data.draw(st.integers(0, len(text)))

@@ -1,4 +1,4 @@
-"""Tests of coordinator.textio: BOM sniffing, binary detection, strict decoding and the exact round trip."""
+"""Tests of coordinator.text.codecs: BOM sniffing, binary detection, strict decoding and the exact round trip."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.textio import Decoded, Encoding, decode_bytes, encode_text, looks_binary
+from coordinator.text.codecs import Decoded, Encoding, decode_bytes, encode_text, looks_binary
 from tests.coordinator.core import examples
 
 

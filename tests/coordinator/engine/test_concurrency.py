@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
+from coordinator.state.embedded import embedded_status, ensure_embedded_redis, stop_embedded_redis
 from tests.conftest import touch_later
 
 WORKERS = 8

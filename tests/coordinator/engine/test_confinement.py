@@ -106,7 +106,7 @@ def test_folder_swapped_for_outside_link_during_writes_makes_nothing_outside(tmp
 def test_resolve_splits_and_keys_as_os_path_does(tmp_path: Path, path: str) -> None:
     """resolve's string work (the parent and name, the key) is os.path's, for relative and absolute
     paths, through a link inside the root and under the root "/" itself."""
-    from coordinator import fsio
+    from coordinator.disk import fsio
 
     root = tmp_path / "repo"
     (root / "d" / "e").mkdir(parents=True)

@@ -12,7 +12,8 @@ import fakeredis
 import pytest
 import xxhash
 
-from coordinator import Coordinator, CoordinatorError, ErrorCode, spares
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.disk import spares
 from tests.conftest import touch_later, write_bytes
 
 
@@ -558,7 +559,7 @@ def test_failed_replace_writes_nothing_and_leaves_no_history(coord, root, monkey
     """A disk error at the replace (disk full): clear error, file intact, no version recorded."""
     import errno
 
-    from coordinator import fsio
+    from coordinator.disk import fsio
 
     f = root / "full.txt"
     write_bytes(f, b"keep me\n")

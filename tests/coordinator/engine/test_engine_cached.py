@@ -13,8 +13,8 @@ import pytest
 import redis.connection
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.disk.layout import redis_dir, state_dir_of
 from coordinator.engine import WriteResult, leasing
-from coordinator.layout import redis_dir, state_dir_of
 
 
 def test_cached_is_the_default() -> None:
@@ -162,7 +162,7 @@ def test_stopped_then_flushed_redis_with_the_default(real_redis_root: Path) -> N
     """The default on a real server: stopped, every call refuses (its closed connection is seen without a
     round trip); back, the held view is used again; flushed, a held view still writes (the disk decides)
     while a session whose view is not held here is told the state was reset."""
-    from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 
     root = real_redis_root
     state_dir = state_dir_of(root)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode, arguments
+from coordinator.disk.locks import LockManager
 from coordinator.engine import CurrentFile, LockBusy, WritePlan, WriteResult, _Current, _Plan
 from coordinator.history import content_hash
-from coordinator.locks import LockManager
 
 
 def _other_holder(coord: Coordinator) -> LockManager:
@@ -256,7 +256,7 @@ def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
 def test_a_failure_while_building_the_result_still_reports_the_write(
     coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coordinator import semantics
+    from coordinator.text import semantics
 
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")

@@ -72,7 +72,7 @@ def test_a_message_changed_after_the_error_was_made_stays_valid_utf8() -> None:
 
 
 def test_a_lease_pattern_outside_the_root_does_not_name_the_root(root: Path) -> None:
-    from coordinator.leases import normalize_pattern
+    from coordinator.state.leases import normalize_pattern
 
     with pytest.raises(CoordinatorError) as exc:
         normalize_pattern("/elsewhere/src/**", str(root))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.disk.locks import HeldLock, LockManager, lock_name, waiter_stats
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.locks import HeldLock, LockManager, lock_name, waiter_stats
 
 
 def _hold_in_child(lock_dir: str, key: str, ready: mp.synchronize.Event, go: mp.synchronize.Event) -> None:

@@ -207,7 +207,7 @@ def _own_line_worker(root: str, url: str, idx: int, out: mp.Queue) -> None:  # t
 
 @pytest.mark.slow
 def test_processes_editing_their_own_lines_lose_nothing(real_redis_root: Path) -> None:
-    from coordinator.embedded import ensure_embedded_redis
+    from coordinator.state.embedded import ensure_embedded_redis
 
     n = 4
     # Every worker's line has a spacer line above and below: own lines never touch.

@@ -16,7 +16,8 @@ from typing import Any
 import fakeredis
 import pytest
 
-from coordinator import Coordinator, fsio, spares
+from coordinator import Coordinator
+from coordinator.disk import fsio, spares
 from coordinator.engine import write as write_mod
 from tests import REPO_ROOT
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from coordinator import CoordinatorError, ErrorCode
+from coordinator.disk.fsio import ResolvedPath
 from coordinator.engine.plan import CurrentFile, _check_view, _view_refusal
-from coordinator.fsio import ResolvedPath
 from coordinator.history import content_hash
-from coordinator.state import ReadState
+from coordinator.state.views import ReadState
 
 RP = ResolvedPath(key="src/a.py", abs="/r/src/a.py", parent="/r/src", name="a.py", shown="src/a.py")
 

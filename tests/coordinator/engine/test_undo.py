@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.undoing import in_effect, redo_target, undo_target
+from coordinator.text.undoing import in_effect, redo_target, undo_target
 from tests.refusals import refused
 
 

@@ -17,19 +17,14 @@ from typing import Any
 
 import pytest
 
-from coordinator import (
-    Coordinator,
-    CoordinatorError,
-    cmd_gc,
-    cmd_history,
-    cmd_repo,
-    cmd_status,
-    cmd_undo,
-    errors,
-    retention,
-)
-from coordinator.history import History, content_hash
-from coordinator.retention import RetentionPolicy, collect, parse_size
+from coordinator import Coordinator, CoordinatorError, errors
+from coordinator.cli import gc as cmd_gc
+from coordinator.cli import history as cmd_history
+from coordinator.cli import repo as cmd_repo
+from coordinator.cli import status as cmd_status
+from coordinator.cli import undo as cmd_undo
+from coordinator.history import History, content_hash, retention
+from coordinator.history.retention import RetentionPolicy, collect, parse_size
 
 
 @pytest.fixture
@@ -348,7 +343,7 @@ def _loose(root: Path) -> set[str]:
 def _legacy_versions(root: Path, path: str, n: int) -> list[str]:
     """A history written by the earlier format: loose pre-image objects, index lines without locations,
     a bare counter in the lock file. Returns the contents' hashes, oldest first."""
-    from coordinator.locks import LockManager
+    from coordinator.disk.locks import LockManager
 
     state = root / ".edit-coordinator"
     store = History(state)
@@ -597,7 +592,7 @@ def test_top_refreshes_and_stops(repo: tuple[Path, Coordinator], capsys: Any) ->
 
 
 def test_status_lists_leases_in_force(repo: tuple[Path, Coordinator], capsys: Any) -> None:
-    leases = pytest.importorskip("coordinator.leases")
+    leases = pytest.importorskip("coordinator.state.leases")
     root, c = repo
     leases.LeaseStore(c.redis, c.namespace).grant("agent-x", ["src/**"], mode="exclusive", ttl_s=60.0)
     data = cli_json(capsys, root, "status")

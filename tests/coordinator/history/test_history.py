@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.disk.locks import LockManager
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, content_hash, path_hash
-from coordinator.locks import LockManager
 
 FIELDS = {"session": "s", "operation": "write", "size_before": 0, "size_after": 0, "first_line": 1, "last_line": 1}
 

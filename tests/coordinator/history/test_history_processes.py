@@ -17,7 +17,7 @@ from pathlib import Path
 
 from coordinator import Coordinator
 from coordinator.history import History
-from coordinator.retention import RetentionPolicy, collect
+from coordinator.history.retention import RetentionPolicy, collect
 from tests import REPO_ROOT
 
 STATE = ".edit-coordinator"

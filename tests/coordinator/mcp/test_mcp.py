@@ -20,8 +20,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from coordinator.embedded import stop_embedded_redis
-from coordinator.mcp_server import SessionTools, tool_specs
+from coordinator.state.embedded import stop_embedded_redis
+from coordinator.tools.mcp_server import SessionTools, tool_specs
 from tests import REPO_ROOT
 
 PACKAGE_ROOT = str(REPO_ROOT)

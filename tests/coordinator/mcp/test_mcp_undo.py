@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coordinator.embedded import stop_embedded_redis
 from coordinator.history import History
-from coordinator.mcp_server import tool_specs
+from coordinator.state.embedded import stop_embedded_redis
+from coordinator.tools.mcp_server import tool_specs
 from tests.coordinator.mcp.test_mcp import _err, _ok, agent
 
 INDENTED = "def f():\n    x = 1\n    return x\n"

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 
-from coordinator.embedded import stop_embedded_redis
+from coordinator.state.embedded import stop_embedded_redis
 
 pytest.importorskip("uvicorn", reason="the HTTP service needs uvicorn")
 try:

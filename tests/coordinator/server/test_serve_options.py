@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 
 from coordinator.cli import build_parser
-from coordinator.server.serve import _uvicorn_options
+from coordinator.cli.serve import _uvicorn_options
 
 
 def _options(*argv: str) -> dict[str, object]:

@@ -26,9 +26,8 @@ import httpx
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.embedded import stop_embedded_redis
+from coordinator.disk.locks import LockManager
 from coordinator.engine import ReadResult, WriteResult
-from coordinator.locks import LockManager
 from coordinator.server import (
     ROUTES,
     STATUS_FOR_CODE,
@@ -37,6 +36,7 @@ from coordinator.server import (
     openapi_document,
     verify_token,
 )
+from coordinator.state.embedded import stop_embedded_redis
 from tests import REPO_ROOT
 from worker.client import Client, InProcessClient
 from worker.http_client import HttpClient
@@ -478,10 +478,10 @@ def test_concurrent_duplicates_apply_once(served: ServerProcess) -> None:
 
 def _wait_for_claim(served: ServerProcess, session: str, idem_key: str, timeout: float = 20.0) -> None:
     """Until the service holds the pending claim of (session, key) in Redis: a request owns the key."""
-    from coordinator.embedded import embedded_status
-    from coordinator.layout import namespace_for
+    from coordinator.disk.layout import namespace_for
     from coordinator.server import IdempotencyStore
-    from coordinator.state import connect
+    from coordinator.state.embedded import embedded_status
+    from coordinator.state.views import connect
 
     status = embedded_status(served.root / ".edit-coordinator")
     assert status is not None

@@ -33,8 +33,8 @@ import httpx
 import pytest
 
 from coordinator import AsyncClient, CoordinatorError, ErrorCode, HttpClient
-from coordinator.embedded import stop_embedded_redis
-from coordinator.server.serve import tls_options
+from coordinator.cli.serve import tls_options
+from coordinator.state.embedded import stop_embedded_redis
 from tests import REPO_ROOT
 from tests.coordinator.server.test_server import LOOPBACK, ServerProcess, token
 

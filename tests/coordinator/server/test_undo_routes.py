@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from coordinator import CoordinatorError, ErrorCode, HttpClient
-from coordinator.embedded import stop_embedded_redis
 from coordinator.server import openapi_document
+from coordinator.state.embedded import stop_embedded_redis
 from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")

@@ -11,9 +11,10 @@ import fakeredis
 import pytest
 from redis.exceptions import RedisClusterException
 
-from coordinator import Coordinator, CoordinatorError, ErrorCode, layout
-from coordinator.leases import Lease, LeaseStore
-from coordinator.state import path_hash
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.disk import layout
+from coordinator.state.leases import Lease, LeaseStore
+from coordinator.state.views import path_hash
 
 
 def test_tokens_come_from_the_local_store_and_never_repeat_when_redis_loses_its_counter(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-import coordinator.embedded as embedded
-from coordinator import netfs
-from coordinator.embedded import (
+import coordinator.state.embedded as embedded
+from coordinator.disk import netfs
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.embedded import (
     embedded_status,
     ensure_embedded_redis,
     redis_server_binary,
@@ -32,7 +33,6 @@ from coordinator.embedded import (
     socket_path_for,
     stop_embedded_redis,
 )
-from coordinator.errors import CoordinatorError, ErrorCode
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process checks read /proc")
 
@@ -187,7 +187,7 @@ def test_start_once_then_reuse(state_dirs: Callable[..., Path]) -> None:
 _CHILD = """
 import sys, time
 from pathlib import Path
-from coordinator.embedded import ensure_embedded_redis
+from coordinator.state.embedded import ensure_embedded_redis
 gate = Path(sys.argv[2])
 Path(sys.argv[3]).touch()
 give_up = time.monotonic() + 120  # never outlive a test that failed before opening the gate
@@ -240,7 +240,7 @@ def test_concurrent_processes_start_exactly_one_server(state_dirs: Callable[...,
 _STARTER = """
 import os, sys
 from pathlib import Path
-from coordinator.embedded import ensure_embedded_redis
+from coordinator.state.embedded import ensure_embedded_redis
 print(ensure_embedded_redis(Path(sys.argv[1])), os.getpid(), flush=True)
 """
 

@@ -15,7 +15,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator.cli import main as cli_main
-from coordinator.events import ReadTracker, parse_event, queue_event, since_id
+from coordinator.state.events import ReadTracker, parse_event, queue_event, since_id
 
 
 @pytest.mark.topology

@@ -12,7 +12,8 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, ErrorCode
-from coordinator.leases import (
+from coordinator.state.connection import connect
+from coordinator.state.leases import (
     Lease,
     LeaseStore,
     check_leases,
@@ -20,7 +21,6 @@ from coordinator.leases import (
     normalize_pattern,
     pattern_regex,
 )
-from coordinator.redisconn import connect
 from tests.refusals import refused
 
 # --- patterns -----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Redis URLs, the client factory and the one error translator (coordinator.redisconn)."""
+"""Redis URLs, the client factory and the one error translator (coordinator.state.connection)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.localredis import LocalCluster, LocalSentinel
-from coordinator.redisconn import connect, parse_url, redis_call, translate
+from coordinator.state.connection import connect, parse_url, redis_call, translate
+from worker.deployments import LocalCluster, LocalSentinel
 
 
 def test_urls_of_every_deployment_parse() -> None:

@@ -1,4 +1,4 @@
-"""The lane (coordinator/redislane.py): post-write pipelines on a connection kept in hand, on a real
+"""The lane (coordinator/state/lane.py): post-write pipelines on a connection kept in hand, on a real
 (embedded) Redis. It must not check a connection out per call, must give way when busy, must survive the
 server dropping its connection (the pipeline still lands, the pool's way), and never use a connection
 checked out by another process."""
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from coordinator import Coordinator, redislane
-from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
-from coordinator.redislane import Batch, Lane, reply_reader
+from coordinator import Coordinator
+from coordinator.state import lane as redislane
+from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
+from coordinator.state.lane import Batch, Lane, reply_reader
 from tests import REPO_ROOT
 
 
@@ -109,7 +110,7 @@ def test_the_probe_sees_a_dropped_connection(client: redis.Redis) -> None:
 
 
 def test_a_connection_of_another_process_is_never_used(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
-    import coordinator.redislane as mod
+    import coordinator.state.lane as mod
 
     lane = Lane(client)
     lane.execute(_pipe(client, 0))
@@ -254,8 +255,9 @@ import sys, tempfile
 from pathlib import Path
 import redis.client
 {block}
-from coordinator import Coordinator, redislane
-from coordinator.embedded import ensure_embedded_redis, stop_embedded_redis
+from coordinator import Coordinator
+from coordinator.state import lane as redislane
+from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 root = Path(tempfile.mkdtemp()) / "repo"
 root.mkdir()
 (root / "f.txt").write_text("a = 1\n")
@@ -285,7 +287,7 @@ print((root / "f.txt").read_text().strip())
         # a redis-py whose hiredis parser module moved: replies are read through read_response
         ("sys.modules['redis._parsers.hiredis'] = None", True, False),
         # a redis-py the lane does not support: no lane, every pipeline the pool's way
-        ("import coordinator.redislane as rl; rl.supported = lambda: False", False, True),
+        ("import coordinator.state.lane as rl; rl.supported = lambda: False", False, True),
     ],
 )
 def test_a_redis_py_without_the_private_names_still_records_every_write(block: str, lane: bool, names: bool) -> None:

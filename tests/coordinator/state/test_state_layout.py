@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.state import KIND_READ, KIND_WRITE, ReadState, StateStore, _unpack, short_hash
+from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState, StateStore, _unpack, short_hash
 
 NS = "6ff1d8498798404796194c02b491bc69"  # a repository id as layout.namespace_for makes them
 DIGEST = "0123456789abcdef0123456789abcdef"

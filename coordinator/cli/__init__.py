@@ -1,0 +1,69 @@
+"""`edit-coordinator` command line: a thin adapter. Each subcommand lives in its own module, which exposes
+`register(subparsers)`; the handler it sets (`func`) takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Sequence
+
+from coordinator.cli import common as cmd_common
+from coordinator.state import connection as redisconn
+
+# Modules that contribute subcommands, in the order they appear in --help.
+COMMAND_MODULES = (
+    "coordinator.cli.demo",
+    "worker.stress",
+    "coordinator_bench.cli",
+    "coordinator.cli.serve",
+    "coordinator.cli.mcp",
+    "coordinator.cli.files",
+    "coordinator.cli.history",
+    "coordinator.cli.undo",
+    "coordinator.cli.gc",
+    "coordinator.cli.status",
+    "coordinator.cli.restore",
+    "coordinator.cli.redis_server",
+    "coordinator.cli.watch",
+    "coordinator.cli.leases",
+)
+
+
+_EPILOG = f"""environment (each the default of its option, in every command that has it):
+  {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
+  {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
+
+{cmd_common.EXIT_STATUSES}
+
+Errors are one line on stderr: `edit-coordinator: [code] message`."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edit-coordinator",
+        description="Safe Read / Write / Edit for fleets of parallel coding agents on one repository.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # that part is not installed in this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,261 @@
+"""What every `edit-coordinator` command shares: its options, their environment variables, the error format
+and exit statuses, and a way to look at a root's state without starting anything.
+
+Options and their variables (a flag wins over its variable, the variable over the default):
+    --root PATH        $EDIT_COORDINATOR_ROOT        repository root (default: the current folder)
+    --redis-url URL    $EDIT_COORDINATOR_REDIS_URL   Redis (default: the root's embedded server)
+    --session ID       $EDIT_COORDINATOR_SESSION     the session to act as
+    --server URL       $EDIT_COORDINATOR_SERVER      a remote `edit-coordinator serve` instead of a local engine
+    --token T          $EDIT_COORDINATOR_TOKEN       its bearer token
+    --ca-file FILE     $EDIT_COORDINATOR_CA_FILE     PEM CA certificate(s) an https:// --server is checked against
+    --tls-cert FILE    $EDIT_COORDINATOR_TLS_CERT    `serve`: its certificate chain (PEM); with --tls-key, HTTPS
+    --tls-key FILE     $EDIT_COORDINATOR_TLS_KEY     `serve`: the certificate's private key (PEM, unencrypted)
+    --json                                           JSON output
+
+Errors: one line on stderr, `edit-coordinator: [code] message`, and the exit status of the code's row in
+`coordinator.errors.CODES` (see `EXIT_STATUSES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator import errors
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.connection import REDIS_URL_ENV
+
+ROOT_ENV = "EDIT_COORDINATOR_ROOT"
+SESSION_ENV = "EDIT_COORDINATOR_SESSION"
+SERVER_ENV = "EDIT_COORDINATOR_SERVER"
+TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
+CA_FILE_ENV = "EDIT_COORDINATOR_CA_FILE"
+TLS_CERT_ENV = "EDIT_COORDINATOR_TLS_CERT"
+TLS_KEY_ENV = "EDIT_COORDINATOR_TLS_KEY"
+
+_EXIT_MEANINGS = {
+    1: "refused because of the file's state (read the file again)",
+    2: "bad arguments",
+    3: "the path",
+    4: "held by another session",
+    5: "the coordination state or the service could not be reached",
+    6: "the disk failed",
+    7: "the content",
+}
+
+
+def _exit_statuses() -> str:
+    """The exit statuses, from the per-code table (coordinator.errors.CODES)."""
+    lines = ["exit statuses:", "  0    success"]
+    for status, meaning in _EXIT_MEANINGS.items():
+        codes = [code for code, row in errors.CODES.items() if row.exit_status == status]
+        lines.append(f"  {status}    {meaning}: {', '.join(codes)}")
+    lines.append("  130  interrupted")
+    return "\n".join(lines)
+
+
+EXIT_STATUSES = _exit_statuses()
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default once: not where the help already names it, nor for empty defaults."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return super()._get_help_string(action)
+
+
+class DefaultsAndEpilogFormatter(DefaultsFormatter, argparse.RawDescriptionHelpFormatter):
+    """DefaultsFormatter that keeps the epilog's (and description's) own line breaks."""
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root",
+        default=_env(ROOT_ENV) or ".",
+        help=f"repository root (default: ${ROOT_ENV}, else the current folder)",
+    )
+
+
+def add_redis(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--redis-url",
+        default=_env(REDIS_URL_ENV),
+        metavar="URL",
+        help=f"redis://, rediss://, unix://, redis+sentinel:// or redis+cluster:// URL (default: ${REDIS_URL_ENV}, "
+        "else the root's embedded server)",
+    )
+
+
+def add_session(p: argparse.ArgumentParser, help: str = "the session to act as") -> None:
+    p.add_argument("--session", default=_env(SESSION_ENV), metavar="ID", help=f"{help} (default: ${SESSION_ENV})")
+
+
+def add_server(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server",
+        default=_env(SERVER_ENV),
+        metavar="URL",
+        help=f"a remote `edit-coordinator serve` to call instead of a local engine (default: ${SERVER_ENV})",
+    )
+    p.add_argument("--token", default=_env(TOKEN_ENV), help=f"bearer token for --server (default: ${TOKEN_ENV})")
+    p.add_argument(
+        "--ca-file",
+        default=_env(CA_FILE_ENV),
+        metavar="FILE",
+        help=f"for an https:// --server: the PEM CA certificate(s) its certificate is checked against, instead of "
+        f"the system's trusted CAs (default: ${CA_FILE_ENV})",
+    )
+
+
+def add_tls(p: argparse.ArgumentParser) -> None:
+    """`serve`'s TLS options: both or neither (checked by `coordinator.cli.serve.tls_options`)."""
+    p.add_argument(
+        "--tls-cert",
+        default=_env(TLS_CERT_ENV),
+        metavar="FILE",
+        help=f"serve HTTPS with this PEM certificate (chain); needs --tls-key (default: ${TLS_CERT_ENV})",
+    )
+    p.add_argument(
+        "--tls-key",
+        default=_env(TLS_KEY_ENV),
+        metavar="FILE",
+        help=f"the PEM private key of --tls-cert, unencrypted (default: ${TLS_KEY_ENV})",
+    )
+
+
+def add_json(p: argparse.ArgumentParser, help: str = "print JSON instead of text") -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_common(p: argparse.ArgumentParser, *, redis: bool = True, json: bool = True) -> None:
+    add_root(p)
+    if redis:
+        add_redis(p)
+    if json:
+        add_json(p)
+
+
+def fail(exc: CoordinatorError) -> int:
+    """The one error format: a line on stderr; the exit status of the code. A refusal that carries a service
+    code with a row of its own (`tls_untrusted`, `unauthorized`, ...) is named and judged by that code."""
+    code = exc.details.get("service_code")
+    code = code if isinstance(code, str) and code in errors.CODES else exc.code.value
+    print(f"edit-coordinator: [{code}] {exc.message}", file=sys.stderr)
+    return errors.info(code).exit_status
+
+
+def usage_error(message: str) -> int:
+    return fail(CoordinatorError(ErrorCode.INVALID_ARGUMENT, message))
+
+
+def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command handler whose refusals come out in the one error format."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args) or 0)
+        except CoordinatorError as exc:
+            return fail(exc)
+
+    return run
+
+
+def real_root(root: str) -> str:
+    real = os.path.realpath(root)
+    if not os.path.isdir(real):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The root {root!r} is not a folder.")
+    return real
+
+
+def state_dir(root: str) -> Path:
+    from coordinator.disk.layout import state_dir_of
+
+    return state_dir_of(real_root(root))
+
+
+def running_redis_url(root: str, redis_url: str | None) -> str | None:
+    """The Redis a command that only inspects may use: the given URL, else the root's embedded server if it
+    is running. None: nothing is running, and nothing is started (no state folder is created either)."""
+    if redis_url:
+        return redis_url
+    folder = state_dir(root)
+    if not folder.is_dir():
+        return None
+    from coordinator.state.embedded import embedded_status
+
+    found = embedded_status(folder)
+    return str(found["url"]) if found else None
+
+
+def not_running(root: str) -> str:
+    return (
+        f"No coordinator is running for {real_root(root)}: no Redis URL was given (--redis-url or "
+        f"${REDIS_URL_ENV}) and the root's embedded Redis server is not running (it starts on first use)."
+    )
+
+
+@dataclass
+class Inspector:
+    """A read-only look at a root's coordination state, on a Redis that already runs: leases and events."""
+
+    root: str
+    client: Any
+    namespace: str
+
+    @classmethod
+    def open(cls, root: str, redis_url: str | None) -> Inspector | None:
+        url = running_redis_url(root, redis_url)
+        if url is None:
+            return None
+        from coordinator.disk.layout import namespace_for
+        from coordinator.state.views import connect
+
+        real = real_root(root)
+        return cls(real, connect(url), namespace_for(real))
+
+    def leases(self) -> list[Any]:
+        from coordinator.state.leases import LeaseStore
+
+        return LeaseStore(self.client, self.namespace).live()
+
+    def recent_events(self, count: int) -> list[Any]:
+        from coordinator.state.events import recent
+
+        return recent(self.client, self.namespace, count)
+
+    def follow(self, since: str, paths: list[str] | None, timeout_s: float | None) -> Any:
+        from coordinator.state.events import follow
+        from coordinator.state.leases import normalize_pattern
+
+        pats = [normalize_pattern(p, self.root) for p in paths] if paths else None
+        return follow(self.client, self.namespace, since=since, paths=pats, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_client(args: argparse.Namespace, **options: Any) -> Any:
+    """The `Client` a command acts through: `HttpClient` with --server, else a local engine on --root
+    (`options`: the Coordinator's; `match`, when given, also goes to the service with each edit)."""
+    from coordinator.client import HttpClient, LocalClient
+
+    if getattr(args, "server", None):
+        if not args.token:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"--server needs --token (or ${TOKEN_ENV}).")
+        ca_file = getattr(args, "ca_file", None)
+        return HttpClient(args.server, token=args.token, match=options.get("match"), ca_file=ca_file)
+    return LocalClient.open(real_root(args.root), args.redis_url, **options)

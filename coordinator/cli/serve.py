@@ -1,0 +1,241 @@
+"""Command line: `edit-coordinator serve` (the HTTP service) and `edit-coordinator token`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import socket
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from coordinator.cli import common as cmd_common
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.server.auth import load_secret
+from coordinator.server.common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, MiB
+from coordinator.server.models import ServerConfig
+from coordinator.tokens import mint_token
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP service",
+        description="Serve the coordinator over HTTP/JSON (OpenAPI document at /openapi.json). Binds "
+        "127.0.0.1 unless told otherwise; on any other address give --tls-cert and --tls-key (HTTPS), since "
+        "tokens travel in every request. Every call but /v1/health needs a bearer token: see "
+        "`edit-coordinator token`.",
+        formatter_class=cmd_common.DefaultsFormatter,
+    )
+    cmd_common.add_root(p)
+    cmd_common.add_redis(p)
+    cmd_common.add_tls(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (another than loopback: with TLS)")
+    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes")
+    p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
+    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
+    p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
+    p.add_argument(
+        "--state-check",
+        choices=("always", "cached"),
+        default=None,
+        help="always: fetch a session's view from Redis before every write; cached: trust a view this process "
+        "holds (one Redis round trip less per edit; see Coordinator's state_check). Default: the engine's",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=16 * MiB, help="largest request body, in bytes")
+    p.add_argument("--max-path-chars", type=int, default=MAX_PATH_CHARS, help="longest path")
+    p.add_argument("--max-string-chars", type=int, default=16 * MiB, help="longest content / old_string / new_string")
+    p.add_argument("--max-edits", type=int, default=1000, help="most edits in one multi_edit")
+    p.add_argument("--max-concurrency", type=int, default=64, help="requests in progress per worker")
+    p.add_argument("--idempotency-ttl", type=int, default=24 * 3600, help="seconds answers are kept")
+    p.add_argument("--max-poll-wait", type=float, default=30.0, help="longest wait of a long poll for events, s")
+    p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let calls finish")
+    p.add_argument(
+        "--no-inline",
+        action="store_true",
+        help="run every engine call in the thread pool (default: on the event loop unless it must wait for a lock)",
+    )
+    p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument(
+        "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"), help="log level"
+    )
+    p.set_defaults(func=_cmd_serve)
+
+    t = subparsers.add_parser(
+        "token",
+        help="print a bearer token for the HTTP service",
+        description="Print a token signed with the coordinator secret of --root (the same one `serve` uses).",
+        formatter_class=cmd_common.DefaultsFormatter,
+    )
+    cmd_common.add_root(t)
+    t.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
+    who = t.add_mutually_exclusive_group(required=True)
+    who.add_argument("--session", help="a session token for this session id")
+    who.add_argument("--admin", action="store_true", help="an admin token")
+    t.add_argument("--ttl", type=int, default=24 * 3600, help="seconds until it expires")
+    t.set_defaults(func=cmd_common.guarded(_cmd_token))
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    secret, _ = load_secret(args.root, args.secret_file, create=True)
+    print(mint_token(secret, session=args.session, admin=args.admin, ttl_s=args.ttl))
+    return 0
+
+
+def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
+    """uvicorn's TLS options (`ssl_certfile`, `ssl_keyfile`, absolute paths) for a certificate and its key;
+    {} for neither. Refused before anything starts (`invalid_argument`): one without the other, a file that
+    cannot be read, a certificate and key that do not load together (not PEM, not a pair, an encrypted key).
+    The workers load the same files again; checking here keeps a bad file from becoming workers that die at
+    start."""
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        env = cmd_common.TLS_KEY_ENV if key is None else cmd_common.TLS_CERT_ENV
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{given} needs {missing} (or ${env}): HTTPS takes a certificate and its private key.",
+        )
+    paths = {"certificate": os.path.abspath(cert), "key": os.path.abspath(key)}
+    for what, path in paths.items():
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"The TLS {what} file {path!r} cannot be read ({exc.strerror or exc}): give a readable PEM file.",
+            ) from None
+    _load_pair(paths["certificate"], paths["key"])
+    return {"ssl_certfile": paths["certificate"], "ssl_keyfile": paths["key"]}
+
+
+def _load_pair(cert: str, key: str) -> None:
+    def no_password() -> bytes:
+        raise ValueError("the key is encrypted")
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"The TLS certificate {cert!r} and key {key!r} cannot be used together ({reason}): give the PEM "
+            "certificate (chain) and its unencrypted PEM private key (decrypt one with `openssl pkey -in KEY "
+            "-out PLAIN`).",
+        ) from None
+
+
+def _bind(host: str, port: int, backlog: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)  # connections queue from now on, before the workers are up
+    sock.set_inheritable(True)
+    return sock
+
+
+def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | None]:
+    from coordinator.engine import Coordinator
+
+    # Start (or find) the embedded Redis once, here, so that the workers share it from the start.
+    with Coordinator(root, args.redis_url, durability=args.durability) as coord:
+        redis_url = coord.redis_url
+        coord.state.ping()
+    _, secret_source = load_secret(root, args.secret_file, create=True)
+    config = ServerConfig(
+        root=root,
+        redis_url=redis_url,
+        durability=args.durability,
+        lock_timeout=args.lock_timeout,
+        secret_file=secret_source,
+        max_body_bytes=args.max_body_bytes,
+        max_path_chars=args.max_path_chars,
+        max_string_chars=args.max_string_chars,
+        max_edits=args.max_edits,
+        max_concurrency=args.max_concurrency,
+        idempotency_ttl_s=args.idempotency_ttl,
+        max_poll_wait_s=args.max_poll_wait,
+        inline=not args.no_inline,
+        state_check=args.state_check,
+        supervisor_pid=os.getpid(),
+    )
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+    return config, secret_source
+
+
+def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str, Any]:
+    return {
+        **tls,
+        "lifespan": "on",
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "access_log": args.access_log,
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": args.graceful_timeout,
+        "timeout_keep_alive": 30,
+        "server_header": False,
+        "proxy_headers": False,
+    }
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        return cmd_common.usage_error("--workers must be at least 1.")
+    root = os.path.realpath(args.root)
+    try:
+        tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
+        config, secret_source = _config(args, root)
+    except CoordinatorError as exc:
+        return cmd_common.fail(exc)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
+        print(
+            f"warning: binding {args.host} without TLS: tokens travel in clear text over plain HTTP; give "
+            "--tls-cert and --tls-key, or put a TLS proxy in front of the service.",
+            file=sys.stderr,
+        )
+    try:
+        sock = _bind(args.host, args.port, backlog=2048)
+    except OSError as exc:
+        return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
+    host, port = sock.getsockname()[:2]
+    url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
+    os.environ[CONFIG_ENV] = config.to_json()
+    print(f"edit-coordinator serving {root} on {url} ({args.workers} workers; secret: "
+          f"{secret_source or '$' + SECRET_ENV})", flush=True)  # fmt: skip
+    if args.url_file:
+        tmp = f"{args.url_file}.tmp"
+        Path(tmp).write_text(url + "\n")
+        os.replace(tmp, args.url_file)
+    try:
+        return _run(args, sock, tls)
+    finally:
+        sock.close()
+
+
+def _run(args: argparse.Namespace, sock: socket.socket, tls: dict[str, str]) -> int:
+    options = _uvicorn_options(args, tls)
+    if args.workers > 1:
+        from coordinator.server.supervisor import supervise
+
+        return supervise(args.workers, sock, options, args.graceful_timeout)
+    import uvicorn
+
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully; with this handler in
+    # place that is a normal exit (status 0), not death by SIGTERM.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        uvicorn.Server(uvicorn.Config("coordinator.server:app_from_env", factory=True, **options)).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,65 @@
+"""`edit-coordinator watch`: follow the change events of a repository (every successful write, live).
+
+It only inspects: it never starts a Redis server nor creates a state folder; with none running it says so
+and exits with the `state_unavailable` status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from coordinator.cli import common as cmd_common
+from coordinator.errors import CoordinatorError, ErrorCode
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="follow change events: every write through the coordinator, as it happens",
+        description="Print one line (or one JSON object with --json) per successful write: path, session, "
+        "version, changed lines. Follows until interrupted, or until --timeout seconds pass without events.",
+        formatter_class=cmd_common.DefaultsFormatter,
+    )
+    cmd_common.add_common(p)
+    p.add_argument(
+        "--path", action="append", default=None, metavar="GLOB", help="only paths matching this (repeatable)"
+    )
+    p.add_argument("--since", default="$", help="'$' new events only, '0' from the oldest kept, or an event id")
+    p.add_argument("--last", type=int, default=0, metavar="N", help="first print the N most recent events")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop after S seconds without events")
+    p.add_argument("--count", type=int, default=None, metavar="N", help="stop after N events")
+    p.set_defaults(func=cmd_common.guarded(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    inspector = cmd_common.Inspector.open(args.root, args.redis_url)
+    if inspector is None:
+        message = f"{cmd_common.not_running(args.root)} There is nothing to watch."
+        return cmd_common.fail(CoordinatorError(ErrorCode.STATE_UNAVAILABLE, message))
+    try:
+        _follow(args, inspector)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        inspector.close()
+    return 0
+
+
+def _follow(args: argparse.Namespace, inspector: cmd_common.Inspector) -> None:
+    from coordinator.state.leases import normalize_pattern, pattern_regex
+
+    def show(event: Any) -> None:
+        print(json.dumps(event.to_dict()) if args.json else event.describe(), flush=True)
+
+    since = args.since
+    if args.last > 0:
+        wanted = [pattern_regex(normalize_pattern(p, inspector.root)) for p in args.path or []]
+        for event in inspector.recent_events(args.last):
+            since = event.id
+            if not wanted or any(m.fullmatch(event.path) for m in wanted):
+                show(event)
+    for shown, event in enumerate(inspector.follow(since, args.path, args.timeout), start=1):
+        show(event)
+        if args.count is not None and shown >= args.count:
+            break

@@ -1,0 +1,2 @@
+"""The local file system: confined paths, safe opens, atomic replace, locks, the state folder's layout, spare
+files, network-filesystem detection. Beside text/ at the bottom: no Redis, no engine."""

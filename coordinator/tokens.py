@@ -1,0 +1,49 @@
+"""Bearer tokens: the format and the signature, shared by the client (which mints its own from a secret) and
+the service (which verifies them, coordinator.server.auth). A ground module, so neither imports the other."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+from coordinator.arguments import is_session_id
+from coordinator.errors import CoordinatorError, ErrorCode
+
+TOKEN_VERSION = "ec1"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _signing_key(secret: bytes) -> bytes:
+    # A derived key: the raw secret is used for nothing else, so another use of it cannot forge tokens.
+    return hmac.new(secret, b"edit-coordinator/token/v1", hashlib.sha256).digest()
+
+
+def mint_token(secret: bytes, *, session: str | None = None, admin: bool = False, ttl_s: float = 24 * 3600) -> str:
+    """A signed token. A session token (admin=False) needs `session`; an admin token acts as anyone."""
+    if not admin and (session is None or not is_session_id(session)):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "A session token needs a session id of 1-200 characters from letters, digits and . _ : @ + / = -",
+        )
+    payload: dict[str, Any] = {"r": "admin" if admin else "session", "e": int(time.time() + ttl_s)}
+    if not admin:
+        payload["s"] = session
+    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+    signed = f"{TOKEN_VERSION}.{body}"
+    return f"{signed}.{_b64(signature_of(secret, signed))}"
+
+
+def signature_of(secret: bytes, signed: str) -> bytes:
+    """HMAC-SHA256 of a token's signed part under the key derived from the coordinator secret."""
+    return hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()
