@@ -11,8 +11,9 @@ nothing), with a message meant for the model: what is wrong and what to give ins
     specs = arguments.check_edits(edits, limit)     # -> list[semantics.EditSpec]
     SESSION_PATTERN                                 # the same rule as a regex, for JSON schemas
 
-Numbers: a JSON client may send 10.0 for 10; adapters that take JSON pass `lenient=True` to accept a
-float with no fractional part. The Python API is strict (a float is a type error there).
+Numbers: the Python API is strict (a float is a type error there). `opt_int(..., lenient=True)` accepts a
+float with no fractional part, for callers whose input is JSON; today the MCP tools normalise such numbers
+themselves (tools/file_tools.py) and the service's schemas take whole numbers only.
 """
 
 from __future__ import annotations

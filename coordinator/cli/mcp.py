@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from coordinator import arguments
 from coordinator.cli import common as cmd_common
 from coordinator.cli.files import add_match
 from coordinator.errors import CoordinatorError
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd_common.add_session(p, "session id (else, remote, the token's session; else a fresh id for this process)")
     cmd_common.add_redis(p)
     cmd_common.add_server(p)
-    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
+    p.add_argument("--durability", choices=arguments.DURABILITIES, default="fsync", help="fsync every write, or not")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
     add_match(p)
     p.add_argument("--log-level", default="WARNING", help="log level for stderr")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from coordinator import arguments
 from coordinator.cli import common as cmd_common
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.auth import load_secret
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
-    p.add_argument("--durability", choices=("fsync", "none"), default="fsync", help="fsync every write, or not")
+    p.add_argument("--durability", choices=arguments.DURABILITIES, default="fsync", help="fsync every write, or not")
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
     p.add_argument(
         "--state-check",

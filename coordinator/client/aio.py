@@ -21,14 +21,7 @@ In-process, the pool is one thread (`LOCAL_WORKERS`) and lock waits leave it: a 
 stops before anything is read under the lock (`Coordinator.call_options(wait_for_lock=False)`, LockBusy)
 and continues on a pool of waiters, threads that sleep in the kernel until the lock is handed to them. Why:
 the engine's Python work holds the GIL, so more runnable threads do not edit faster, they only make the
-loop wait longer for the GIL. Measured side by side on the 2-core machine (16 coroutines, 8 sessions, 4
-shared files, load ~3): 8 workers gave a largest loop stall of 87 ms (p99 36 ms) at 166 edits/s; 2
-workers 29 ms (p99 6 ms) at 191 edits/s. Once refusals stopped leaving garbage for the cyclic collector
-(`errors.bare_refusal`), one worker beat two again (quiet machine, 10 s each, twice): 4 shared files,
-2,788-3,152 edits against 2,406-2,451, loop stall p99 1.4-2.3 ms against 2.6 ms, p99.9 3.7-5.0 ms against
-8.0-8.9 ms; 64 files (little contention), 3,223-3,660 against 3,286-3,480 edits, p99 1.4-1.5 against
-2.1-2.6 ms. The largest stall left (14-16 ms either way) is the collector's one full pass over the
-process's heap in 10 s (`bench --scenario asyncio` reports its duration beside the stall).
+loop wait longer for the GIL (figures: BENCHMARKS.md, "Figures behind design choices").
 
 Cancellation is safe, and says which way it went, the same for both. A call whose task is cancelled before
 it started (no worker picked it up; for a remote call: no request was sent, it was still waiting for its

@@ -4,21 +4,21 @@ Every process that touches a repository's coordination state on disk finds it th
 
     <root>/.edit-coordinator/            the state folder (`state_dir_of`), never committed
         .gitignore                       "*" (`ensure_state_dir`)
-        locks/                           one lock file per path, never deleted (locks.py)
-        tmp/                             temporary files of atomic replaces (fsio.py)
-        fences/                          lease fences (leases.py)
-        history/                         pre-images and indexes (history.py owns what is inside)
-        redis/                           the embedded server's pid, log, socket record (embedded.py)
-        retention.json                   the history retention policy (retention.py)
+        locks/                           one lock file per path, never deleted (disk/locks.py)
+        tmp/                             temporary files of atomic replaces (disk/fsio.py)
+        fences/                          lease fences (state/leases.py)
+        history/                         pre-images and indexes (the history/ package owns what is inside)
+        redis/                           the embedded server's pid, log, socket record (state/embedded.py)
+        retention.json                   the history retention policy (history/retention.py)
         repository-id                    the repository's Redis namespace (`namespace_for`)
-        epoch                            the Redis state generation last seen (state.py, reset detection)
+        epoch                            the Redis state generation last seen (state/views.py, reset detection)
 
 The Redis namespace of a repository (`namespace_for`) is decided here too: an id kept in the state folder,
 so that every process (library, service, commands, benchmarks) on the same checkout meets the same keys,
 wherever the checkout is mounted, and two checkouts at the same path on two hosts sharing one Redis do not.
 
-This module does no I/O beyond creating the state folder and its `.gitignore`, and imports nothing else of
-the package at load time: any module may depend on it.
+This module does no I/O beyond creating the state folder and its `.gitignore` and the repository id, and
+imports only the ground module `coordinator.hashing`: any module may depend on it.
 """
 
 from __future__ import annotations
@@ -77,12 +77,12 @@ def fences_dir(state_dir: PathLike) -> Path:
 
 
 def history_dir(state_dir: PathLike) -> Path:
-    """The history's folder; what is inside it belongs to history.py."""
+    """The history's folder; what is inside it belongs to the history/ package."""
     return Path(state_dir) / HISTORY
 
 
 def redis_dir(state_dir: PathLike) -> Path:
-    """The embedded Redis server's folder (pid, log, recorded socket); embedded.py owns what is inside."""
+    """The embedded Redis server's folder (pid, log, recorded socket); state/embedded.py owns what is inside."""
     return Path(state_dir) / REDIS
 
 

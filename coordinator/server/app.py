@@ -292,9 +292,8 @@ class App:
     async def _engine(self, fn: Callable[[], Any], hook: RecordOnWrite | None = None) -> Answer:
         """Run an engine call: inline on the event loop while it need not wait (the engine raises LockBusy,
         before anything is read under the lock, where the file's lock is taken), else resumed in the
-        thread pool. Why: handing every call to a thread costs two context switches (~0.6 ms per call
-        measured on the 2-core machine under load, more than the engine's own work), while most calls find
-        their lock free."""
+        thread pool. Why: handing every call to a thread costs two context switches, more than the engine's
+        own work (BENCHMARKS.md, "Figures behind design choices"), while most calls find their lock free."""
         coord = self.coord
         if not self.config.inline:
             return await self._run(lambda: self._within(hook, lambda: self._call_engine(fn)))
@@ -484,8 +483,8 @@ def _settle(store: IdempotencyStore, k: str, fingerprint: bytes, answer: Answer,
 
 
 def _plain(result: Any) -> Any:
-    """A result as JSON-ready data: dataclasses shallow (dataclasses.asdict deep-copies: ~0.1 ms per call,
-    measured), lists of results with `to_dict`, dicts of them."""
+    """A result as JSON-ready data: dataclasses shallow (dataclasses.asdict deep-copies, a cost BENCHMARKS.md
+    gives), lists of results with `to_dict`, dicts of them."""
     if isinstance(result, dict):
         return {k: _plain(v) if isinstance(v, list) else v for k, v in result.items()}
     if isinstance(result, list):

@@ -16,9 +16,9 @@ from coordinator.state.connection import redis_call
 
 
 class WouldBlock(Exception):
-    """Raised on the event-loop thread where the call would have to wait (a taken file lock, a duplicate
-    request still running). Nothing has been read under a lock or written when it is raised; the caller runs
-    the whole call again in the thread pool, where it waits as usual."""
+    """Raised on the event-loop thread where a request would have to wait for a duplicate of itself (same
+    idempotency key) still running. Nothing has been written when it is raised; the caller runs the whole
+    call again in the thread pool, where it waits as usual. (A taken file lock is the engine's `LockBusy`.)"""
 
 
 _RELEASE_SCRIPT = """
