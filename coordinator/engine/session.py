@@ -16,7 +16,7 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.state.events import Notice
 from coordinator.state.leases import Lease
-from coordinator.text import semantics, undoing
+from coordinator.text import rebase, semantics, undoing
 from coordinator.text.codecs import Encoding, decode_bytes, encode_text
 from coordinator.text.placeholders import check_placeholder
 
@@ -195,8 +195,9 @@ class Session:
                 text: str | None = decode_bytes(new).text
             except CoordinatorError:
                 text = None
-            if carried is None:
-                return _Plan(new_data=new, new_text=text, inserted_len=len(text or ""))
+            if carried is None:  # the file is as that write left it: swapped back whole
+                first, length = _region(cur, text)
+                return _Plan(new_data=new, new_text=text, first_offset=first, inserted_len=length)
             nearby = tuple((c.first, c.last) for c in carried.nearby if c.last >= c.first)
             return _Plan(
                 new_data=new,
@@ -250,7 +251,8 @@ class Session:
                 text: str | None = decode_bytes(content).text
             except CoordinatorError:
                 text = None
-            return _Plan(new_data=content, new_text=text, inserted_len=len(text or ""))
+            first, length = _region(cur, text)
+            return _Plan(new_data=content, new_text=text, first_offset=first, inserted_len=length)
 
         def finish(res: WriteResult) -> WriteResult:
             what = "removed (it did not exist then)" if res.hash is None else "restored"
@@ -266,6 +268,18 @@ class Session:
         return self.coord.check_then_write(
             self.id, rp.key, operation, transform, may_create=True, policy=self.policy, finish=finish
         )
+
+
+def _region(cur: _Current, new_text: str | None) -> tuple[int, int]:
+    """(first_offset, inserted_len) of a whole-content swap (undo, redo, restore): the lines that differ
+    from the file as found, so the snippet and the history's line range show the change, not the file."""
+    if new_text is None:
+        return 0, 0
+    try:
+        old_text = cur.decoded().text if cur.exists else ""
+    except CoordinatorError:
+        old_text = ""  # binary before: all of the new text is new
+    return rebase.changed_region(old_text, new_text)
 
 
 def _revert_message(res: WriteResult, target: HistoryEntry, entries: Sequence[HistoryEntry], session: str) -> str:

@@ -370,4 +370,18 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
             return ""
         if not meta.get("version"):
             return ""
-        return f" Now version {meta['version']}, last written by session {meta.get('writer', '?')}."
+        version, writer = meta["version"], meta.get("writer", "?")
+        if self._changed_outside(key, meta.get("hash", "")):
+            # The newest version's writer is often the refused session itself: naming it would mislead.
+            return f" It was changed outside the coordinator after version {version} (written by session {writer})."
+        return f" Now version {version}, last written by session {writer}."
+
+    def _changed_outside(self, key: str, recorded_hash: str) -> bool:
+        """Whether the file on disk is not what the newest recorded write left (its hash; "" for removed)."""
+        try:
+            with open(os.path.join(self.root, key), "rb") as f:
+                return content_hash(f.read()) != recorded_hash
+        except FileNotFoundError:
+            return recorded_hash != ""
+        except OSError:
+            return False  # unreadable now: say nothing rather than guess

@@ -456,6 +456,14 @@ def carry_change(
     return CarryOutcome(text, changes, _nearby(claims, foreign, changes, own), first, _own_len(own))
 
 
+def changed_region(old: str, new: str) -> tuple[int, int]:
+    """Where `new` differs from `old`, as (offset in `new` of the first changed line, length through the
+    end of the last changed line); (0, 0) when they are equal. The snippet and the history's line range of
+    a whole-content swap (an undo or redo of the newest write) come from this, not from the whole file."""
+    own = diff_texts(old, new)
+    return (own[0].b_start, _own_len(own)) if own else (0, 0)
+
+
 def _own_len(own: Sequence[_Span]) -> int:
     """Characters from the start of the first own hunk to the end of the last one, in the changed text."""
     return own[-1].b_start + own[-1].b_len - own[0].b_start if own else 0

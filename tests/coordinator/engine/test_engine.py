@@ -186,6 +186,29 @@ def test_edit_view_rules(coord, root):
     assert f.read_bytes() == b"a = 2\n"
 
 
+def test_stale_after_an_outside_change_says_so_rather_than_naming_the_last_writer(coord, root):
+    """The session that wrote the newest version is refused after another program changed the file: the
+    refusal says the file changed outside the coordinator (naming the session itself as the last writer
+    would send the model looking for a session that does not exist)."""
+    f = root / "ext.py"
+    write_bytes(f, b"a = 1\n")
+    s, t = coord.session("ext"), coord.session("t")
+    s.read("ext.py")
+    s.edit("ext.py", "a = 1", "a = 2")
+    write_bytes(f, b"a = 3\n")  # an outside program
+    with pytest.raises(CoordinatorError) as ei:
+        s.edit("ext.py", "a = 3", "a = 4")
+    assert ei.value.code is ErrorCode.STALE
+    assert "changed outside the coordinator after version 1" in ei.value.message
+    assert "last written by session ext" not in ei.value.message
+    t.read("ext.py")
+    t.edit("ext.py", "a = 3", "a = 5")  # now the newest write is the coordinator's again
+    with pytest.raises(CoordinatorError) as ei:
+        s.edit("ext.py", "a = 5", "a = 4")
+    assert "last written by session t" in ei.value.message
+    assert "changed outside the coordinator" not in ei.value.message
+
+
 def test_rewrite_with_identical_bytes_is_not_stale(coord, root):
     f = root / "fmt.py"
     write_bytes(f, b"x = 1\n")

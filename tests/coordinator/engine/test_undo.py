@@ -75,6 +75,25 @@ def test_three_edits_then_three_undos_give_the_original_and_redo_steps_forward(r
     assert "no undo of a.py to redo" in err.message
 
 
+def test_undo_redo_and_restore_show_the_changed_line_not_the_whole_file(root: Path, coord: Coordinator) -> None:
+    """A one-line change in a long file: the undo, the redo and the restore that swap the content back
+    report (snippet, start line, history's line range) that line, as the edit did."""
+    (root / "long.py").write_text("".join(f"line {i}\n" for i in range(1, 1015)))
+    s = coord.session("s")
+    s.read("long.py")
+    edit = s.edit("long.py", "line 500\n", "line five hundred\n")
+    results = [s.undo("long.py"), s.redo("long.py"), coord.restore("long.py", to_version=0)]
+    for r in [edit, *results]:
+        assert r.start_line == 500 and len(r.snippet) < 400, (r.operation, len(r.snippet))
+        assert "line 499" in r.snippet and "line 510" not in r.snippet
+    assert [(h.operation, h.first_line, h.last_line) for h in coord.history("long.py")] == [
+        ("restore", 500, 500),
+        ("redo", 500, 500),
+        ("undo", 500, 500),
+        ("edit", 500, 500),
+    ]
+
+
 def test_undo_of_the_undo_by_version_is_a_redo(root: Path, coord: Coordinator) -> None:
     (root / "a.py").write_text("x\n")
     s = coord.session("s")
