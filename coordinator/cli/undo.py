@@ -1,16 +1,21 @@
-"""`edit-coordinator undo` and `redo`: undo writes to a file, or all of a session's writes, and bring an
+"""`edit-coordinator undo` and `redo`: revert a write to a file, or all of a session's writes, and bring an
 undo's change back, for people.
 
-Every change it makes to a file goes through the engine's check-then-write (`Session.restore` with
-operation "undo"), under an operator session id (default `operator:<user>`), so that each undo is recorded
-in the history and is itself undoable. Unlike the reading commands, it starts the embedded Redis server if
-none runs (the check-then-write needs the read state).
+Every change it makes to a file goes through the engine's check-then-write (`Session.undo` / `redo`; a
+session's undo, whose plan admits no later writes by others, puts each file back to its pre-image with
+`Session.restore`, recorded as operation "undo"), under an operator session id (default
+`operator:<user>`), so that each undo is recorded in the history and is itself undoable. Unlike the
+reading commands, it starts the embedded Redis server if none runs (the check-then-write needs the read
+state).
 
 Decisions:
-* `undo PATH` undoes the newest version of PATH. `--to N` makes the file what it was right after version N
-  was written (it undoes N+1 and everything after it: the engine's `undo(version=N+1)`). `--before N`
-  restores the content from just before version N (the engine's `undo(version=N)`); `--to 0` is "before
-  any recorded write".
+* `undo` means what it means on every way in (library, HTTP, MCP): revert one write's *change* and keep
+  everything written since (`Session.undo`); a later write that overlaps it makes the undo `stale`, nothing
+  written. `undo PATH` reverts the newest write of PATH still in effect that is not itself an undo (so
+  repeated undos step back, as the library's do); `--version N` reverts version N, whoever wrote it (an
+  undo of an undo is recorded as a redo). `--dry-run` says which write it would revert and what it keeps.
+  Putting a whole file back as it was at a version, discarding later versions, is `restore PATH --to N`
+  (cli/restore.py); `undo --to / --before` refer there.
 * `undo --session ID` undoes all of a session's writes, file by file, back to the content before its first
   write of each file. It is refused as a whole, and nothing is written, when any file has a later write by
   another session, was changed outside the coordinator since, or has lost the needed pre-image to gc:
@@ -32,10 +37,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coordinator.cli import common as cmd_common
-from coordinator.cli.repo import Repo, find_version, open_repo, operator_id, read_current, when
+from coordinator.cli.repo import Repo, open_repo, operator_id, read_current, when
 from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
+from coordinator.text import undoing
 
 
 def register(sub: Any) -> None:
@@ -43,19 +49,20 @@ def register(sub: Any) -> None:
         "undo",
         help="undo writes to a file, or all of a session's writes",
         description=(
-            "Undo through the check-then-write, as an operator session: the undo is recorded in the history "
-            "and can itself be undone. `undo PATH` undoes the newest version; --to N makes the file what it "
-            "was right after version N; --before N restores the content from just before version N. "
+            "Revert one write's change, keeping everything written since, through the check-then-write as an "
+            "operator session: the undo is recorded in the history and can itself be undone (redo). "
+            "`undo PATH` reverts the newest write not undone yet; --version N reverts version N. "
             "`undo --session ID` undoes all of a session's writes, and is refused (nothing written) when "
-            "later writes by others may build on them."
+            "later writes by others may build on them. To put a whole file back as it was at a version, "
+            "discarding later versions, use `restore PATH --to N`."
         ),
     )
     p.add_argument("path", nargs="?", help="file path (relative to the root, or absolute inside it)")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--to", type=int, metavar="VERSION", help="back to the content right after VERSION")
-    target.add_argument("--before", type=int, metavar="VERSION", help="back to the content before VERSION")
+    p.add_argument("--version", type=int, metavar="N", help="revert version N (default: the newest not undone)")
+    for moved in ("--to", "--before"):  # whole-file restores: `restore PATH --to N` (told so when given)
+        p.add_argument(moved, type=int, dest=moved[2:], help=argparse.SUPPRESS)
     p.add_argument("--session", metavar="ID", help="undo all writes of this session")
-    p.add_argument("--dry-run", action="store_true", help="with --session: show the plan, write nothing")
+    p.add_argument("--dry-run", action="store_true", help="show what would be undone; write nothing")
     p.add_argument("--as", dest="operator", default=None, help="the operator session id (default operator:<user>)")
     cmd_common.add_common(p)
     p.set_defaults(func=cmd_common.guarded(cmd_undo))
@@ -85,25 +92,29 @@ def _coordinator(repo: Repo, redis_url: str | None) -> Any:
 
 def cmd_undo(args: argparse.Namespace) -> int:
     repo = open_repo(args.root)
+    if args.to is not None or args.before is not None:
+        flag = f"--to {args.to}" if args.to is not None else f"--before {args.before}"
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"undo reverts one write's change and keeps later writes; putting the whole file back is "
+            f"`edit-coordinator restore {args.path or 'PATH'} {flag}` (add --dry-run to see what it discards), "
+            "or revert one version with `undo PATH --version N`.",
+        )
     if args.session:
-        if args.path or args.to is not None or args.before is not None:
+        if args.path or args.version is not None:
             raise CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT, "--session undoes whole files: give no PATH, --to or --before."
+                ErrorCode.INVALID_ARGUMENT, "--session undoes whole files: give no PATH or --version."
             )
         return _undo_session(repo, args)
     if not args.path:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a PATH, or --session ID.")
-    if args.dry_run:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--dry-run goes with --session.")
     result = undo_file(
-        repo, args.path, to=args.to, before=args.before, operator=args.operator, redis_url=args.redis_url
+        repo, args.path, version=args.version, operator=args.operator, redis_url=args.redis_url, dry_run=args.dry_run
     )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(result["message"])
-        for note in result["notes"]:
-            print(f"Note: {note}")
     return 0
 
 
@@ -136,78 +147,62 @@ def undo_file(
     repo: Repo,
     path: str,
     *,
-    to: int | None = None,
-    before: int | None = None,
+    version: int | None = None,
     operator: str | None = None,
     redis_url: str | None = None,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
-    """Undo writes to one file (see `undo --help`). Returns the engine's result plus notes."""
+    """Revert one write of a file (see `undo --help`): version `version`, or the newest write in effect
+    that is not an undo. Returns the engine's result; with dry_run, what it would revert, writing nothing."""
     key = fsio.resolve(repo.root, path).key
     entries = repo.entries(key)
     if not entries:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no recorded writes to undo.")
-    newest = entries[0]
-    target, notes = undo_target(entries, key, to=to, before=before)
+    target = _file_target(entries, key, version)
+    if dry_run:
+        return _dry_run(key, target, entries)
     with _coordinator(repo, redis_url) as coord:
         op = coord.session(operator or operator_id())
-        current = _operator_read(op, key)
-        # From this read on, the engine's undo refuses (stale) if the file changes; a write that came in
-        # before it must not be discarded unseen either.
-        latest = repo.history().entries(key)[0]
-        if latest.version != newest.version:
-            raise CoordinatorError(
-                ErrorCode.STALE,
-                f"{key} was written again (now version {latest.version}, by {latest.session}) while the undo "
-                "was being prepared; nothing was undone. Look at `edit-coordinator history` and try again.",
-            )
-        if current != newest.after:
-            notes.append(
-                f"{key} had been changed outside the coordinator since version {newest.version}; that content "
-                "is kept in the history as the pre-image of this undo (undo the undo to get it back)."
-            )
-        res = op.restore(key, before_version=target, operation="undo")
+        _operator_read(op, key)  # the undo is judged against this view: refused (stale) if the file moves
+        res = op.undo(key, version=target.version)
     return {
         "path": res.path,
-        "undone_from_version": target,
+        "undone_version": target.version,
+        "operation": res.operation,
         "version": res.version,
         "session": op.id,
         "message": res.message,
-        "notes": notes,
     }
 
 
-def undo_target(entries: list[HistoryEntry], key: str, *, to: int | None, before: int | None) -> tuple[int, list[str]]:
-    """The version whose pre-image `undo PATH [--to N | --before N]` restores, with notes for the person
-    (`entries` newest first, not empty). Refused: --to N not older than the newest version, or older than
-    the history keeps."""
-    newest, oldest = entries[0], entries[-1]
-    notes: list[str] = []
-    if before is not None:
-        target = before
-    elif to is not None:
-        if to >= newest.version:
-            raise CoordinatorError(
-                ErrorCode.NO_CHANGE,
-                f"Version {to} is not older than the newest version of {key} ({newest.version}): nothing to undo.",
-            )
-        if to < oldest.version - 1:
-            raise CoordinatorError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"Version {to} of {key} is no longer in the history (the oldest kept is {oldest.version}); "
-                f"the furthest back is --to {oldest.version - 1}.",
-            )
-        first_after = [e for e in entries if e.version > to][-1]
-        target = first_after.version
-        base = next((e for e in entries if e.version == to), None)
-        if base is not None and base.after != first_after.before:
-            notes.append(
-                f"{key} was changed outside the coordinator between versions {to} and {target}; it is "
-                f"restored as version {target}'s writer found it."
-            )
-    else:
-        target = newest.version
-    find_version(entries, key, target)
-    return target, notes
+def _file_target(entries: list[HistoryEntry], key: str, version: int | None) -> HistoryEntry:
+    """Version `version` if still in effect, else the newest write in effect that is not an undo (the
+    library's rule for a session's own writes, over every session's)."""
+    if version is not None:
+        return undoing.version_target(entries, version, key)
+    effect = undoing.in_effect(entries)
+    for e in entries:  # newest first
+        if e.operation != undoing.UNDO and effect[e.version]:
+            return e
+    raise CoordinatorError(
+        ErrorCode.NO_CHANGE,
+        f"Every recorded write of {key} has been undone already; `edit-coordinator redo {key}` steps forward.",
+    )
+
+
+def _dry_run(key: str, target: HistoryEntry, entries: list[HistoryEntry]) -> dict[str, Any]:
+    later = [e for e in entries if e.version > target.version]
+    kept = ", ".join(f"{e.version} ({e.operation} by {e.session})" for e in reversed(later))
+    what = "redo" if target.operation == undoing.UNDO else "undo"
+    message = f"Would revert the {target.operation} of version {target.version} of {key} by {target.session}"
+    message += f" (recorded as a {what})" + (f", keeping versions {kept}." if kept else ".")
+    return {
+        "path": key,
+        "would_undo_version": target.version,
+        "operation": what,
+        "keeps": [{"version": e.version, "session": e.session, "operation": e.operation} for e in reversed(later)],
+        "message": message + " Nothing was written.",
+    }
 
 
 def _operator_read(op: Any, key: str) -> str | None:
@@ -307,8 +302,8 @@ def _refuse_session_undo(session: str, blocked: list[FileUndoPlan], out: dict[st
         lines.append(f"  {p.path}:")
         lines.extend(f"    - {b}" for b in p.blockers)
     lines.append(
-        "Undo those files one at a time with `edit-coordinator undo PATH --to VERSION` after looking at "
-        "`edit-coordinator history PATH`."
+        "Look at `edit-coordinator history PATH`, then revert single versions with `edit-coordinator undo "
+        "PATH --version N` (later writes kept), or put a file back with `edit-coordinator restore PATH --to N`."
     )
     if as_json:
         out["refused"] = True

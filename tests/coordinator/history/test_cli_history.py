@@ -21,6 +21,7 @@ from coordinator import Coordinator, CoordinatorError, errors
 from coordinator.cli import gc as cmd_gc
 from coordinator.cli import history as cmd_history
 from coordinator.cli import repo as cmd_repo
+from coordinator.cli import restore as cmd_restore
 from coordinator.cli import status as cmd_status
 from coordinator.cli import undo as cmd_undo
 from coordinator.history import History, content_hash, retention
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> int:
     """These commands alone (the wiring into `edit-coordinator` is tested once, at the end)."""
     parser = argparse.ArgumentParser(prog="edit-coordinator")
     sub = parser.add_subparsers()
-    for module in (cmd_history, cmd_undo, cmd_gc, cmd_status):  # cmd_undo registers undo and redo
+    for module in (cmd_history, cmd_undo, cmd_restore, cmd_gc, cmd_status):  # cmd_undo: undo and redo
         module.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
@@ -154,41 +155,72 @@ def test_undo_newest_is_recorded_and_itself_undoable(repo: tuple[Path, Coordinat
     assert history(root, "f.txt")[-1] == (4, f"operator:{_user()}", "undo")
     assert "now version 4" in out
 
-    rc, _, err = cli(capsys, root, "undo", "f.txt", "--as", "operator:other")  # undo the undo
+    rc, _, err = cli(capsys, root, "undo", "f.txt", "--version", "4", "--as", "operator:other")  # undo the undo
     assert rc == 0, err
     assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
-    assert history(root, "f.txt")[-1] == (5, "operator:other", "undo")
+    assert history(root, "f.txt")[-1] == (5, "operator:other", "redo")
 
 
-def test_undo_to_and_before_a_version(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+def test_undo_reverts_one_change_and_keeps_later_writes_as_the_library_does(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    """One meaning of undo on every way in: `undo PATH --version 2` takes back version 2's change only;
+    version 3 (y's, written after it) stays. Repeated undos step back through the writes not undone."""
     root, c = repo
     three_versions(root, c)
-    assert cli(capsys, root, "undo", "f.txt", "--to", "1")[0] == 0
+    plan = cli_json(capsys, root, "undo", "f.txt", "--version", "2", "--dry-run")
+    assert (plan["would_undo_version"], plan["operation"]) == (2, "undo")
+    assert plan["keeps"] == [{"version": 3, "session": "agent-y", "operation": "edit"}]
+    assert "Nothing was written" in plan["message"] and len(history(root, "f.txt")) == 3
+    data = cli_json(capsys, root, "undo", "f.txt", "--version", "2")
+    assert (data["undone_version"], data["version"], data["operation"]) == (2, 4, "undo")
+    assert (root / "f.txt").read_text() == "a\nb\nC\n"  # y's later "C" kept
+    assert "1 later write by others kept" in data["message"]
+    rc, out, _ = cli(capsys, root, "undo", "f.txt", "--dry-run")  # v2 is undone: the newest in effect is v3
+    assert rc == 0 and "Would revert the edit of version 3 of f.txt by agent-y" in out
+    rc, _, err = cli(capsys, root, "undo", "f.txt", "--version", "2")
+    assert rc == exit_status("no_change") and "undone already (by version 4)" in err
+
+
+def test_undo_to_and_before_refer_to_restore_which_puts_the_whole_file_back(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
+    root, c = repo
+    three_versions(root, c)
+    rc, _, err = cli(capsys, root, "undo", "f.txt", "--to", "1")
+    assert rc == exit_status("invalid_argument") and "edit-coordinator restore f.txt --to 1" in err
+    assert len(history(root, "f.txt")) == 3  # nothing written
+    rc, out, _ = cli(capsys, root, "restore", "f.txt", "--to", "1", "--dry-run")
+    assert rc == 0 and "Would discard the changes of f.txt versions: 2 (edit by agent-x), 3 (edit by agent-y)" in out
+    assert cli(capsys, root, "restore", "f.txt", "--to", "1")[0] == 0
     assert (root / "f.txt").read_text() == "a\nb\nc\n"  # as right after version 1
-    assert cli(capsys, root, "undo", "f.txt", "--before", "1")[0] == 0
+    assert cli(capsys, root, "restore", "f.txt", "--before", "1")[0] == 0
     assert not (root / "f.txt").exists()  # before version 1 the file did not exist
-    assert cli(capsys, root, "undo", "f.txt", "--to", "3")[0] == 0  # version 3 is in the history still
+    assert cli(capsys, root, "restore", "f.txt", "--to", "3")[0] == 0  # version 3 is in the history still
     assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
 
-    rc, _, err = cli(capsys, root, "undo", "f.txt", "--to", "6")
-    assert rc == exit_status("no_change") and "[no_change]" in err
+    rc, _, err = cli(capsys, root, "restore", "f.txt", "--to", "9")
+    assert rc == exit_status("invalid_argument") and "no version 9" in err
     rc, _, err = cli(capsys, root, "undo", "never.txt")
     assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no recorded writes" in err
 
 
-def test_undo_keeps_an_outside_change_in_history(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+def test_undo_over_an_outside_change_is_refused_and_restore_keeps_it_in_history(
+    repo: tuple[Path, Coordinator], capsys: Any
+) -> None:
     root, c = repo
     three_versions(root, c)
     (root / "f.txt").write_text("edited in an editor\n")
-    rc, out, _ = cli(capsys, root, "undo", "f.txt")
-    assert rc == 0
-    assert "changed outside the coordinator" in out
+    rc, _, err = cli(capsys, root, "undo", "f.txt")  # version 3's change is no longer there to revert
+    assert rc == exit_status("stale") and "[stale]" in err
+    assert (root / "f.txt").read_text() == "edited in an editor\n"
+    assert cli(capsys, root, "restore", "f.txt", "--before", "3")[0] == 0
     assert (root / "f.txt").read_text() == "a\nB1\nB2\nc\n"
-    assert cli(capsys, root, "undo", "f.txt")[0] == 0  # undo the undo: the outside change is back
+    assert cli(capsys, root, "undo", "f.txt")[0] == 0  # undo the restore: the outside change is back
     assert (root / "f.txt").read_text() == "edited in an editor\n"
 
 
-def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
+def test_undo_keeps_a_write_that_lands_while_it_is_prepared(
     repo: tuple[Path, Coordinator], capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, c = repo
@@ -203,8 +235,8 @@ def test_undo_does_not_discard_a_write_that_lands_while_it_is_prepared(
 
     monkeypatch.setattr(cmd_undo, "_operator_read", race_then_read)
     rc, _, err = cli(capsys, root, "undo", "f.txt")
-    assert rc == exit_status("stale") and "[stale]" in err and "version 4" in err
-    assert (root / "f.txt").read_text() == "A\nB1\nB2\nC\n"
+    assert rc == 0, err
+    assert (root / "f.txt").read_text() == "A\nB1\nB2\nc\n"  # version 3 reverted, z's version 4 kept
 
 
 def test_redo_brings_back_the_undone_change_and_keeps_later_writes(repo: tuple[Path, Coordinator], capsys: Any) -> None:
@@ -242,12 +274,12 @@ def test_redo_is_of_one_sessions_undo(repo: tuple[Path, Coordinator], capsys: An
 
 def test_redo_of_an_undo_that_removed_the_file_creates_it_again(repo: tuple[Path, Coordinator], capsys: Any) -> None:
     root, c = repo
-    three_versions(root, c)
-    assert cli(capsys, root, "undo", "f.txt", "--before", "1")[0] == 0
-    assert not (root / "f.txt").exists()
-    rc, _, err = cli(capsys, root, "redo", "f.txt")
+    c.session("agent-x").write("g.txt", "new\n")
+    assert cli(capsys, root, "undo", "g.txt")[0] == 0  # the undo of its creation removes it
+    assert not (root / "g.txt").exists()
+    rc, _, err = cli(capsys, root, "redo", "g.txt")
     assert rc == 0, err
-    assert (root / "f.txt").read_text() == "a\nB1\nB2\nC\n"
+    assert (root / "g.txt").read_text() == "new\n"
 
 
 # --- undo of a session ---------------------------------------------------------------------------------------
@@ -388,11 +420,11 @@ def test_gc_keeps_the_newest_versions_and_what_they_reference(repo: tuple[Path, 
         if e.before:
             store.load(e.before)  # every kept entry's pre-image is still there, intact
     # The oldest kept version can still be undone to.
-    assert cli(capsys, root, "undo", "a.txt", "--before", "4")[0] == 0
+    assert cli(capsys, root, "restore", "a.txt", "--before", "4")[0] == 0
     assert (root / "a.txt").read_text().startswith("a.txt 2 ")
     # A version dropped by gc is refused with an explanation.
-    rc, _, err = cli(capsys, root, "undo", "a.txt", "--to", "1")
-    assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no longer in the history" in err
+    rc, _, err = cli(capsys, root, "restore", "a.txt", "--to", "1")
+    assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no version 1" in err
     # The next write still gets the next number.
     c.session("s").read("a.txt")
     assert c.session("s").write("a.txt", "after gc\n").version == 8
