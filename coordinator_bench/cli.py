@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coordinator.cli import common as cmd_common
 from coordinator_bench.scenarios import DEFAULT_DURATION_S, QUICK_DURATION_S, scenario_names
 
 QUICK_DIR_NAME = "quick"
@@ -105,12 +106,11 @@ def _default_out(quick: bool) -> Path:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from coordinator_bench.plots import matplotlib_missing
 
-    err = Console(stderr=True)
+    err = cmd_common.console(stderr=True)
     missing = matplotlib_missing()
     if missing:
         err.print(f"[yellow]bench:[/yellow] {escape(missing)}")

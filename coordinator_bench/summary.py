@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from coordinator.cli import common as cmd_common
+
 KEY_ROWS = {
     "solo": "raw",
     "http": "raw",
@@ -108,9 +110,7 @@ def _targets_table(results: list[dict[str, Any]]) -> Any:
 
 def print_summary(results: list[dict[str, Any]], out: Path, plots: dict[str, Path], elapsed_s: float) -> int:
     """Print the summary; returns the number of updates the coordinator lost (0 expected)."""
-    from rich.console import Console
-
-    con = Console()
+    con = cmd_common.console()
     if not results:
         con.print("bench: nothing ran.")
         return 0

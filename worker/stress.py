@@ -191,9 +191,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
 
 
 def run_stress(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(stderr=True)
+    err = cmd_common.console(stderr=True)
     try:
         _check_args(args)
         return _run(args, err)
@@ -415,7 +413,6 @@ def _shard_rows(spec: Any, loads: Any, run: Any) -> list[dict[str, Any]] | None:
 
 
 def _print_shards(shards: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title="Redis load per primary (commands and server CPU during the run)")
@@ -431,7 +428,7 @@ def _print_shards(shards: list[dict[str, Any]]) -> None:
             str(r.get("cpu_us_per_edit", "-")),
             f"{r['keys']:,}",
         )
-    Console().print(t)
+    cmd_common.console().print(t)
 
 
 def _conclude(
@@ -584,9 +581,7 @@ def _fmt_ms(d: dict[str, float | None]) -> str:
 def _print_report(
     summary: dict[str, Any], report: Any, where: str | None, worker_errors: list[str], verdict: Verdict
 ) -> None:
-    from rich.console import Console
-
-    out = Console()
+    out = cmd_common.console()
     out.print(_table(summary, report))
     out.print(f"[dim]{_LEGEND_LINE}[/dim]")
     for line in report.details[:10]:

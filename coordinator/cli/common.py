@@ -148,6 +148,22 @@ def add_common(p: argparse.ArgumentParser, *, redis: bool = True, json: bool = T
         add_json(p)
 
 
+#: The width of output that does not go to a terminal (a pipe, a file, CI logs): wide enough that no table
+#: cell or message is cut (rich would assume 80 columns and end cells in "…"). $COLUMNS still wins.
+PIPE_WIDTH = 4096
+
+
+def console(*, stderr: bool = False, highlight: bool = True, soft_wrap: bool = False) -> Any:
+    """The rich Console every command prints through: the terminal's width on a terminal, else
+    `PIPE_WIDTH` (unless $COLUMNS says otherwise), so piped output is never cut at 80 columns."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    width = None if tty or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(stderr=stderr, width=width, highlight=highlight, soft_wrap=soft_wrap)
+
+
 def fail(exc: CoordinatorError) -> int:
     """The one error format: a line on stderr; the exit status of the code. A refusal that carries a service
     code with a row of its own (`tls_untrusted`, `unauthorized`, ...) is named and judged by that code."""

@@ -3,6 +3,10 @@ writes across files. It only reads: the history (coordinator/history) and the fi
 never starts the embedded server. A listing first settles the path's newest entry (retention.settle), so
 it shows only versions that reached the file.
 
+`--json` speaks the HTTP service's names (`POST /v1/history`, in its OpenAPI document): `{path, entries:
+[...]}`, each entry with the fields of `HistoryEntry`; the command adds `total` (entries recorded) and, per
+entry, `added` / `removed` (lines). `--session ID` gives `{session, entries}`.
+
 "Lines changed" is a line diff of a version's pre-image and result, when both are still known (the history
 keeps them until gc; the file itself serves for its current content) and text; past `MAX_DIFF_LINES` lines,
 or for contents no longer known, the changed range recorded with the entry is shown instead.
@@ -101,7 +105,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _show_diff(repo, key, entries, args.diff, args)
     if not entries:
         if args.json:
-            print(json.dumps({"path": key, "versions": []}))
+            print(json.dumps({"path": key, "entries": [], "total": 0}))
         else:
             print(f"No recorded writes of {key}.")
         return 0
@@ -109,7 +113,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     shown = entries[: max(args.limit, 1)]
     rows = [_entry_row(e, lookup) for e in shown]
     if args.json:
-        print(json.dumps({"path": key, "versions": rows, "total": len(entries)}, indent=2))
+        print(json.dumps({"path": key, "entries": rows, "total": len(entries)}, indent=2))
         return 0
     from rich.table import Table
 
@@ -187,7 +191,7 @@ def _session_history(repo: Repo, session: str, args: Any) -> int:
     lookup = ContentLookup(repo, repo.history()) if repo.has_state else None
     rows = [_entry_row(e, lookup) for e in entries] if lookup else []
     if args.json:
-        print(json.dumps({"session": session, "writes": rows}, indent=2))
+        print(json.dumps({"session": session, "entries": rows}, indent=2))
         return 0
     if not rows:
         print(f"No recorded writes by session {session}.")

@@ -43,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(status: dict[str, object]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from coordinator.history.retention import format_size
@@ -58,4 +57,4 @@ def _print_table(status: dict[str, object]) -> None:
         str(status["version"]),
         format_size(int(memory)) if isinstance(memory, int) else "?",
     )
-    Console(highlight=False, soft_wrap=True).print(table)
+    cmd_common.console(highlight=False, soft_wrap=True).print(table)

@@ -113,9 +113,7 @@ class ContentLookup:
 
 
 def rich_console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
+    return cmd_common.console(highlight=False)
 
 
 def when(t: float) -> str:

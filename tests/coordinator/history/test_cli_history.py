@@ -83,7 +83,7 @@ def test_history_lists_versions_with_lines_changed(repo: tuple[Path, Coordinator
     root, c = repo
     three_versions(root, c)
     data = cli_json(capsys, root, "history", "f.txt")
-    rows = [(r["version"], r["session"], r["operation"], r["added"], r["removed"]) for r in data["versions"]]
+    rows = [(r["version"], r["session"], r["operation"], r["added"], r["removed"]) for r in data["entries"]]
     assert rows == [(3, "agent-y", "edit", 1, 1), (2, "agent-x", "edit", 2, 1), (1, "agent-x", "write", 3, 0)]
 
     rc, out, _ = cli(capsys, root, "history", str(root / "f.txt"))  # absolute path inside the root
@@ -105,7 +105,7 @@ def test_history_lists_a_write_made_after_a_torn_index_line(repo: tuple[Path, Co
     s.read("f.txt")
     s.edit("f.txt", "one", "two")
     data = cli_json(capsys, root, "history", "f.txt")
-    assert [(r["version"], r["operation"]) for r in data["versions"]] == [(2, "edit"), (1, "write")]
+    assert [(r["version"], r["operation"]) for r in data["entries"]] == [(2, "edit"), (1, "write")]
     assert cli(capsys, root, "undo", "f.txt")[0] == 0
     assert (root / "f.txt").read_text() == "one\n"
 
@@ -135,12 +135,12 @@ def test_history_of_a_session_spans_files(repo: tuple[Path, Coordinator], capsys
     three_versions(root, c)
     c.session("agent-x").write("sub/g.txt", "g\n")
     data = cli_json(capsys, root, "history", "--session", "agent-x")
-    assert [(w["path"], w["version"], w["operation"]) for w in data["writes"]] == [
+    assert [(w["path"], w["version"], w["operation"]) for w in data["entries"]] == [
         ("f.txt", 1, "write"),
         ("f.txt", 2, "edit"),
         ("sub/g.txt", 1, "write"),
     ]
-    assert cli_json(capsys, root, "history", "--session", "nobody")["writes"] == []
+    assert cli_json(capsys, root, "history", "--session", "nobody")["entries"] == []
 
 
 # --- undo of one file ----------------------------------------------------------------------------------------
@@ -646,3 +646,33 @@ def test_commands_are_wired_into_edit_coordinator(tmp_path: Path, capsys: Any) -
 
 def _user() -> str:
     return cmd_repo.operator_id().split(":", 1)[1]
+
+
+def test_piped_output_is_not_cut_at_80_columns(
+    repo: tuple[Path, Coordinator], capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Output to a pipe (capsys is no terminal) keeps every cell whole: no wrap, no "…" at 80 columns."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    root, c = repo
+    long_id = "agent-" + "with-a-rather-long-descriptive-name-" * 3
+    c.session(long_id).write("f.txt", "a\n")
+    rc, out, _ = cli(capsys, root, "history", "f.txt")
+    assert rc == 0
+    row = next(line for line in out.splitlines() if "write" in line)
+    assert long_id in row and "…" not in out and len(row) > 80
+
+
+def test_history_json_uses_the_http_services_key_names(repo: tuple[Path, Coordinator], capsys: Any) -> None:
+    """One set of names: `history --json` has the keys of `POST /v1/history`'s answer (its OpenAPI schema),
+    each entry every field the service gives; the command's additions are extra keys, never renames."""
+    from coordinator.server.models import HistoryResponse
+
+    schema = HistoryResponse.model_json_schema()
+    entry_schema = schema["$defs"]["HistoryEntry"]["properties"]
+    root, c = repo
+    three_versions(root, c)
+    data = cli_json(capsys, root, "history", "f.txt")
+    assert set(schema["properties"]) <= set(data)
+    assert all(set(entry_schema) <= set(row) for row in data["entries"]) and len(data["entries"]) == 3
+    assert set(cli_json(capsys, root, "history", "--session", "agent-x")) == {"session", "entries"}
+    assert cli_json(capsys, root, "history", "never.txt") == {"path": "never.txt", "entries": [], "total": 0}

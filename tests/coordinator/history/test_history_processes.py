@@ -120,7 +120,7 @@ def test_an_entry_whose_rename_never_happened_is_taken_back(real_redis_root: Pat
             text=True,
             timeout=120,
         )
-        assert [v["version"] for v in json.loads(listed.stdout)["versions"]] == [1], listed.stderr  # the command
+        assert [v["version"] for v in json.loads(listed.stdout)["entries"]] == [1], listed.stderr  # the command
         assert [e.version for e in coord.history("f.txt")] == [1]  # listing takes the path's lock: reconciled
         s.read("f.txt")
         assert s.edit("f.txt", "v1", "v3").version == 3  # the number is skipped, never reused
