@@ -44,6 +44,20 @@ def mint_token(secret: bytes, *, session: str | None = None, admin: bool = False
     return f"{signed}.{_b64(signature_of(secret, signed))}"
 
 
+def claimed_session(token: str) -> str | None:
+    """The session a session token names, read without checking its signature (the service checks it): what a
+    client acts as when it is given a session token and no session. None for an admin token or no token."""
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != TOKEN_VERSION:
+        return None
+    try:
+        payload = json.loads(unb64(parts[1]))
+    except (ValueError, TypeError):
+        return None
+    session = payload.get("s") if isinstance(payload, dict) and payload.get("r") == "session" else None
+    return session if isinstance(session, str) and is_session_id(session) else None
+
+
 def signature_of(secret: bytes, signed: str) -> bytes:
     """HMAC-SHA256 of a token's signed part under the key derived from the coordinator secret."""
     return hmac.new(_signing_key(secret), signed.encode(), hashlib.sha256).digest()

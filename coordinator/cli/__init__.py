@@ -8,7 +8,9 @@ import importlib
 from collections.abc import Sequence
 
 from coordinator.cli import common as cmd_common
+from coordinator.errors import CoordinatorError
 from coordinator.state import connection as redisconn
+from coordinator.version import __version__
 
 # Modules that contribute subcommands, in the order they appear in --help.
 COMMAND_MODULES = (
@@ -32,6 +34,11 @@ COMMAND_MODULES = (
 _EPILOG = f"""environment (each the default of its option, in every command that has it):
   {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
   {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
+  {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match
+
+project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root (keys:
+  policy, match, durability, redis-url, server): below the flags and variables, above the built-in defaults.
+  The root, unless --root is given: the nearest folder upwards holding .edit-coordinator/ or .git.
 
 {cmd_common.EXIT_STATUSES}
 
@@ -45,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"edit-coordinator {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -63,6 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "settle_options", False):
+        from coordinator.cli.config import settle
+
+        try:
+            settle(args)
+        except CoordinatorError as exc:
+            return cmd_common.fail(exc)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

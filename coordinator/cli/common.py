@@ -2,7 +2,8 @@
 and exit statuses, and a way to look at a root's state without starting anything.
 
 Options and their variables (a flag wins over its variable, the variable over the default):
-    --root PATH        $EDIT_COORDINATOR_ROOT        repository root (default: the current folder)
+    --root PATH        $EDIT_COORDINATOR_ROOT        repository root (default: found upwards from the
+                                                     current folder, see coordinator.cli.config)
     --redis-url URL    $EDIT_COORDINATOR_REDIS_URL   Redis (default: the root's embedded server)
     --session ID       $EDIT_COORDINATOR_SESSION     the session to act as
     --server URL       $EDIT_COORDINATOR_SERVER      a remote `edit-coordinator serve` instead of a local engine
@@ -10,7 +11,12 @@ Options and their variables (a flag wins over its variable, the variable over th
     --ca-file FILE     $EDIT_COORDINATOR_CA_FILE     PEM CA certificate(s) an https:// --server is checked against
     --tls-cert FILE    $EDIT_COORDINATOR_TLS_CERT    `serve`: its certificate chain (PEM); with --tls-key, HTTPS
     --tls-key FILE     $EDIT_COORDINATOR_TLS_KEY     `serve`: the certificate's private key (PEM, unencrypted)
+    --policy P         $EDIT_COORDINATOR_POLICY      strict or rebase (commands that edit)
+    --match M          $EDIT_COORDINATOR_MATCH       exact or flexible (commands that edit)
     --json                                           JSON output
+
+The project config (`.edit-coordinator.toml`, or `[tool.edit-coordinator]` in pyproject.toml, at the root)
+sits between a variable and the built-in default for policy, match, durability, redis-url and server.
 
 Errors: one line on stderr, `edit-coordinator: [code] message`, and the exit status of the code's row in
 `coordinator.errors.CODES` (see `EXIT_STATUSES`).
@@ -28,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from coordinator import errors
+from coordinator.arguments import DURABILITIES, MATCHES, POLICIES
+from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.connection import REDIS_URL_ENV
 
@@ -38,6 +46,8 @@ TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
 CA_FILE_ENV = "EDIT_COORDINATOR_CA_FILE"
 TLS_CERT_ENV = "EDIT_COORDINATOR_TLS_CERT"
 TLS_KEY_ENV = "EDIT_COORDINATOR_TLS_KEY"
+POLICY_ENV = "EDIT_COORDINATOR_POLICY"
+MATCH_ENV = "EDIT_COORDINATOR_MATCH"
 
 _EXIT_MEANINGS = {
     1: "refused because of the file's state (read the file again)",
@@ -82,10 +92,43 @@ def _env(name: str) -> str | None:
 
 
 def add_root(p: argparse.ArgumentParser) -> None:
+    """--root, left None when neither it nor its variable is given: `main` then settles it
+    (`coordinator.cli.config.settle`: found upwards, and the project config's defaults applied)."""
     p.add_argument(
         "--root",
-        default=_env(ROOT_ENV) or ".",
-        help=f"repository root (default: ${ROOT_ENV}, else the current folder)",
+        default=_env(ROOT_ENV),
+        help=f"repository root (default: ${ROOT_ENV}, else the nearest folder upwards from the current one that "
+        f"holds {STATE_DIR_NAME}/ or .git, never / or the home folder)",
+    )
+    p.set_defaults(settle_options=True)
+
+
+def add_durability(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--durability",
+        choices=DURABILITIES,
+        default=None,
+        help="fsync every write, or not (default: the project config's, else fsync)",
+    )
+
+
+def add_policy_match(p: argparse.ArgumentParser) -> None:
+    """`--policy strict|rebase` and `--match exact|flexible`, for every front door that edits (`edit`, `mcp`,
+    `serve`); each defaults to its variable, then the project config, then the engine's default."""
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=_env(POLICY_ENV),
+        help=f"strict: refuse an edit of a file that changed since the session's read; rebase: apply it on top "
+        f"when the changes do not overlap (default: ${POLICY_ENV}, else the project config's, else strict)",
+    )
+    p.add_argument(
+        "--match",
+        choices=MATCHES,
+        default=_env(MATCH_ENV),
+        help="how old text is found: exact, or flexible: when exact fails, whole lines with trailing whitespace "
+        "ignored, then with the indentation shifted by a constant (the result says which was used) "
+        f"(default: ${MATCH_ENV}, else the project config's, else exact)",
     )
 
 
@@ -266,12 +309,14 @@ class Inspector:
 
 def open_client(args: argparse.Namespace, **options: Any) -> Any:
     """The `Client` a command acts through: `HttpClient` with --server, else a local engine on --root
-    (`options`: the Coordinator's; `match`, when given, also goes to the service with each edit)."""
+    (`options`: the Coordinator's; `policy` and `match`, when given, also go to the service with each edit)."""
     from coordinator.client import HttpClient, LocalClient
 
     if getattr(args, "server", None):
         if not args.token:
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"--server needs --token (or ${TOKEN_ENV}).")
         ca_file = getattr(args, "ca_file", None)
-        return HttpClient(args.server, token=args.token, match=options.get("match"), ca_file=ca_file)
+        return HttpClient(
+            args.server, token=args.token, policy=options.get("policy"), match=options.get("match"), ca_file=ca_file
+        )
     return LocalClient.open(real_root(args.root), args.redis_url, **options)

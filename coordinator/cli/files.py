@@ -15,24 +15,40 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.arguments import MATCHES
 from coordinator.cli import common as cmd_common
 from coordinator.client.base import plain
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.tokens import claimed_session
 
 
 def _session_id(args: argparse.Namespace) -> str:
+    """--session; else, with --server and a session token, the token's session; else cli:<user>."""
     if args.session:
         return str(args.session)
+    claimed = claimed_session(args.token) if args.server and args.token else None
+    if claimed:
+        return claimed
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "user"
     return f"cli:{''.join(c for c in user if c.isalnum() or c in '._-') or 'user'}"
+
+
+def cli_path(root: str, path: str) -> str:
+    """A PATH as typed in a shell: relative to the current folder when that is inside the root (a command
+    run from a subfolder means the file there), else relative to the root; absolute paths as they are."""
+    if os.path.isabs(path):
+        return path
+    here, top = os.path.realpath(os.getcwd()), os.path.realpath(root)
+    if here != top and here.startswith(top.rstrip(os.sep) + os.sep):
+        return os.path.join(here, path)
+    return path
 
 
 def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, str, argparse.Namespace], Any]) -> Any:
@@ -43,19 +59,25 @@ def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, s
         epilog=cmd_common.EXIT_STATUSES,
         formatter_class=cmd_common.DefaultsAndEpilogFormatter,
     )
-    p.add_argument("path", metavar="PATH", help="a path inside the root (relative to it, or absolute)")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        help="a file inside the root: absolute, or relative to the current folder when that is inside the root, "
+        "else to the root",
+    )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
     cmd_common.add_server(p)
-    cmd_common.add_session(p, "the session to act as (else cli:<user>)")
+    cmd_common.add_session(p, "the session to act as (else, with --server, a session token's; else cli:<user>)")
     cmd_common.add_json(p, "print the result as JSON")
     p.set_defaults(func=cmd_common.guarded(lambda args: _run(args, run)))
     return p
 
 
 def _run(args: argparse.Namespace, op: Callable[[Any, str, argparse.Namespace], Any]) -> int:
-    match = getattr(args, "match", None)
-    client = cmd_common.open_client(args, **({"match": match} if match else {}))
+    args.path = cli_path(args.root, args.path) if not args.server else args.path
+    options = {key: getattr(args, key, None) for key in ("policy", "match", "durability")}
+    client = cmd_common.open_client(args, **{key: value for key, value in options.items() if value})
     try:
         result = op(client, _session_id(args), args)
     finally:
@@ -86,17 +108,6 @@ def _read(client: Any, session: str, args: argparse.Namespace) -> Any:
 
 def _edit(client: Any, session: str, args: argparse.Namespace) -> Any:
     return client.edit(session, args.path, args.old, args.new, args.replace_all)
-
-
-def add_match(p: argparse.ArgumentParser) -> None:
-    """`--match exact|flexible`, for every command that edits (here and `mcp`)."""
-    p.add_argument(
-        "--match",
-        choices=MATCHES,
-        default=None,
-        help="how old text is found: exact (default), or flexible: when exact fails, whole lines with trailing "
-        "whitespace ignored, then with the indentation shifted by a constant (the result says which was used)",
-    )
 
 
 def _write(client: Any, session: str, args: argparse.Namespace) -> Any:
@@ -133,8 +144,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--old", required=True, metavar="TEXT", help="the exact text to replace ('' creates a file)")
     p.add_argument("--new", required=True, metavar="TEXT", help="the replacement")
     p.add_argument("--replace-all", action="store_true", help="replace every occurrence")
-    add_match(p)
-    _add(
+    cmd_common.add_policy_match(p)
+    cmd_common.add_durability(p)
+    p = _add(
         sub,
         "write",
         "create or overwrite a file with the content on stdin",
@@ -142,3 +154,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "one must have been read by the session and be unchanged since.",
         _write,
     )
+    cmd_common.add_durability(p)

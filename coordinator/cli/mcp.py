@@ -10,9 +10,7 @@ import signal
 import sys
 from typing import Any
 
-from coordinator import arguments
 from coordinator.cli import common as cmd_common
-from coordinator.cli.files import add_match
 from coordinator.errors import CoordinatorError
 from coordinator.tools.mcp_server import default_session_id, describe_tools_json, serve_stdio
 
@@ -36,9 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd_common.add_session(p, "session id (else, remote, the token's session; else a fresh id for this process)")
     cmd_common.add_redis(p)
     cmd_common.add_server(p)
-    p.add_argument("--durability", choices=arguments.DURABILITIES, default="fsync", help="fsync every write, or not")
+    cmd_common.add_durability(p)
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
-    add_match(p)
+    cmd_common.add_policy_match(p)
     p.add_argument("--log-level", default="WARNING", help="log level for stderr")
     p.add_argument(
         "--print-tools", action="store_true", help="print the tools (names, descriptions, schemas) as JSON and exit"
@@ -70,7 +68,7 @@ def _quit_on_interrupt() -> None:
 
 def _open_session(args: argparse.Namespace) -> tuple[Any, Any, int]:
     """(client, bound session, default read lines) for --server or --root."""
-    matching = {"match": args.match} if args.match else {}
+    matching = {key: getattr(args, key) for key in ("policy", "match") if getattr(args, key)}
     client = cmd_common.open_client(args, durability=args.durability, lock_timeout=args.lock_timeout, **matching)
     try:
         if args.server:

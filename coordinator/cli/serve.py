@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import signal
@@ -12,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from coordinator import arguments
 from coordinator.cli import common as cmd_common
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.auth import load_secret
@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
-    p.add_argument("--durability", choices=arguments.DURABILITIES, default="fsync", help="fsync every write, or not")
+    cmd_common.add_durability(p)
+    cmd_common.add_policy_match(p)
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
     p.add_argument(
         "--state-check",
@@ -83,6 +84,8 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd_token(args: argparse.Namespace) -> int:
+    if args.ttl < 1:
+        return cmd_common.usage_error(f"--ttl must be at least 1 second (got {args.ttl}): a token's lifetime.")
     secret, _ = load_secret(args.root, args.secret_file, create=True)
     print(mint_token(secret, session=args.session, admin=args.admin, ttl_s=args.ttl))
     return 0
@@ -155,6 +158,8 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         root=root,
         redis_url=redis_url,
         durability=args.durability,
+        policy=args.policy,
+        match=args.match,
         lock_timeout=args.lock_timeout,
         secret_file=secret_source,
         max_body_bytes=args.max_body_bytes,
@@ -193,22 +198,33 @@ def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str,
 def _cmd_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         return cmd_common.usage_error("--workers must be at least 1.")
+    if not 0 <= args.port <= 65535:
+        return cmd_common.usage_error(f"--port must be 0-65535 (got {args.port}); 0 picks a free port.")
     root = os.path.realpath(args.root)
     try:
         tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
-        config, secret_source = _config(args, root)
     except CoordinatorError as exc:
         return cmd_common.fail(exc)
+    try:
+        sock = _bind(args.host, args.port, backlog=2048)  # before the state folder, the secret and Redis
+    except OSError as exc:
+        return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
+    state_existed = cmd_common.state_dir(root).exists()
+    try:
+        config, secret_source = _config(args, root)
+    except BaseException as exc:
+        sock.close()
+        if not state_existed:
+            _remove_new_state(root)
+        if isinstance(exc, CoordinatorError):
+            return cmd_common.fail(exc)
+        raise
     if args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
         print(
             f"warning: binding {args.host} without TLS: tokens travel in clear text over plain HTTP; give "
             "--tls-cert and --tls-key, or put a TLS proxy in front of the service.",
             file=sys.stderr,
         )
-    try:
-        sock = _bind(args.host, args.port, backlog=2048)
-    except OSError as exc:
-        return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
     host, port = sock.getsockname()[:2]
     url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
     os.environ[CONFIG_ENV] = config.to_json()
@@ -222,6 +238,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return _run(args, sock, tls)
     finally:
         sock.close()
+
+
+def _remove_new_state(root: str) -> None:
+    """Undo what a `serve` that failed to start made in a root that had no state folder: its embedded Redis
+    (if it started one) and the state folder with the secret in it."""
+    import shutil
+
+    from coordinator.state.embedded import stop_embedded_redis
+
+    folder = cmd_common.state_dir(root)
+    with contextlib.suppress(CoordinatorError, OSError):
+        stop_embedded_redis(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace, sock: socket.socket, tls: dict[str, str]) -> int:

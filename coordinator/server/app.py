@@ -106,7 +106,8 @@ class App:
                 return
             from coordinator.engine import Coordinator
 
-            options: dict[str, Any] = {"state_check": self.config.state_check} if self.config.state_check else {}
+            chosen = {"state_check": self.config.state_check, "policy": self.config.policy, "match": self.config.match}
+            options: dict[str, Any] = {key: value for key, value in chosen.items() if value}
             coord = Coordinator(
                 self.config.root,
                 self.config.redis_url,

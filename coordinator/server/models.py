@@ -301,6 +301,8 @@ class ServerConfig:
     root: str
     redis_url: str | None = None
     durability: str = "fsync"
+    policy: str | None = None  # the sessions' default policy (None: the engine's)
+    match: str | None = None  # the sessions' default match (None: the engine's)
     lock_timeout: float = 10.0
     secret_file: str | None = None
     max_body_bytes: int = 16 * MiB
@@ -325,6 +327,10 @@ class ServerConfig:
     def validate(self) -> None:
         if self.durability not in ("fsync", "none"):
             raise ValueError("durability must be 'fsync' or 'none'")
+        if self.policy not in (None, "strict", "rebase"):
+            raise ValueError("policy must be 'strict' or 'rebase'")
+        if self.match not in (None, "exact", "flexible"):
+            raise ValueError("match must be 'exact' or 'flexible'")
         if self.state_check not in (None, "always", "cached"):
             raise ValueError("state_check must be 'always' or 'cached'")
         for name in ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency"):
