@@ -78,7 +78,8 @@ def register(subparsers: Any) -> None:
         "--out",
         type=Path,
         default=None,
-        help="folder for the results and plots (default coordinator_bench/results; --quick: its quick/ subfolder)",
+        help="folder for the results and plots (default: coordinator_bench/results in a source checkout, else "
+        "./bench-results; --quick: its quick/ subfolder)",
     )
     p.add_argument(
         "--column",
@@ -95,14 +96,20 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="run nothing: regenerate the plots and BENCHMARKS.md's generated part from the results in --out",
     )
-    p.add_argument("--markdown", type=Path, default=None, help="the file --report writes (default BENCHMARKS.md)")
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        help="the file --report writes (default: the checkout's BENCHMARKS.md, else ./BENCHMARKS.md)",
+    )
     p.set_defaults(func=run_bench)
 
 
 def _default_out(quick: bool) -> Path:
-    from coordinator_bench.suite import RESULTS_DIR
+    from coordinator_bench.measure import default_results_dir
 
-    return RESULTS_DIR / QUICK_DIR_NAME if quick else RESULTS_DIR
+    base = default_results_dir()
+    return base / QUICK_DIR_NAME if quick else base
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -198,8 +205,9 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def _report(out: Path, markdown: Path | None, err: Any) -> int:
+    from coordinator_bench.measure import default_markdown
     from coordinator_bench.plots import make_plots
-    from coordinator_bench.report import DEFAULT_MARKDOWN, write_report
+    from coordinator_bench.report import write_report
     from coordinator_bench.suite import load_results
 
     results = load_results(out)
@@ -207,7 +215,7 @@ def _report(out: Path, markdown: Path | None, err: Any) -> int:
         err.print(f"[red]bench --report:[/red] no results in {out}; run `edit-coordinator bench` first.")
         return 2
     plots = make_plots(results, out)
-    path = write_report(results, markdown or DEFAULT_MARKDOWN, plots, out)
+    path = write_report(results, markdown or default_markdown(), plots, out)
     err.print(f"Wrote the generated part of {path} from {len(results)} scenario results in {out}.")
     return 0
 

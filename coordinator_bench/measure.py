@@ -21,6 +21,34 @@ import redis
 from worker.stats import percentiles
 
 REPO = Path(__file__).resolve().parent.parent
+OUTSIDE_CHECKOUT_DIR = "bench-results"  # the default results folder of an installed copy, in the current folder
+
+
+def source_checkout(repo: Path | None = None) -> Path | None:
+    """The project's source checkout this package runs from (an editable install, or a run from the tree),
+    or None for an installed copy: then `REPO` is site-packages, which is no place for results."""
+    repo = REPO if repo is None else repo
+    try:
+        text = (repo / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return repo if 'name = "edit-coordinator"' in text else None
+
+
+def default_results_dir(repo: Path | None = None) -> Path:
+    """Where results go without --out: the checkout's coordinator_bench/results (what BENCHMARKS.md is made
+    from), or `bench-results` in the current folder for an installed copy."""
+    root = source_checkout(repo)
+    return root / "coordinator_bench" / "results" if root is not None else Path.cwd() / OUTSIDE_CHECKOUT_DIR
+
+
+def default_markdown(repo: Path | None = None) -> Path:
+    """The file `bench --report` writes without --markdown: the checkout's BENCHMARKS.md, else one in the
+    current folder."""
+    root = source_checkout(repo)
+    return (root if root is not None else Path.cwd()) / "BENCHMARKS.md"
+
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PACKAGES = ("edit-coordinator", "redis", "hiredis", "xxhash", "filelock", "httpx", "uvicorn", "matplotlib", "rich")
 
