@@ -365,6 +365,15 @@ class FleetRun:
         return sum(1 for e in self.events if e["e"] == kind)
 
 
+class FleetInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGINT) during a run: the workers were stopped and `run` holds what they did so far (their
+    records are on disk, so the oracle can judge it). Still a KeyboardInterrupt for callers that only stop."""
+
+    def __init__(self, run: FleetRun) -> None:
+        super().__init__("interrupted")
+        self.run = run
+
+
 class Fleet:
     """Runs `config.workers` worker processes until the duration or the edit count is reached.
 
@@ -456,6 +465,7 @@ class Fleet:
         errors: list[str] = []
         observer: threading.Thread | None = None
         started = ended = time.monotonic()
+        interrupted = False
         try:
             for i in range(cfg.workers):
                 self._spawn(i)
@@ -468,13 +478,18 @@ class Fleet:
                 observer = threading.Thread(target=self._observe, name="ec-observer", daemon=True)
                 observer.start()
             ended = self._supervise(started, errors, progress)
+        except KeyboardInterrupt:
+            interrupted, ended = True, time.monotonic()
         finally:
             self._observer_stop.set()
             self._stop_all()
             if observer is not None:
                 observer.join()
             self._restore_redis()
-        return self._result(started, ended, errors)
+        result = self._result(started, ended, errors)
+        if interrupted:
+            raise FleetInterrupted(result)
+        return result
 
     def _wait_ready(self, errors: list[str]) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S

@@ -10,7 +10,8 @@ service is reported as such. Exit status (the rule is `worker.verdict`'s, shared
 edits were acknowledged and the oracle found every one of them in place, no file torn; 1 when it found a
 lost update, a torn file or anything else wrong; 2 for a run that could not be made or did no work (bad
 options, Redis unreachable, a worker that crashed, nothing acknowledged). `--unsafe` is a demonstration:
-0 when it showed loss, 1 when it did not.
+0 when it showed loss, 1 when it did not. Ctrl-C stops the workers and prints the report of the run so far
+(exit status 130 unless it shows something wrong).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from coordinator.cli import common as cmd_common
 from coordinator.disk.layout import STATE_DIR_NAME, state_dir_of
 from worker.agent import DEFAULT_FILES, WORKLOADS, Corpus, prepare_corpus, stdlib_sources, text_hash
 from worker.verdict import NO_WORK, Verdict, judge
+
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C whose partial results showed nothing wrong
 
 CHAOS_KINDS = ("kill", "redis", "touch")
 _COPY_IGNORE = shutil.ignore_patterns(
@@ -264,6 +267,7 @@ class _Scratch:
 
 def _run(args: argparse.Namespace, err: Any) -> int:
     from coordinator.errors import CoordinatorError
+    from worker.fleet import FleetInterrupted
 
     work: _Scratch | None = None
     try:
@@ -272,10 +276,16 @@ def _run(args: argparse.Namespace, err: Any) -> int:
         corpus = _corpus(work.root, spec, args)
         _preflight(spec, corpus)
         loads = _redis_loads(spec)
-        run = _fleet_run(work, spec, corpus, args, err)
+        interrupted = False
+        try:
+            run = _fleet_run(work, spec, corpus, args, err)
+        except FleetInterrupted as stopped:  # Ctrl-C: the workers are stopped; judge and report what they did
+            run, interrupted = stopped.run, True
         shards = _shard_rows(spec, loads, run)
         report = _oracle(run, spec, work.root, corpus)
-        return _conclude(run, report, corpus, args, str(work.root) if (args.keep or args.in_place) else None, shards)
+        # With --url the local root is a stand-in that close() removes: the files are the service's.
+        where = str(work.root) if (args.keep or args.in_place) and not args.url else None
+        return _conclude(run, report, corpus, args, where, shards, interrupted=interrupted)
     except CoordinatorError as exc:
         err.print(f"[red]stress:[/red] {exc.message}")
         return NO_WORK
@@ -438,23 +448,31 @@ def _conclude(
     args: argparse.Namespace,
     where: str | None,
     shards: list[dict[str, Any]] | None = None,
+    *,
+    interrupted: bool = False,
 ) -> int:
     from worker.fleet import summarize
 
     summary = summarize(run)
     verdict = judge(summary, report, unsafe=args.unsafe, worker_errors=run.worker_errors)
+    exit_code = (verdict.exit_code or INTERRUPTED) if interrupted else verdict.exit_code
     if args.json:
         out = {"summary": summary, "oracle": report.to_dict(), "corpus": corpus.to_dict(), "root": where}
         out["worker_errors"] = run.worker_errors
-        out["verdict"] = {"exit_code": verdict.exit_code, "headline": verdict.headline, "hint": verdict.hint}
+        out["verdict"] = {"exit_code": exit_code, "headline": verdict.headline, "hint": verdict.hint}
+        out["interrupted"] = interrupted
         if shards is not None:
             out["redis_primaries"] = shards
         print(json.dumps(out, indent=2))
     else:
-        _print_report(summary, report, where, run.worker_errors, verdict)
+        if interrupted:
+            cmd_common.console().print(
+                f"[yellow]Interrupted after {run.wall_s:.1f} s: the report covers the run so far.[/yellow]"
+            )
+        _print_report(summary, report, where, run.worker_errors, verdict, exit_code)
         if shards:
             _print_shards(shards)
-    return verdict.exit_code
+    return exit_code
 
 
 def _remote_corpus(spec: Any, args: argparse.Namespace, n_files: int) -> Corpus:
@@ -579,7 +597,12 @@ def _fmt_ms(d: dict[str, float | None]) -> str:
 
 
 def _print_report(
-    summary: dict[str, Any], report: Any, where: str | None, worker_errors: list[str], verdict: Verdict
+    summary: dict[str, Any],
+    report: Any,
+    where: str | None,
+    worker_errors: list[str],
+    verdict: Verdict,
+    exit_code: int,
 ) -> None:
     out = cmd_common.console()
     out.print(_table(summary, report))
@@ -594,7 +617,7 @@ def _print_report(
     out.print(f"[{colour}]{verdict.headline}[/{colour}]")
     if verdict.hint:
         out.print(verdict.hint)
-    out.print(f"[dim](exit status {verdict.exit_code}; `edit-coordinator stress --help` explains each row)[/dim]")
+    out.print(f"[dim](exit status {exit_code}; `edit-coordinator stress --help` explains each row)[/dim]")
 
 
 def _table(summary: dict[str, Any], report: Any) -> Any:

@@ -9,10 +9,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests import REPO_ROOT
@@ -156,3 +161,34 @@ def test_bench_fails_a_coordinator_cell_that_acknowledged_nothing() -> None:
     assert idle_coordinator_cells([result([120, 95])]) == []
     assert idle_coordinator_cells([result([0], kind="unsafe")]) == []  # a baseline is not judged so
     assert idle_coordinator_cells([result([0], skipped=True)]) == []
+
+
+def test_ctrl_c_prints_the_report_of_the_run_so_far_and_exits_non_zero(tmp_path: Path) -> None:
+    """SIGINT while the fleet runs (as Ctrl-C sends it to the foreground process): the workers stop, the
+    oracle judges what they did, the report is printed, and the exit status says the run was cut short."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    argv = ["stress", "--workers", "2", "--duration", "300", "--durability", "none", "--think-ms", "1"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(f.stat().st_size for f in tmp_path.glob("ec-stress-run-*/records/*.jsonl")):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = " ".join(out.split())
+    assert p.returncode == 130, (out, err)
+    assert "Interrupted after" in text and "the report covers the run so far" in text
+    assert re.search(r"acknowledged\W+[1-9]", text) and re.search(r"LOST UPDATES\W+0\b", text)
+    assert "exit status 130" in text
+    assert not list(tmp_path.glob("ec-stress-*"))  # the scratch folders are removed as after a full run

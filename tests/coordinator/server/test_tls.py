@@ -260,6 +260,9 @@ def test_stress_runs_through_an_https_service_with_the_ca_file(tls_served: TlsSe
     report = json.loads(r.stdout)
     assert report["summary"]["client"] == "http" and report["summary"]["acknowledged"] >= 12
     assert report["oracle"]["ok"] and report["oracle"]["lost_updates"] == 0
+    assert report["root"] is None  # the files are the service's: no local folder (the stand-in is gone) named
+    r = _cli("stress", *remote, "--edits", "12", "--ca-file", str(pki.ca))
+    assert r.returncode == 0 and "Files:" not in r.stdout, r.stdout
     r = _cli("stress", *remote, "--edits", "12", "--json")
     assert r.returncode != 0 and "--ca-file" in r.stderr, r.stderr
 
