@@ -4,7 +4,7 @@ An orchestration platform that holds many model conversations gives each one the
 tool calls here::
 
     from coordinator import tools
-    defs = tools.definitions(flavor="anthropic")          # or "openai", "mcp"
+    defs = tools.definitions(flavor="anthropic")          # or "openai", "openai-responses", "mcp"
     res = tools.dispatch(session, "edit_file", {"file_path": "src/app.py", "old_string": a, "new_string": b})
     res.text, res.is_error                                # exactly what the model should see
     res = await tools.adispatch(async_session, name, arguments)
@@ -16,6 +16,10 @@ connected over MCP, through this module, or over HTTP through an `HttpClient` se
 Decisions:
 * `arguments` may be the JSON object or the JSON text a model API hands over (OpenAI sends a string);
   text that is not a JSON object is an `invalid_argument` result, not an exception.
+* The OpenAI flavours keep each tool's description within `OPENAI_DESCRIPTION_LIMIT` characters (some
+  OpenAI-compatible endpoints refuse longer ones): the description keeps its lines from the top while they
+  fit, and the rest moves, word for word, to the end of the first parameter's description, which the
+  description points to. Nothing is dropped; the Anthropic and MCP shapes carry the description whole.
 * Nothing raises: every refusal (and any unexpected failure, as `io_error`) is a `ToolResult` with
   `is_error=True` and the text `[code] message`, which says what to do next.
 * The "unchanged since your last read" short answer is given only for a view this dispatcher has already
@@ -37,8 +41,9 @@ from typing import Any, Literal
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.tools.file_tools import SessionTools, ToolSpec, error_payload, tool_specs
 
-Flavor = Literal["anthropic", "openai", "mcp"]
-FLAVORS: tuple[str, ...] = ("anthropic", "openai", "mcp")
+Flavor = Literal["anthropic", "openai", "openai-responses", "mcp"]
+FLAVORS: tuple[str, ...] = ("anthropic", "openai", "openai-responses", "mcp")
+OPENAI_DESCRIPTION_LIMIT = 1024  # characters of a function's description that OpenAI's APIs accept
 
 log = logging.getLogger("coordinator.tools")
 
@@ -60,9 +65,12 @@ def definitions(
     flavor: Flavor = "anthropic", default_read_lines: int = 2000, match: str = "exact"
 ) -> list[dict[str, Any]]:
     """The tool list in the shape of one API: Anthropic's Messages API (`name`, `description`,
-    `input_schema`), OpenAI's function calling (`{"type": "function", "function": {...parameters}}`) or
-    MCP's `tools/list` entries (`name`, `title`, `description`, `inputSchema`, `annotations`). Every flavour
-    carries the same input schemas, copied, so a caller may change its copy freely. `match="flexible"`: for
+    `input_schema`), OpenAI's Chat Completions function calling (`{"type": "function", "function":
+    {name, description, parameters}}`), OpenAI's Responses API (`{"type": "function", name, description,
+    parameters}`) or MCP's `tools/list` entries (`name`, `title`, `description`, `inputSchema`,
+    `annotations`). Every flavour carries the same input schemas, copied, so a caller may change its copy
+    freely (the OpenAI flavours' first parameter descriptions also hold what did not fit in 1,024 characters:
+    `fit_description`). `match="flexible"`: for
     sessions that match flexibly, whose edit tools' rules say so."""
     if flavor not in FLAVORS:
         raise CoordinatorError(
@@ -70,7 +78,7 @@ def definitions(
         )
     if match not in ("exact", "flexible"):
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"Unknown match {match!r}; use exact or flexible.")
-    shape = {"anthropic": _anthropic, "openai": _openai, "mcp": _mcp}[flavor]
+    shape = {"anthropic": _anthropic, "openai": _openai, "openai-responses": _openai_responses, "mcp": _mcp}[flavor]
     return [shape(spec) for spec in tool_specs(default_read_lines, match)]
 
 
@@ -79,8 +87,39 @@ def _anthropic(spec: ToolSpec) -> dict[str, Any]:
 
 
 def _openai(spec: ToolSpec) -> dict[str, Any]:
-    function = {"name": spec.name, "description": spec.description, "parameters": copy.deepcopy(spec.schema)}
-    return {"type": "function", "function": function}
+    description, parameters = fit_description(spec.description, spec.schema)
+    return {"type": "function", "function": {"name": spec.name, "description": description, "parameters": parameters}}
+
+
+def _openai_responses(spec: ToolSpec) -> dict[str, Any]:
+    description, parameters = fit_description(spec.description, spec.schema)
+    return {"type": "function", "name": spec.name, "description": description, "parameters": parameters}
+
+
+def fit_description(
+    description: str, schema: dict[str, Any], limit: int = OPENAI_DESCRIPTION_LIMIT
+) -> tuple[str, dict[str, Any]]:
+    """(description within `limit` characters, a copy of `schema`): the description's lines from the top
+    while they fit with a pointer, the rest appended to the first parameter's description. A description
+    that fits, or a tool without parameters, is left as it is."""
+    schema = copy.deepcopy(schema)
+    properties = schema.get("properties") or {}
+    if len(description) <= limit or not properties:
+        return description, schema
+    target = next(iter(properties))
+    pointer = f"\n\n(Continued in the description of the {target} parameter.)"
+    lines = description.splitlines(keepends=True)
+    head = ""
+    for line in lines:
+        if len(head) + len(line) + len(pointer) > limit:
+            break
+        head += line
+    if not head:  # a first line longer than the limit: cut it at a word
+        head = description[: limit - len(pointer)].rsplit(" ", 1)[0]
+    rest = description[len(head) :].strip("\n")
+    param = properties[target]
+    param["description"] = (param.get("description", "") + "\n\nRules of this tool, continued:\n" + rest).strip()
+    return head.rstrip() + pointer, schema
 
 
 def _mcp(spec: ToolSpec) -> dict[str, Any]:

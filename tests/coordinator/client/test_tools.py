@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -16,6 +17,7 @@ from mcp.client.stdio import stdio_client
 
 from coordinator import AsyncClient, Coordinator, ErrorCode, tools
 from coordinator.client import LocalClient
+from coordinator.tools.catalog import OPENAI_DESCRIPTION_LIMIT
 from tests import REPO_ROOT
 
 PACKAGE_ROOT = str(REPO_ROOT)
@@ -34,6 +36,34 @@ NAMES = [
 ]
 
 
+def _unfitted(schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI flavour's parameters without the description text moved there to keep descriptions short."""
+    for prop in schema.get("properties", {}).values():
+        if "description" in prop:
+            prop["description"] = prop["description"].split("\n\nRules of this tool, continued:\n")[0]
+    return schema
+
+
+@pytest.mark.parametrize("match", ["exact", "flexible"])
+@pytest.mark.parametrize("flavor", ["openai", "openai-responses"])
+def test_openai_descriptions_fit_in_1024_characters_and_lose_nothing(flavor: str, match: str) -> None:
+    """Some OpenAI-compatible endpoints refuse a function description over 1,024 characters (edit_file's was
+    4,233): each fits, and every line of the full description is in the description or in the first
+    parameter's, which the description names."""
+    full = {d["name"]: d for d in tools.definitions("anthropic", match=match)}
+    for d in tools.definitions(flavor, match=match):  # type: ignore[arg-type]
+        f = d["function"] if flavor == "openai" else d
+        assert len(f["description"]) <= OPENAI_DESCRIPTION_LIMIT, (f["name"], len(f["description"]))
+        original = full[f["name"]]["description"]
+        if f["description"] == original:
+            continue
+        first = next(iter(f["parameters"]["properties"]))
+        assert f"Continued in the description of the {first} parameter" in f["description"]
+        seen = f["description"] + f["parameters"]["properties"][first]["description"]
+        assert all(line in seen for line in original.splitlines()), f["name"]
+    assert len(full["edit_file"]["description"]) > 4000  # the Anthropic shape keeps the whole text
+
+
 def _schemas(flavor: str) -> dict[str, dict[str, object]]:
     defs = tools.definitions(flavor)  # type: ignore[arg-type]
     if flavor == "anthropic":
@@ -42,7 +72,10 @@ def _schemas(flavor: str) -> dict[str, dict[str, object]]:
         assert all(
             d["type"] == "function" and set(d["function"]) == {"name", "description", "parameters"} for d in defs
         )
-        return {d["function"]["name"]: d["function"]["parameters"] for d in defs}
+        return {d["function"]["name"]: _unfitted(d["function"]["parameters"]) for d in defs}
+    if flavor == "openai-responses":
+        assert all(d["type"] == "function" and set(d) == {"type", "name", "description", "parameters"} for d in defs)
+        return {d["name"]: _unfitted(d["parameters"]) for d in defs}
     return {d["name"]: d["inputSchema"] for d in defs}
 
 
