@@ -12,6 +12,11 @@ it is) from whatever results are in `--out`. Exit status: 0 when the oracle foun
 coordinator cell, 1 when it found one, 2 when the suite could not run or a coordinator cell did no work (a
 repetition that acknowledged nothing, e.g. every call refused).
 
+Timed figures move with the machine's load, and the verdicts made from them with it: when the 1-minute load
+average is above half a task per core as the run begins, or the hypervisor steals over 5 % of the CPU time
+during it, the command says so before the run and after the verdicts, and points to the figures load does
+not move (callgrind instruction counts, `scripts/engine_ab.py --instructions`).
+
 The plots need matplotlib, an optional extra (`pip install -e ".[bench]"`); without it the suite runs,
 writes its figures and tables, and says how to get the plots. A scenario whose columns this build or
 machine cannot run (no `AsyncClient` yet, no Debian redis-server for Sentinel and Cluster) is skipped with
@@ -141,6 +146,7 @@ def run_bench(args: argparse.Namespace) -> int:
         # Quick results are a smoke test, not figures to keep: their default folder ignores itself in git.
         out.mkdir(parents=True, exist_ok=True)
         (out / ".gitignore").write_text("*\n")
+    load = _LoadWatch(err)
     reporter = ProgressReporter(err)
     opts = SuiteOptions(
         scenarios=scenarios,
@@ -166,12 +172,18 @@ def run_bench(args: argparse.Namespace) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return _conclude(results, out, time.monotonic() - t0, load, err)
+
+
+def _conclude(results: list[dict[str, Any]], out: Path, elapsed_s: float, load: _LoadWatch, err: Any) -> int:
+    """The plots, the summary with its verdicts, the load warning, and the exit status."""
     from coordinator_bench.plots import make_plots
 
     plots = make_plots(results, out)
     from coordinator_bench.summary import print_summary
 
-    lost = print_summary(results, out, plots, time.monotonic() - t0)
+    lost = print_summary(results, out, plots, elapsed_s)
+    load.after()  # again after the verdicts, where it is read
     if lost:
         return 1
     idle = idle_coordinator_cells(results)
@@ -183,6 +195,32 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+class _LoadWatch:
+    """Says when the machine is loaded (`measure.load_warning`): before the run, from the load average, and
+    after it, with the share of CPU time the hypervisor stole meanwhile."""
+
+    def __init__(self, err: Any) -> None:
+        from coordinator_bench.measure import current_load, machine_cpu_ticks
+
+        self.err = err
+        self.loadavg, self.cpus = current_load()
+        self.ticks = machine_cpu_ticks()
+        self._say(during=False)
+
+    def after(self) -> None:
+        self._say(during=True)
+
+    def _say(self, *, during: bool) -> None:
+        from rich.markup import escape
+
+        from coordinator_bench.measure import load_warning, machine_busy, machine_cpu_ticks
+
+        busy = machine_busy(self.ticks, machine_cpu_ticks()) if during else None
+        warning = load_warning(self.loadavg, self.cpus, busy["steal"] if busy else None, during=during)
+        if warning:
+            self.err.print(f"[yellow]bench: {escape(warning)}[/yellow]")
 
 
 def idle_coordinator_cells(results: list[dict[str, Any]]) -> list[str]:

@@ -219,6 +219,38 @@ def machine_busy(before: tuple[int, int, int] | None, after: tuple[int, int, int
     return {"busy": (after[0] - before[0]) / total, "steal": (after[1] - before[1]) / total}
 
 
+LOADED_PER_CORE = 0.5  # a 1-minute load average above this many runnable tasks per core: the machine is busy
+STOLEN_SHARE = 0.05  # a hypervisor taking more than this share of CPU time: timings are not the machine's own
+
+
+def load_warning(
+    loadavg: Sequence[float] | None, cpus: int | None, steal: float | None = None, *, during: bool = False
+) -> str | None:
+    """What to tell the person when timings cannot be trusted: the 1-minute load average per core before the
+    run above `LOADED_PER_CORE`, or (`steal`, a share of CPU time) the hypervisor stealing more than
+    `STOLEN_SHARE` during it. None when the machine looks quiet. Pure."""
+    reasons = []
+    if loadavg and cpus and loadavg[0] > LOADED_PER_CORE * cpus:
+        reasons.append(f"load average {loadavg[0]:.2f} on {cpus} cores {'when the run began' if during else 'now'}")
+    if steal is not None and steal > STOLEN_SHARE:
+        reasons.append(f"{steal * 100:.0f} % of the CPU time stolen by the hypervisor during the run")
+    if not reasons:
+        return None
+    return (
+        "the machine is loaded (" + "; ".join(reasons) + "): timed figures, and the met/missed verdicts made "
+        "from them, move with the load. Compare engines by instruction counts, which load does not move: "
+        "`python3 scripts/engine_ab.py A B --instructions` (callgrind)."
+    )
+
+
+def current_load() -> tuple[list[float] | None, int | None]:
+    """(the load averages, the number of CPUs) now; None where the platform does not tell."""
+    try:
+        return list(os.getloadavg()), os.cpu_count()
+    except OSError:
+        return None, os.cpu_count()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Statistics
 # ---------------------------------------------------------------------------------------------------------
