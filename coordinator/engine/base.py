@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     from coordinator.disk.spares import SpareTemps
     from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
     from coordinator.engine.intervening import _Intervening
+    from coordinator.engine.leasing import LeaseGate
     from coordinator.engine.options import StateCheck
     from coordinator.errors import CoordinatorError
     from coordinator.history import History
     from coordinator.state.events import ReadTracker
-    from coordinator.state.leases import Lease, LeaseStore
+    from coordinator.state.leases import LeaseStore
     from coordinator.state.views import Extra, ReadState, StateStore
 
 _T = TypeVar("_T")
@@ -61,9 +62,7 @@ class _CoordinatorBase:
     # Set by Coordinator._init_process_state: what this process keeps between calls.
     _views: _ViewCache
     _refusals: _RefusalCounts
-    _lease_snapshot: tuple[float, float, list[Lease]] | None  # (taken at, earliest end, leases)
-    _granted: dict[str, dict[str, Lease]]
-    _granted_lock: threading.Lock
+    lease_gate: LeaseGate
     _texts: _TextCache
     _seen_writes: dict[tuple[str, str], _Intervening]
     _contended: dict[str, float]
@@ -76,9 +75,6 @@ class _CoordinatorBase:
         def _missing(self, rp: fsio.ResolvedPath) -> CoordinatorError: ...
 
         def _open_parent_or_missing(self, rp: fsio.ResolvedPath) -> int: ...
-
-        # Defined by _LeaseSteps (leasing.py).
-        def _lease_rider(self) -> tuple[Extra | None, Extra]: ...
 
         # Defined by _RecordSteps (record.py).
         def _notice_extra(self, session: str, key: str) -> tuple[Extra | None, Callable[[list[Any]], str]]: ...

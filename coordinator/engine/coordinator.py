@@ -20,6 +20,7 @@ from coordinator.disk.locks import LockManager
 from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import CallOptions, PostWriteHook
+from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
 from coordinator.engine.reading import _ReadSteps
 from coordinator.engine.results import WriteResult
@@ -150,10 +151,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
         """What this process keeps between calls: caches, grants, the lease snapshot, call options."""
         self._views = _ViewCache(self.read_state_ttl)
         self._refusals = _RefusalCounts()
-        # (taken at, earliest end among its leases, leases): see LEASE_SNAPSHOT_S
-        self._lease_snapshot: tuple[float, float, list[Lease]] | None = None
-        self._granted: dict[str, dict[str, Lease]] = {}  # leases this process granted, per session
-        self._granted_lock = threading.Lock()
+        self.lease_gate = LeaseGate(self.lease_store, self.state, self._state_call, self.root)
         self._texts = _TextCache()
         self._seen_writes: dict[tuple[str, str], _Intervening] = {}
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
@@ -256,9 +254,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
 
     def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
         """Administrator: end one lease (by id) or all leases of a session, whoever holds them."""
-        ended = self.lease_store.break_lease(lease_id=lease_id, session=session)
-        self._lease_snapshot = None
-        return ended
+        return self.lease_gate.break_lease(lease_id, session)
 
     def events(
         self,

@@ -53,8 +53,8 @@ def hot_write(eng: _WriteSteps, req: _Request) -> WriteResult | None:
     if (
         recorded is None
         or eng._is_contended(rp.key)  # views of it go stale here lately: the general path, lock taken once
-        or eng._lease_snapshot_if_fresh() != []
-        or eng._granted.get(req.session)
+        or eng.lease_gate.fresh() != []
+        or eng.lease_gate.granted_any(req.session)
     ):
         return None
     eng._state_call(eng.state.alive)  # fail closed when Redis is gone, as the general path does

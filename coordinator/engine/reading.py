@@ -129,7 +129,7 @@ class _ReadSteps(_CoordinatorBase):
     def _record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
         """S's view of P becomes `rs` (one round trip, with the notice lookups); the previous one is returned."""
         notice_extra, finish = self._notice_extra(session, key)
-        lease_extra, apply_leases = self._lease_rider()
+        lease_extra, apply_leases = self.lease_gate.rider()
 
         def extra(pipe: Any) -> None:
             if lease_extra is not None:

@@ -198,7 +198,7 @@ class _RecordSteps(_CoordinatorBase):
         """What else rides the post-write round trip this time: notice lookups (when due) and a lease
         snapshot refresh (when half-way to stale), each with what reads its replies."""
         notice_extra, notice_finish = self._notice_extra(session, key)
-        lease_extra, apply_leases = self._lease_rider()
+        lease_extra, apply_leases = self.lease_gate.rider()
         return _Riders(notice_extra, notice_finish, lease_extra, apply_leases)
 
     def _start_record(

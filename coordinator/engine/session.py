@@ -60,15 +60,15 @@ class Session:
         ran out refuses this session's next write under it once (fencing), so lease again and read again.
         """
         patterns = [paths] if isinstance(paths, str) else list(paths)
-        return self.coord._lease(self.id, patterns, mode, ttl_s)
+        return self.coord.lease_gate.grant(self.id, patterns, mode, ttl_s)
 
     def renew(self, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
         """Extend one live lease (or all of this session's) to end `ttl_s` from now; same tokens."""
-        return self.coord._renew(self.id, lease_id, ttl_s)
+        return self.coord.lease_gate.renew(self.id, lease_id, ttl_s)
 
     def release(self, lease_id: str | None = None, pattern: str | None = None) -> int:
         """End this session's leases: one by id, those on one pattern, or all. Returns how many ended."""
-        return self.coord._release(self.id, lease_id, pattern)
+        return self.coord.lease_gate.release(self.id, lease_id, pattern)
 
     def leases(self) -> list[Lease]:
         """This session's live leases."""

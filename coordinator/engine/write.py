@@ -4,7 +4,7 @@ check_then_write                       public entry: the request, refusal counti
   hot_write          (hot.py)          the common case, in one short sequence of the same steps
   _with_cache_retry                    the general path: the cached-view retry
   _attempt
-    _pre_lock        (leasing.py)      1. before the lock: the session's view and the leases
+    _pre_lock                          1. before the lock: the session's view and the leases (LeaseGate)
     _locked_write                      2. the lock (or LockBusy for a caller that must not wait)
       _under_lock                      3. local disk only: read, hash, judge the view, transform,
         _read_and_plan                    history pre-image and index entry, temp file, rename
@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 
 from coordinator.disk import fsio
@@ -26,7 +27,6 @@ from coordinator.disk.locks import HeldLock
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from coordinator.engine.hot import hot_write
 from coordinator.engine.intervening import _InterveningSteps
-from coordinator.engine.leasing import _LeaseSteps
 from coordinator.engine.options import Policy
 from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
 from coordinator.engine.rebasing import _RebaseSteps
@@ -35,7 +35,7 @@ from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
 from coordinator.history import content_hash
-from coordinator.state.leases import Lease
+from coordinator.state.leases import Lease, LeaseCheck
 from coordinator.state.views import ReadState, reset_note
 from coordinator.text import semantics
 
@@ -45,7 +45,7 @@ os.umask(_UMASK)
 log = logging.getLogger("coordinator.engine")
 
 
-class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
+class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
     """Coordinator methods: the check-then-write."""
 
     def check_then_write(
@@ -147,6 +147,37 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
         recorded, use_cache, leased = self._pre_lock(req.session, rp, use_cache)
         return self._locked_write(req, _PreLock(rp, recorded, use_cache, leased), req.options.wait_for_lock)
 
+    def _pre_lock(
+        self, session: str, rp: fsio.ResolvedPath, use_cache: bool
+    ) -> tuple[ReadState | None, bool, LeaseCheck]:
+        """S's read state for P and what the leases say, with at most one round trip, failing closed.
+
+        Read state: from this process's cache when it has one (a cached view can only err towards a
+        refusal, which is then checked against Redis), else from Redis. Leases: from the lease gate's
+        snapshot while it is fresh, else fetched on the same pipeline as the read state. A conflicting
+        lease raises `leased` here, before the lock.
+        """
+        gate = self.lease_gate
+        use_cache = use_cache and self.state_check == "cached"
+        recorded = self._views.get(session, rp.key) if use_cache else None
+        leases = gate.fresh()
+        if recorded is not None:
+            if leases is None:
+                leases = gate.fetch()  # this round trip also proves Redis is up
+            else:
+                self._state_call(self.state.alive)
+        else:
+            use_cache = False
+            if leases is None:
+                taken = time.monotonic()
+                recorded, replies = self._state_call(
+                    lambda: self.state.get_with(session, rp.key, gate.store.queue_live)
+                )
+                leases = gate.take(replies[0], taken)
+            else:
+                recorded = self._state_call(lambda: self.state.get(session, rp.key))
+        return recorded, use_cache, gate.decide(session, rp, leases)
+
     def _locked_write(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
         """Steps 2-4, from the lock on: also what LockBusy.resume runs (so step 1 is never repeated)."""
         rp = pre.rp
@@ -217,12 +248,7 @@ class _WriteSteps(_LeaseSteps, _InterveningSteps, _RebaseSteps, _RecordSteps):
                 "nothing was written.",
             )
         if own is not None:
-            # Fencing: refused if the lease ran out while we waited, or a later lease wrote here.
-            try:
-                self.lease_store.enforce_fence(rp.key, own)
-            except CoordinatorError:
-                self._forget_grant(req.session, own.id)
-                raise
+            self.lease_gate.fence(req.session, rp.key, own)
         written = self._history_first(req, rp, held, cur, plan)
         written.new_st = self._replace(rp, dfd, held, written)
         return written

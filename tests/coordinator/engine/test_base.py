@@ -33,7 +33,7 @@ def test_declared_attributes_are_set_by_a_real_coordinator(coord: Coordinator) -
 
 def test_declared_methods_are_defined_with_the_declared_parameters() -> None:
     methods = _declared_methods()
-    assert {"_state_call", "_missing", "_lease_rider", "_notice_extra", "_intervening"} <= set(methods)
+    assert {"_state_call", "_missing", "_notice_extra", "_intervening"} <= set(methods)
     for name, params in methods.items():
         real = getattr(Coordinator, name)
         owner = next(k for k in Coordinator.__mro__ if name in vars(k))
