@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "coordinator.cli.redis_server",
     "coordinator.cli.watch",
     "coordinator.cli.leases",
+    "coordinator.cli.git",
 )
 
 

@@ -92,7 +92,10 @@ def _carry(
         f"Cannot commit session {entry.session}'s version {entry.version} of {key} alone: it changes lines "
         f"that {who} changed and did not commit ({detail}). Commit theirs first (edit-coordinator commit "
         f"--session {others[0] if others else 'S'} -m MSG), or commit both with --include-others.",
-        {"path": key, "version": entry.version, "others": others, "reason": "inseparable"},
+        path=key,
+        version=entry.version,
+        others=others,
+        reason="inseparable",
     )
 
 

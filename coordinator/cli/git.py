@@ -1,0 +1,111 @@
+"""`edit-coordinator commit`, `git-guard` and `blame`: the git commands (coordinator/git does the work)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from coordinator.cli import common as cmd_common
+from coordinator.errors import CoordinatorError, ErrorCode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "commit",
+        help="git commit of exactly one session's uncommitted writes",
+        description=(
+            "Commit on the current branch exactly the writes session S made and did not commit, applied to "
+            "HEAD's version of each file, in a private index: the working tree, the other sessions' "
+            "uncommitted changes and anything staged stay as they are. No git hook runs (docs/git.md)."
+        ),
+    )
+    cmd_common.add_session(p, help="the session whose writes to commit")
+    p.add_argument("-m", "--message", required=True, help="the commit message (a session trailer is added)")
+    p.add_argument(
+        "--include-others",
+        action="store_true",
+        help="where the session's change cannot be separated from another session's, commit both",
+    )
+    cmd_common.add_common(p, redis=False)
+    p.set_defaults(func=cmd_common.guarded(cmd_commit))
+
+    g = sub.add_parser(
+        "git-guard",
+        help="check a shell command for git commands that would sweep up others' work",
+        description=(
+            "Exit 0 if CMD may run in this shared checkout; else print why not (and the safe equivalent) and "
+            "exit 1. Example: edit-coordinator git-guard --session S -- git stash"
+        ),
+    )
+    cmd_common.add_session(g, help="the session that would run the command")
+    g.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    cmd_common.add_common(g, redis=False)
+    g.set_defaults(func=cmd_common.guarded(cmd_git_guard))
+
+    b = sub.add_parser(
+        "blame",
+        help="which session wrote each line of a file",
+        description="Each line of PATH with the session and version that wrote it, from the history. "
+        "--json prints an Agent Trace record.",
+    )
+    b.add_argument("path", help="file path (relative to the root, or absolute inside it)")
+    cmd_common.add_common(b, redis=False)
+    b.set_defaults(func=cmd_common.guarded(cmd_blame))
+
+
+def _session(args: argparse.Namespace) -> str:
+    if not args.session:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"Give --session ID (or set ${cmd_common.SESSION_ENV}).")
+    return str(args.session)
+
+
+def cmd_commit(args: argparse.Namespace) -> int:
+    from coordinator.git.commit import commit_session
+
+    result = commit_session(
+        cmd_common.real_root(args.root), _session(args), args.message, include_others=args.include_others
+    )
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    elif result.commit is None:
+        print(f"Nothing new to commit: {', '.join(result.recognised)} already in HEAD (marked committed).")
+    else:
+        print(f"{result.commit} on {result.branch}: {len(result.paths)} file(s) of session {result.session}")
+        for path in result.paths:
+            print(f"  {path}")
+    return 0
+
+
+def cmd_git_guard(args: argparse.Namespace) -> int:
+    from coordinator.git.guard import check_shell_command
+
+    words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not words:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give the command after --: git-guard -- git stash")
+    import shlex
+
+    refusal = check_shell_command(shlex.join(words), cmd_common.real_root(args.root), _session(args))
+    if args.json:
+        print(json.dumps({"allowed": refusal is None, "message": refusal}))
+    elif refusal:
+        print(refusal, file=sys.stderr)
+    return 0 if refusal is None else 1
+
+
+def cmd_blame(args: argparse.Namespace) -> int:
+    from coordinator.disk import fsio
+    from coordinator.git.blame import agent_trace, blame_lines
+
+    root = cmd_common.real_root(args.root)
+    key = fsio.resolve(root, args.path).key
+    lines = blame_lines(root, key)
+    if args.json:
+        print(json.dumps(agent_trace(key, lines), indent=2))
+        return 0
+    width = max((len(line.session) for line in lines), default=0)
+    for line in lines:
+        version = f"v{line.version}" if line.version else "-"
+        print(f"{line.session:<{width}} {version:>5} {line.number:>5}: {line.text.rstrip(chr(10))}")
+    return 0
