@@ -54,10 +54,11 @@ def gcoord(repo: Path, redis_url: str | None) -> Iterator[Coordinator]:
         coord.close()
 
 
-def edit(coord: Coordinator, session: str, path: str, old: str, new: str) -> None:
+def edit(coord: Coordinator, session: str, path: str, old: str, new: str) -> int:
+    """`session` reads `path` and replaces `old` by `new`; the version written."""
     s = coord.session(session)
     s.read(path)
-    s.edit(path, old, new)
+    return s.edit(path, old, new).version
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
