@@ -650,7 +650,10 @@ def clean_stale_temps(tmp_dir: Path) -> int:
 
 
 def pid_alive(pid: int) -> bool:
-    """True iff ``pid`` runs. A zombie counts as gone (a daemon's parent is init, which may not reap it)."""
+    """True iff ``pid`` runs. A zombie counts as gone (a daemon's parent is init, which may not reap it),
+    but only once every thread of it has exited: a multi-threaded server's main thread can be a zombie
+    while its other threads still hold its files open (its sockets are not closed until the last one ends).
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -658,11 +661,32 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
+        state = _task_state(f"/proc/{pid}/stat")
     except FileNotFoundError:
         return False
     except OSError:
         return True  # no /proc here: the signal check is all there is
-    fields = text.rpartition(")")[2].split()
-    return bool(fields) and fields[0] not in ("Z", "X")
+    if state not in ("Z", "X"):
+        return True
+    return _threads_running(pid)
+
+
+def _task_state(stat_path: str) -> str:
+    with open(stat_path) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return fields[0] if fields else "X"
+
+
+def _threads_running(pid: int) -> bool:
+    """Whether a thread of ``pid`` other than an exited one is still listed."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            if _task_state(f"/proc/{pid}/task/{tid}/stat") not in ("Z", "X"):
+                return True
+        except OSError:
+            continue
+    return False

@@ -442,3 +442,23 @@ def test_state_folder_on_a_network_filesystem_is_refused_naming_the_topology(
     assert not state.exists() and embedded_status(state) is None  # nothing started, nothing created
     monkeypatch.setenv(embedded.ALLOW_NETWORK_FS_ENV, "1")
     assert ensure_embedded_redis(state).startswith("unix://")
+
+
+def test_a_process_whose_main_thread_exited_is_alive_while_another_thread_runs() -> None:
+    """A server is stopped only once its sockets are closed: its main thread can be a zombie while another
+    thread still holds every file open (the race that let a held view write just after a stop)."""
+    code = (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(2,)).start()\n"
+        "ctypes.CDLL(None).pthread_exit(None)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{p.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the main thread did not exit"
+            time.sleep(0.01)
+        assert _alive(p.pid)
+    finally:
+        p.wait(timeout=10)
+    assert not _alive(p.pid)
