@@ -7,6 +7,11 @@ it shows only versions that reached the file.
 [...]}`, each entry with the fields of `HistoryEntry`; the command adds `total` (entries recorded) and, per
 entry, `added` / `removed` (lines). `--session ID` gives `{session, entries}`.
 
+With `--server URL --token T` (the admin token) a listing comes from a remote `serve` through `HttpClient`
+(`Client.history`, the same call a local client makes); the remote contents are not fetched, so "lines
+changed" shows each version's recorded range. `--diff` and `--session` read the history files and need the
+file host.
+
 "Lines changed" is a line diff of a version's pre-image and result, when both are still known (the history
 keeps them until gc; the file itself serves for its current content) and text; past `MAX_DIFF_LINES` lines,
 or for contents no longer known, the changed range recorded with the entry is shown instead.
@@ -88,10 +93,13 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, help="show at most this many versions (default 50)")
     p.add_argument("--context", type=int, default=3, help="lines of context in --diff (default 3)")
     cmd_common.add_common(p, redis=False)
+    cmd_common.add_server(p)
     p.set_defaults(func=cmd_common.guarded(cmd_history))
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    if args.server:
+        return _remote_history(args)
     repo = open_repo(args.root)
     if args.session:
         if args.path or args.diff is not None:
@@ -111,9 +119,35 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     lookup = ContentLookup(repo, repo.history())
     shown = entries[: max(args.limit, 1)]
-    rows = [_entry_row(e, lookup) for e in shown]
+    return _print_listing(key, [_entry_row(e, lookup) for e in shown], len(entries), args)
+
+
+def _remote_history(args: argparse.Namespace) -> int:
+    """A listing from a remote `serve` (see the module docstring): `Client.history` over HTTP."""
+    if args.session or args.diff is not None:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--session and --diff read the history files, so they run on the file host only; with --server, "
+            "give a PATH alone to list its versions.",
+        )
+    if not args.path:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a PATH to list its versions.")
+    client = cmd_common.open_client(args)
+    try:
+        entries = client.history(args.path, max(args.limit, 1))
+    finally:
+        client.close()
+    key = entries[0].path if entries else args.path
+    if not entries and not args.json:
+        print(f"No recorded writes of {key}.")
+        return 0
+    rows = [{**e.to_dict(), "added": None, "removed": None} for e in entries]
+    return _print_listing(key, rows, len(rows), args)
+
+
+def _print_listing(key: str, rows: list[dict[str, Any]], total: int, args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps({"path": key, "entries": rows, "total": len(entries)}, indent=2))
+        print(json.dumps({"path": key, "entries": rows, "total": total}, indent=2))
         return 0
     from rich.table import Table
 
@@ -124,8 +158,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_row(str(row["version"]), when(row["time"]), row["session"], row["operation"], _changed_text(row))
     console = rich_console()
     console.print(table)
-    if len(entries) > len(shown):
-        console.print(f"({len(entries) - len(shown)} older versions not shown; use --limit.)")
+    if total > len(rows):
+        console.print(f"({total - len(rows)} older versions not shown; use --limit.)")
     return 0
 
 

@@ -1,7 +1,8 @@
 """`edit-coordinator leases list|break`: see the live leases of a repository, or end one as an administrator.
 
 `list` only inspects: it never starts a Redis server nor creates a state folder; with none running it says
-so (and that no lease can then be live)."""
+so (and that no lease can then be live). With `--server URL --token T` both act on a remote `serve` through
+`HttpClient` (`Client.leases` / `Client.break_lease`; breaking needs the admin token)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("action", choices=["list", "break"])
     cmd_common.add_common(p)
+    cmd_common.add_server(p)
     p.add_argument("--id", default=None, help="break: the lease id")
     p.add_argument("--session", default=None, help="break: every lease of this session")
     p.set_defaults(func=cmd_common.guarded(run))
@@ -34,6 +36,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "break" and not args.id and not args.session:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give --id or --session to break leases.")
+    if args.server:
+        return _show(args, _remote(args))
     inspector = cmd_common.Inspector.open(args.root, args.redis_url)
     if inspector is None:
         print(cmd_common.not_running(args.root) + " No lease is live.")
@@ -46,6 +50,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         inspector.close()
     return _show(args, leases)
+
+
+def _remote(args: argparse.Namespace) -> list[Any]:
+    client = cmd_common.open_client(args)
+    try:
+        if args.action == "list":
+            return list(client.leases(None))
+        return list(client.break_lease(lease_id=args.id, session=args.session))
+    finally:
+        client.close()
 
 
 def _break(args: argparse.Namespace, client: Any) -> list[Any]:

@@ -1,0 +1,81 @@
+"""Inspection commands against a remote `serve`: `leases list` and `history PATH` with `--server URL --token T`
+run as real processes, show the service's state (a lease taken, an edit made over HTTP), and a wrong token
+gives a clear `unauthorized` refusal that never contains the token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from coordinator.client import HttpClient
+from coordinator.state.embedded import stop_embedded_redis
+from tests import REPO_ROOT
+from tests.coordinator.server.test_server import ServerProcess, token
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("remote") / "repo"
+    root.mkdir()
+    server = ServerProcess(root)
+    try:
+        yield server
+    finally:
+        server.stop()
+        stop_embedded_redis(root / ".edit-coordinator")
+
+
+def _cli(
+    served: ServerProcess, *args: str, tok: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command as a real process, run from an unrelated folder: nothing local can answer for it."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+    full_env = {**base, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    argv = [sys.executable, "-m", "coordinator.cli", *args]
+    if env is None:
+        argv += ["--server", served.url, "--token", tok]
+    elsewhere = served.root.parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    return subprocess.run(argv, cwd=elsewhere, env=full_env, capture_output=True, text=True, timeout=60)
+
+
+def test_leases_list_shows_a_lease_taken_on_the_server(served: ServerProcess) -> None:
+    with HttpClient(served.url, token=token("holder-1")) as client:
+        taken = client.lease("holder-1", "src/remote_leased.py", ttl_s=120)
+    r = _cli(served, "leases", "list", tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    assert taken[0].id in r.stdout and "holder-1" in r.stdout and "src/remote_leased.py" in r.stdout
+
+
+def test_leases_list_takes_the_variables(served: ServerProcess) -> None:
+    with HttpClient(served.url, token=token("holder-2")) as client:
+        client.lease("holder-2", "docs/by_env.md", ttl_s=120)
+    env = {"EDIT_COORDINATOR_SERVER": served.url, "EDIT_COORDINATOR_TOKEN": token(admin=True)}
+    r = _cli(served, "leases", "list", "--json", tok="", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "docs/by_env.md" in r.stdout and "holder-2" in r.stdout
+
+
+def test_history_shows_an_edit_made_over_http(served: ServerProcess) -> None:
+    (served.root / "notes.txt").write_text("alpha\nbeta\n")
+    with HttpClient(served.url, token=token("editor-9")) as client:
+        client.read("editor-9", "notes.txt")
+        client.edit("editor-9", "notes.txt", "beta", "gamma")
+    r = _cli(served, "history", "notes.txt", tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    assert "editor-9" in r.stdout and "edit" in r.stdout and "notes.txt" in r.stdout
+
+
+@pytest.mark.parametrize("command", [["leases", "list"], ["history", "notes.txt"]])
+def test_a_wrong_token_is_refused_without_echoing_it(served: ServerProcess, command: list[str]) -> None:
+    wrong = "wrong-token-" + "q" * 30
+    r = _cli(served, *command, tok=wrong)
+    assert r.returncode != 0
+    assert "unauthorized" in r.stderr
+    assert wrong not in r.stderr and wrong not in r.stdout
