@@ -54,6 +54,7 @@ from coordinator import errors
 from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
 from coordinator.engine import LockBusy, ReadResult, WriteResult
 from coordinator.errors import CoordinatorError
+from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import Lease
@@ -163,6 +164,11 @@ class AsyncClient:
 
     async def redo(self, session: str, path: str, *, idempotency_key: str | None = None) -> WriteResult:
         return await self._write(idempotency_key, self.client.redo, session, path)
+
+    async def commit(
+        self, session: str, message: str, include_others: bool = False, *, idempotency_key: str | None = None
+    ) -> CommitResult:
+        return await self._write(idempotency_key, self.client.commit, session, message, include_others)
 
     async def restore(
         self,
@@ -490,6 +496,11 @@ class AsyncSession:
 
     async def redo(self, path: str, *, idempotency_key: str | None = None) -> WriteResult:
         return await self.client.redo(self.id, path, idempotency_key=idempotency_key)
+
+    async def commit(
+        self, message: str, include_others: bool = False, *, idempotency_key: str | None = None
+    ) -> CommitResult:
+        return await self.client.commit(self.id, message, include_others, idempotency_key=idempotency_key)
 
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return await self.client.history(path, limit)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from coordinator.engine import ReadResult, WriteResult
+from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import Lease
@@ -112,6 +113,8 @@ class Client(Protocol):
 
     def status(self, session: str) -> SessionStatus: ...
 
+    def commit(self, session: str, message: str, include_others: bool = False) -> CommitResult: ...
+
     def close(self) -> None: ...
 
 
@@ -184,6 +187,10 @@ class BoundSession:
 
     def notices(self) -> Notice | None:
         return self.client.notices(self.id)
+
+    def commit(self, message: str, include_others: bool = False) -> CommitResult:
+        """A git commit of exactly this session's uncommitted writes (docs/git.md)."""
+        return self.client.commit(self.id, message, include_others)
 
     def status(self) -> SessionStatus:
         return self.client.status(self.id)

@@ -30,6 +30,7 @@ from coordinator import errors
 from coordinator.client.base import EventPage, SessionStatus
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import Lease
@@ -188,6 +189,12 @@ class Calls:
         if self.match is not None:
             body["match"] = self.match
         return body
+
+    def commit(self, session: str, message: str, include_others: bool = False) -> Call[CommitResult]:
+        body = {"session": session, "message": message, "include_others": include_others}
+        if self.idempotency_keys:
+            return Call("POST", "/v1/commit", session, body, True, _builder(CommitResult), key=uuid.uuid4().hex)
+        return Call("POST", "/v1/commit", session, body, False, _builder(CommitResult))
 
     def _mutate(self, endpoint: str, session: str, body: dict[str, Any]) -> Call[WriteResult]:
         body["session"] = session

@@ -53,6 +53,7 @@ from coordinator.client.calls import Call, Calls, RetryRule, build, error_from, 
 from coordinator.client.transport import PlainHttpTransport, Reply
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import Lease
@@ -185,6 +186,9 @@ class HttpClient:
 
     def redo(self, session: str, path: str) -> WriteResult:
         return self._run(self.calls.redo(session, path))
+
+    def commit(self, session: str, message: str, include_others: bool = False) -> CommitResult:
+        return self._run(self.calls.commit(session, message, include_others))
 
     def restore(
         self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None

@@ -11,6 +11,7 @@ from coordinator.client.base import BoundSession, EventPage, SessionStatus
 from coordinator.engine import Coordinator, ReadResult, Session, WriteResult
 from coordinator.engine.options import Match, Policy
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.commit import CommitResult, commit_session
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import Lease
@@ -65,6 +66,12 @@ class LocalClient:
 
     def redo(self, session: str, path: str) -> WriteResult:
         return self._session(session).redo(path)
+
+    def commit(self, session: str, message: str, include_others: bool = False) -> CommitResult:
+        """A git commit of exactly `session`'s acknowledged, uncommitted writes (coordinator/git/commit.py);
+        the working tree and every other session's changes stay as they are."""
+        self.coord.session(session)  # validates the id
+        return commit_session(str(self.coord.root), session, message, include_others=include_others)
 
     def restore(
         self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None

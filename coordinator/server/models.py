@@ -107,6 +107,16 @@ class RedoRequest(BaseModel):
     policy: Policy | None = PolicyField
 
 
+class CommitRequest(BaseModel):
+    model_config = _STRICT
+    message: str = Field(min_length=1, max_length=65536, description="The commit message (a session trailer is added).")
+    include_others: bool = Field(
+        default=False,
+        description="Where the session's change cannot be separated from another session's, commit both.",
+    )
+    session: str | None = SessionField
+
+
 class RestoreRequest(BaseModel):
     model_config = _STRICT
     path: str = PathField

@@ -15,9 +15,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from coordinator.engine import ReadResult, WriteResult
+from coordinator.git.commit import CommitResult
 from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
 from coordinator.server.models import (
     BreakLeaseRequest,
+    CommitRequest,
     EditRequest,
     ErrorResponse,
     EventsRequest,
@@ -117,6 +119,10 @@ ROUTES: tuple[Route, ...] = (
           "token: its own writes only)", "any", UndoRequest, WriteResult, _WRITE_ERRORS, mutating=True),
     Route("POST", "/v1/redo", "redo", "Bring back the change of the session's newest undo of a file", "any",
           RedoRequest, WriteResult, _WRITE_ERRORS, lambda c, s, m: c.redo(s, m.path), mutating=True),
+    Route("POST", "/v1/commit", "commit", "A git commit of exactly the session's uncommitted writes; the "
+          "working tree and other sessions' changes stay as they are", "any", CommitRequest, CommitResult,
+          (*_STATE_ERRORS, 409), lambda c, s, m: c.commit(s, m.message, m.include_others), mutating=True,
+          tags=("git",)),
     Route("POST", "/v1/admin/restore", "restore", "Put a whole file back as it was at a version, discarding "
           "every later version; the answer's `discarded` lists them (admin)", "admin", RestoreRequest,
           WriteResult, _WRITE_ERRORS,

@@ -91,6 +91,31 @@ REDO_SCHEMA = _schema(
     {"file_path": {"type": "string", "description": "The file whose last undo to take back"}}, ("file_path",)
 )
 
+COMMIT_SCHEMA = _schema(
+    {
+        "message": {"type": "string", "description": "The commit message; a trailer naming your session is added"},
+        "include_others": {
+            "type": "boolean",
+            "description": "Commit another session's uncommitted change too where yours cannot be separated from it",
+        },
+    },
+    ("message",),
+)
+_COMMIT_DESCRIPTION = "\n".join(
+    [
+        "Makes a git commit on the current branch of exactly your own uncommitted writes, applied to HEAD's "
+        "version of each file. The working tree, other agents' uncommitted changes and anything staged stay as "
+        "they are. Use it instead of `git add` / `git commit -a`, which would sweep up other agents' work.",
+        "",
+        "- Where your change edits lines another agent wrote and has not committed, it is refused with stale, "
+        "naming that agent; commit theirs first, or pass include_others.",
+        "- With nothing of yours to commit it is refused with no_change; writes someone already committed by "
+        "hand are recognised and marked, not committed twice.",
+        "",
+        error_section(("stale", "no_change", "invalid_argument", *_STATE_ERRORS)),
+    ]
+)
+
 _LEASE_DESCRIPTION = "\n".join(
     [
         "Reserves files or globs for a while, so that no other agent writes them meanwhile (all or none).",
@@ -192,6 +217,19 @@ def _redo(s: Any, args: dict[str, Any]) -> ToolOutcome:
     return write_outcome(s.redo(req_str(args, "file_path")))
 
 
+def _commit(s: Any, args: dict[str, Any]) -> ToolOutcome:
+    check_keys(args, COMMIT_SCHEMA)
+    include = args.get("include_others", False)
+    if not isinstance(include, bool):
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "include_others must be true or false.")
+    result = s.commit(req_str(args, "message"), include)
+    if result.commit is None:
+        text = "Nothing new to commit: your writes are already in HEAD."
+    else:
+        text = f"Committed {result.commit[:12]} on {result.branch}: " + ", ".join(result.paths)
+    return ToolOutcome(text, result.to_dict())
+
+
 def _ttl(args: dict[str, Any]) -> float:
     v = args.get("ttl_s", 300.0)
     if isinstance(v, bool) or not isinstance(v, int | float):
@@ -223,4 +261,5 @@ COORDINATION_TOOLS: tuple[Tool, ...] = (
     Tool(ToolSpec("history", "File history", _HISTORY_DESCRIPTION, HISTORY_SCHEMA, True), _history),
     Tool(ToolSpec("undo", "Undo a write", _UNDO_DESCRIPTION, UNDO_SCHEMA, False), _undo),
     Tool(ToolSpec("redo", "Redo an undo", _REDO_DESCRIPTION, REDO_SCHEMA, False), _redo),
+    Tool(ToolSpec("commit", "Commit your work", _COMMIT_DESCRIPTION, COMMIT_SCHEMA, False), _commit),
 )  # fmt: skip

@@ -25,7 +25,7 @@ def test_orchestrator_example_refuses_recovers_and_loses_nothing(tmp_path: Path)
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     out = run.stdout
-    assert "16 agents, 11 tools each" in out
+    assert "16 agents, 12 tools each" in out
     assert re.search(r"-> \[stale\] counters-\d\.txt has been modified since you last read it", out)
     assert "re-reads" in out and "has been updated" in out
     summary = re.search(r"(\d+) edits acknowledged in (\d+) tool calls; .*stale (\d+).*; lost (\d+)$", out, re.M)

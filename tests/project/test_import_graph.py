@@ -22,11 +22,11 @@ LAYERS: dict[str, int] = {
     "history": 2,
     "state": 2,
     "engine": 3,
+    "git": 3,  # a session's commit: over history, text and disk; the client offers it
     "client": 4,
     "server": 5,
     "tools": 5,
     "agents": 5,
-    "git": 5,
     "cli": 6,
     "face": 7,
 }

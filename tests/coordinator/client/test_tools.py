@@ -33,6 +33,7 @@ NAMES = [
     "history",
     "undo",
     "redo",
+    "commit",
 ]
 
 

@@ -26,7 +26,7 @@ from tests import REPO_ROOT
 
 PACKAGE_ROOT = str(REPO_ROOT)
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "multi_edit"]
-COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo", "redo"]
+COORDINATION_TOOLS = ["lease", "renew", "release", "leases", "history", "undo", "redo", "commit"]
 
 ORIGINAL = """\
 def greet(name):
