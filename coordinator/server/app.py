@@ -49,6 +49,8 @@ from coordinator.server.common import (
     status_for,
 )
 from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
+from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from coordinator.server.metrics import ServiceMetrics
 from coordinator.server.models import ServerConfig, TokenRequest, UndoRequest
 from coordinator.server.requests import (
     Disconnected,
@@ -68,6 +70,7 @@ _T = TypeVar("_T")
 _JSON = (b"content-type", b"application/json")
 _NO_STORE = (b"cache-control", b"no-store")
 _POLL_THREADS = 16
+METRICS_PATH = "/metrics"
 _INTERNAL = (
     "The coordinator failed while handling this call (the error is in the server's log). Read the file again "
     "to see whether the change was applied before you retry."
@@ -97,6 +100,7 @@ class App:
         self._openapi: bytes | None = None
         self._open_lock = threading.Lock()
         self._stopping: asyncio.Task[None] | None = None
+        self.metrics = ServiceMetrics(self._scrape_gauges)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -161,7 +165,8 @@ class App:
             status, body, headers = await self._dispatch(scope, receive)
         except Disconnected:
             return
-        headers = [_JSON, _NO_STORE, (b"content-length", str(len(body)).encode()), *headers]
+        typed = headers and any(name == b"content-type" for name, _ in headers)
+        headers = [*(() if typed else (_JSON,)), _NO_STORE, (b"content-length", str(len(body)).encode()), *headers]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -172,6 +177,8 @@ class App:
             if self._openapi is None:
                 self._openapi = dumps(openapi_document(self.config))
             return 200, self._openapi, []
+        if path == METRICS_PATH and method in ("GET", "HEAD"):
+            return await self._scrape(scope)
         by_method = ROUTE_BY_PATH.get(path)
         if by_method is None:
             message = f"There is no endpoint {path[:200]!r}. The API is described at {OPENAPI_PATH}."
@@ -193,13 +200,16 @@ class App:
                 "Retry in a moment."
             )
             return self._error(ServiceError("overloaded", message))
+        started = time.perf_counter()
         self.in_flight += 1
         try:
-            return await self._handle(route, scope, receive)
+            answer = await self._handle(route, scope, receive)
         except (ServiceError, CoordinatorError) as exc:
-            return self._error(exc)
+            answer = self._error(exc)
         finally:
             self.in_flight -= 1
+        self.metrics.observe(route.name, _code_of(answer[0], answer[1]), time.perf_counter() - started)
+        return answer
 
     async def _handle(self, route: Route, scope: dict[str, Any], receive: Any) -> Answer:
         headers = header_map(scope)
@@ -443,6 +453,31 @@ class App:
         while self.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
+
+    async def _scrape(self, scope: dict[str, Any]) -> Answer:
+        """GET /metrics: the admin token only (the figures describe the whole fleet; a session token acts
+        for one session). The text exposition format is made in a thread: its gauges read Redis."""
+        try:
+            principal = self._authenticate(header_map(scope).get("authorization"))
+            if not principal.is_admin:
+                message = f"{METRICS_PATH} needs the admin token; a session token cannot read it."
+                raise ServiceError("forbidden", message)
+            if self.coord is None:
+                await self._run(self.open)
+            body = await self._run(self.metrics.exposition)
+        except (ServiceError, CoordinatorError) as exc:
+            return self._error(exc)
+        return 200, body, [(b"content-type", METRICS_CONTENT_TYPE.encode())]
+
+    def _scrape_gauges(self) -> dict[str, float]:
+        """The gauges read at scrape time; none when Redis cannot answer (the scrape still succeeds)."""
+        try:
+            return {
+                "sessions": float(len(self.coord.state.sessions())),
+                "leases_held": float(len(self.clients[(None, None)].leases(None))),
+            }
+        except (redis.RedisError, CoordinatorError):
+            return {}
 
     async def op_health(self, route: Route, scope: Any) -> Answer:
         def ping() -> bool:
