@@ -4,7 +4,11 @@ status then says it is not running, and the leases and refusals by code, which R
 unknown rather than shown as none).
 
 "Locks held now" is a probe: a shared, non-blocking flock on each lock file fails iff a writer holds it.
-Lock files and history index files are named by the same hash of the path, so the history names the path."""
+Lock files and history index files are named by the same hash of the path, so the history names the path.
+
+With `--server URL --token T` (the admin token) the view comes from a remote `serve` through `HttpClient`:
+sessions, leases, recent writes (the newest change events) and the service's health; the parts only the
+file host can see (locks held, refusals by code, history size) are said to be not available remotely."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ def register(sub: Any) -> None:
         )  # fmt: skip
         p.add_argument("--recent", type=int, default=10, help="how many recent writes to show (default 10)")
         cmd_common.add_common(p)
+        cmd_common.add_server(p)
         if name == "top":
             p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
             p.add_argument("--iterations", type=int, default=0, help="stop after this many (0: until Ctrl-C)")
@@ -136,8 +141,12 @@ def _live_leases(client: Any, namespace: str) -> list[dict[str, Any]] | None:
 
 def _sessions(store: Any, now: float, active_window: float) -> list[dict[str, Any]]:
     """The registered sessions, most recently seen first (CoordinatorError if Redis fails)."""
+    return _sessions_of(store.sessions(), now, active_window)
+
+
+def _sessions_of(seen: Any, now: float, active_window: float) -> list[dict[str, Any]]:
     rows = []
-    for sid, t in sorted(store.sessions(), key=lambda st: st[1], reverse=True):
+    for sid, t in sorted(seen, key=lambda st: st[1], reverse=True):
         idle = now - t
         state = "active" if idle <= active_window else "idle"
         rows.append({"session": sid, "last_seen": t, "idle_s": round(idle, 1), "state": state})
@@ -213,7 +222,10 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
 
     now = data["time"]
     r = data["redis"]
-    if r.get("ok"):
+    if r.get("service"):
+        health = Text(f"Service: {r['service']}  {r.get('url')}  Redis reachable: {r.get('ok')}")
+        health.stylize("green" if r.get("ok") else "red")
+    elif r.get("ok"):
         mem = format_size(int(r["used_memory"])) if r.get("used_memory") is not None else "?"
         health = Text(
             f"Redis: ok  {r.get('url')}  ping {r.get('ping_ms', '?')} ms  v{r.get('version', '?')}  "
@@ -223,10 +235,10 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     else:
         health = Text(f"Redis: unavailable ({r.get('error', '?')})  {r.get('url') or ''}", style="red")
     h = data["history"]
+    usage = f"{h['index_files']} files, {h['objects']} stored contents ({format_size(h['bytes'])})" if h else "?"
     header = Text(
         f"edit-coordinator status  {data['root']}  {when(now)}\n"
-        f"Sessions: {data['active']} active, {data['idle']} idle   "
-        f"History: {h['index_files']} files, {h['objects']} stored contents ({format_size(h['bytes'])})"
+        f"Sessions: {data['active']} active, {data['idle']} idle   History: {usage}"
     )
     sessions = Table(title="Sessions", title_justify="left", expand=False)
     sessions.add_column("Session")
@@ -248,15 +260,57 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
         for lk in data["locks_held"]:
             locks.add_row(lk["path"] or f"(lock {lk['lock']})")
     else:
-        locks = Text("Locks held now: none.")
+        locks = Text(f"Locks held now: {data.get('locks_note') or 'none'}.")
     conflicts = _conflicts_view(data)
     leases = _leases_view(data, now)
     return Group(header, health, sessions, writes, locks, conflicts, leases)
 
 
+def remote_status(client: Any, server: str, active_window: float = 60.0, recent: int = 10) -> dict[str, Any]:
+    """`gather_status`'s data from a remote service, through the `Client` calls it answers."""
+    now = time.time()
+    health = client.health()
+    redis_info = {"url": server, "ok": bool(health.get("redis")), "service": health.get("status")}
+    if not redis_info["ok"]:
+        redis_info["error"] = f"the service reports {health.get('status')}"
+    seen = client.sessions()["sessions"]
+    sessions = _sessions_of(((s["session"], s["last_seen"]) for s in seen), now, active_window)
+    leases = [x.to_dict() for x in sorted(client.leases(None), key=lambda x: x.ends_at)]
+    writes = [
+        {"time": e.time, "path": e.path, "version": e.version, "session": e.session, "operation": e.operation}
+        for e in reversed(client.recent_events(recent))
+    ]
+    remote_only = "not available remotely"
+    return {
+        "root": server,
+        "time": now,
+        "redis": redis_info,
+        "sessions": sessions,
+        "active": sum(1 for s in sessions if s["state"] == "active"),
+        "idle": sum(1 for s in sessions if s["state"] == "idle"),
+        "recent_writes": writes,
+        "conflicts": None,
+        "conflicts_note": "the service does not report them",
+        "locks_held": [],
+        "locks_note": remote_only,
+        "leases": leases,
+        "leases_note": "" if leases else "none held",
+        "history": None,
+    }
+
+
+def _gather(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.server:
+        return gather_status(open_repo(args.root), args.redis_url, args.active_window, args.recent)
+    client = cmd_common.open_client(args)
+    try:
+        return remote_status(client, args.server, args.active_window, args.recent)
+    finally:
+        client.close()
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    repo = open_repo(args.root)
-    data = gather_status(repo, args.redis_url, args.active_window, args.recent)
+    data = _gather(args)
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -265,6 +319,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
+    if args.server:
+        return _remote_top(args)
     from rich.live import Live
 
     repo = open_repo(args.root)
@@ -294,6 +350,29 @@ def cmd_top(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+    return 0
+
+
+def _remote_top(args: argparse.Namespace) -> int:
+    """`top` against a remote service: `remote_status` again every --interval seconds."""
+    from rich.live import Live
+
+    console = rich_console()
+    client = cmd_common.open_client(args)
+    count = 0
+    try:
+        with Live(console=console, auto_refresh=False, screen=console.is_terminal) as live:
+            while True:
+                data = remote_status(client, args.server, args.active_window, args.recent)
+                live.update(render_status(data), refresh=True)
+                count += 1
+                if args.iterations and count >= args.iterations:
+                    break
+                time.sleep(max(args.interval, 0.1))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
     return 0
 
 

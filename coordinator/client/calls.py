@@ -175,6 +175,9 @@ class Calls:
         params = {"session": session} if session is not None else None
         return Call("GET", "/v1/session", session, None, True, _same, params=params)
 
+    def sessions(self) -> Call[dict[str, Any]]:
+        return Call("GET", "/v1/sessions", None, None, True, _same)
+
     def health(self) -> Call[dict[str, Any]]:
         return Call("GET", "/v1/health", None, None, True, _same, auth=False)
 

@@ -245,6 +245,10 @@ class HttpClient:
         """The raw answer of GET /v1/session (role and token expiry included)."""
         return self._run(self.calls.session_status(session))
 
+    def sessions(self) -> dict[str, Any]:
+        """The sessions seen recently, `{"sessions": [{session, last_seen}, ...]}` (needs the admin token)."""
+        return self._run(self.calls.sessions())
+
     def health(self) -> dict[str, Any]:
         return self._run(self.calls.health())
 

@@ -13,6 +13,7 @@ import pytest
 
 from coordinator.client import HttpClient
 from coordinator.state.embedded import stop_embedded_redis
+from coordinator.tokens import mint_token
 from tests import REPO_ROOT
 from tests.coordinator.server.test_server import ServerProcess, token
 
@@ -72,10 +73,36 @@ def test_history_shows_an_edit_made_over_http(served: ServerProcess) -> None:
     assert "editor-9" in r.stdout and "edit" in r.stdout and "notes.txt" in r.stdout
 
 
-@pytest.mark.parametrize("command", [["leases", "list"], ["history", "notes.txt"]])
+@pytest.mark.parametrize(
+    "command", [["leases", "list"], ["history", "notes.txt"], ["status"], ["top", "--iterations", "1"]]
+)
 def test_a_wrong_token_is_refused_without_echoing_it(served: ServerProcess, command: list[str]) -> None:
-    wrong = "wrong-token-" + "q" * 30
-    r = _cli(served, *command, tok=wrong)
-    assert r.returncode != 0
-    assert "unauthorized" in r.stderr
-    assert wrong not in r.stderr and wrong not in r.stdout
+    malformed = "wrong-token-" + "q" * 30
+    foreign = mint_token(b"another-secret-" + b"y" * 40, admin=True)  # well formed, signed by another secret
+    for wrong in (malformed, foreign):
+        r = _cli(served, *command, tok=wrong)
+        assert r.returncode == 5, r.stderr
+        assert "[unauthorized]" in r.stderr
+        assert wrong not in r.stderr and wrong not in r.stdout
+
+
+@pytest.mark.parametrize("command", [["status"], ["top", "--iterations", "1", "--interval", "0.1"]])
+def test_status_and_top_show_the_remote_sessions_leases_and_writes(served: ServerProcess, command: list[str]) -> None:
+    (served.root / "status_seen.txt").write_text("one\n")
+    with HttpClient(served.url, token=token("watcher-3")) as client:
+        client.read("watcher-3", "status_seen.txt")
+        client.edit("watcher-3", "status_seen.txt", "one", "two")
+        client.lease("watcher-3", "leased_by_watcher/**", ttl_s=120)
+    r = _cli(served, *command, tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    assert "watcher-3" in r.stdout and "status_seen.txt" in r.stdout and "leased_by_watcher/**" in r.stdout
+    assert "not available remotely" in r.stdout
+
+
+def test_status_json_from_the_server(served: ServerProcess) -> None:
+    import json
+
+    r = _cli(served, "status", "--json", tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["root"] == served.url and data["redis"]["ok"] is True and data["conflicts"] is None
