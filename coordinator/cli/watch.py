@@ -1,12 +1,14 @@
 """`edit-coordinator watch`: follow the change events of a repository (every successful write, live).
 
 It only inspects: it never starts a Redis server nor creates a state folder; with none running it says so
-and exits with the `state_unavailable` status."""
+and exits with the `state_unavailable` status. With `--server URL --token T` it follows a remote `serve`'s
+events through `HttpClient` (`Client.recent_events` and `Client.events`, long polls)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from coordinator.cli import common as cmd_common
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_common(p)
+    cmd_common.add_server(p)
     p.add_argument(
         "--path", action="append", default=None, metavar="GLOB", help="only paths matching this (repeatable)"
     )
@@ -33,12 +36,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.server:
+        return _remote(args)
     inspector = cmd_common.Inspector.open(args.root, args.redis_url)
     if inspector is None:
         message = f"{cmd_common.not_running(args.root)} There is nothing to watch."
         return cmd_common.fail(CoordinatorError(ErrorCode.STATE_UNAVAILABLE, message))
     try:
-        _follow(args, inspector)
+        _follow(args, inspector.recent_events, inspector.follow, inspector.root)
     except KeyboardInterrupt:
         pass
     finally:
@@ -46,7 +51,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(args: argparse.Namespace, inspector: cmd_common.Inspector) -> None:
+def _remote(args: argparse.Namespace) -> int:
+    client = cmd_common.open_client(args)
+    try:
+        _follow(args, client.recent_events, client.events, None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+    return 0
+
+
+def _follow(
+    args: argparse.Namespace,
+    recent: Callable[[int], list[Any]],
+    follow: Callable[[str, list[str] | None, float | None], Iterator[Any]],
+    root: str | None,
+) -> None:
+    """Print the --last events, then follow (`root`: patterns are made relative to it; None: given so)."""
     from coordinator.state.leases import normalize_pattern, pattern_regex
 
     def show(event: Any) -> None:
@@ -54,12 +76,12 @@ def _follow(args: argparse.Namespace, inspector: cmd_common.Inspector) -> None:
 
     since = args.since
     if args.last > 0:
-        wanted = [pattern_regex(normalize_pattern(p, inspector.root)) for p in args.path or []]
-        for event in inspector.recent_events(args.last):
+        wanted = [pattern_regex(normalize_pattern(p, root)) for p in args.path or []]
+        for event in recent(args.last):
             since = event.id
             if not wanted or any(m.fullmatch(event.path) for m in wanted):
                 show(event)
-    for shown, event in enumerate(inspector.follow(since, args.path, args.timeout), start=1):
+    for shown, event in enumerate(follow(since, args.path, args.timeout), start=1):
         show(event)
         if args.count is not None and shown >= args.count:
             break

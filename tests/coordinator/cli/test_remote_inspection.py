@@ -4,6 +4,7 @@ gives a clear `unauthorized` refusal that never contains the token."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,7 +75,14 @@ def test_history_shows_an_edit_made_over_http(served: ServerProcess) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["leases", "list"], ["history", "notes.txt"], ["status"], ["top", "--iterations", "1"]]
+    "command",
+    [
+        ["leases", "list"],
+        ["history", "notes.txt"],
+        ["status"],
+        ["top", "--iterations", "1"],
+        ["watch", "--timeout", "0.2"],
+    ],
 )
 def test_a_wrong_token_is_refused_without_echoing_it(served: ServerProcess, command: list[str]) -> None:
     malformed = "wrong-token-" + "q" * 30
@@ -100,9 +108,24 @@ def test_status_and_top_show_the_remote_sessions_leases_and_writes(served: Serve
 
 
 def test_status_json_from_the_server(served: ServerProcess) -> None:
-    import json
 
     r = _cli(served, "status", "--json", tok=token(admin=True))
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["root"] == served.url and data["redis"]["ok"] is True and data["conflicts"] is None
+
+
+def test_watch_prints_the_remote_events(served: ServerProcess) -> None:
+    (served.root / "watched.txt").write_text("w\n")
+    with HttpClient(served.url, token=token("watched-5")) as client:
+        client.read("watched-5", "watched.txt")
+        client.edit("watched-5", "watched.txt", "w", "ww")
+    r = _cli(
+        served, "watch", "--since", "0", "--path", "watched.txt", "--timeout", "1", "--json", tok=token(admin=True)
+    )
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(e["path"], e["session"], e["operation"]) for e in events] == [("watched.txt", "watched-5", "edit")]
+    r = _cli(served, "watch", "--last", "50", "--path", "watched.txt", "--timeout", "0.5", tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    assert "watched.txt" in r.stdout and "watched-5" in r.stdout
