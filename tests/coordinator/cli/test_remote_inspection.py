@@ -129,3 +129,14 @@ def test_watch_prints_the_remote_events(served: ServerProcess) -> None:
     r = _cli(served, "watch", "--last", "50", "--path", "watched.txt", "--timeout", "0.5", tok=token(admin=True))
     assert r.returncode == 0, r.stderr
     assert "watched.txt" in r.stdout and "watched-5" in r.stdout
+
+
+def test_leases_break_ends_a_remote_lease(served: ServerProcess) -> None:
+    with HttpClient(served.url, token=token("breakee-4")) as client:
+        taken = client.lease("breakee-4", "src/to_break.py", ttl_s=120)
+        r = _cli(served, "leases", "break", "--session", "breakee-4", tok=token(admin=True))
+        assert r.returncode == 0, r.stderr
+        assert f"broken: {taken[0].id}" in r.stdout
+        assert client.leases("breakee-4") == []
+    r = _cli(served, "leases", "break", "--session", "breakee-4", tok=token(admin=True))
+    assert r.returncode == 1 and "nothing was broken" in r.stdout
