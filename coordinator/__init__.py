@@ -18,18 +18,44 @@ For an event loop, `AsyncClient` (the same operations, awaitable); for model API
 (tool definitions for Anthropic, OpenAI and MCP, and one dispatcher).
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from coordinator import tools
-from coordinator.client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
-from coordinator.client.aio import AsyncClient, AsyncSession
-from coordinator.engine import Coordinator, EditResult, ReadResult, Session, WriteResult
-from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import HistoryEntry
 from coordinator.version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from coordinator import tools
+    from coordinator.client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
+    from coordinator.client.aio import AsyncClient, AsyncSession
     from coordinator.client.http import HttpClient
+    from coordinator.engine import Coordinator, EditResult, ReadResult, Session, WriteResult
+    from coordinator.errors import CoordinatorError, ErrorCode
+    from coordinator.history import HistoryEntry
+
+# Each public name and the module it comes from, loaded on first use (PEP 562): `import coordinator` stays
+# cheap for a program that needs one part (the command hook runs on every tool call of an agent), and an
+# in-process program never loads httpx.
+_LAZY = {
+    "AsyncClient": "coordinator.client.aio",
+    "AsyncSession": "coordinator.client.aio",
+    "BoundSession": "coordinator.client",
+    "Client": "coordinator.client",
+    "Coordinator": "coordinator.engine",
+    "CoordinatorError": "coordinator.errors",
+    "EditResult": "coordinator.engine",
+    "ErrorCode": "coordinator.errors",
+    "EventPage": "coordinator.client",
+    "HistoryEntry": "coordinator.history",
+    "HttpClient": "coordinator.client.http",
+    "InProcessClient": "coordinator.client",
+    "LocalClient": "coordinator.client",
+    "ReadResult": "coordinator.engine",
+    "Session": "coordinator.engine",
+    "SessionStatus": "coordinator.client",
+    "WriteResult": "coordinator.engine",
+}
 
 __all__ = [
     "AsyncClient",
@@ -54,9 +80,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`HttpClient` on first use (see coordinator.client): an in-process program never loads httpx."""
-    if name == "HttpClient":
-        from coordinator.client.http import HttpClient
+    """The public names, imported on first use (and then kept in the module like any attribute)."""
+    if name == "tools":
+        value: Any = importlib.import_module("coordinator.tools")
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        return HttpClient
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

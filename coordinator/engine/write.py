@@ -386,10 +386,14 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             if "changes" in exc.details and recorded is not None:  # a refused rebase: name who changed it
                 exc.message += self._intervening_detail(key, recorded, session, exc)
             else:
-                exc.message += self._stale_detail(key)
+                exc.message += self._stale_detail(key, session)
         return exc
 
-    def _stale_detail(self, key: str) -> str:
+    def _stale_detail(self, key: str, refused: str | None = None) -> str:
+        """Who changed the file since: the newest version's writer, or "outside the coordinator" when the
+        file is not what that version left. After an outside change the writer is named only when it is not
+        the refused session `refused` (naming the session itself would send its model looking for a session
+        that does not exist)."""
         try:
             meta = self.state.meta(key)
         except CoordinatorError:
@@ -399,7 +403,8 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         version, writer = meta["version"], meta.get("writer", "?")
         if self._changed_outside(key, meta.get("hash", "")):
             # The newest version's writer is often the refused session itself: naming it would mislead.
-            return f" It was changed outside the coordinator after version {version} (written by session {writer})."
+            by = "" if writer == refused else f" (written by session {writer})"
+            return f" It was changed outside the coordinator after version {version}{by}."
         return f" Now version {version}, last written by session {writer}."
 
     def _changed_outside(self, key: str, recorded_hash: str) -> bool:

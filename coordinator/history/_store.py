@@ -157,6 +157,64 @@ class History(_Rewrite):
         with contextlib.suppress(OSError):
             head.write(held)
 
+    # -- writes made by another program, announced before and after (agents' hooks) ------------------------
+    def keep(self, held: LockFile, key: str, data: bytes, digest: str) -> None:
+        """Before another program replaces `key`: keep its current bytes (read under this lock) as the
+        pre-image of the write to come. Nothing is stored when they are the newest version's result (the
+        usual case); otherwise they are appended to the path's pack and the head record names them, as it
+        names a version's result, so that `record_kept` finds them from any process. Call `reconcile`
+        first. Raises OSError on a disk failure."""
+        head = _Head.read(held)
+        h = self._acquire_handles(key, head.generation)
+        try:
+            if head.digest == digest and head.at is not None and head.at[1] == len(data):
+                return
+            pack_size = os.fstat(h.pack_fd).st_size
+            at = (pack_size + _PACK_HEADER.size, len(data))
+            _write_all(h.pack_fd, _PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(digest), len(data)) + data)
+            if self.fsync:
+                os.fdatasync(h.pack_fd)
+            self._remember(key, digest, h.pack_gen, at)
+            head.digest, head.at, head.generation = digest, at, h.pack_gen
+            head.write(held)
+        finally:
+            self._release_handles(h)
+
+    def record_kept(
+        self,
+        held: LockFile,
+        key: str,
+        *,
+        before_digest: str | None,
+        after: bytes,
+        after_digest: str,
+        **fields: Any,
+    ) -> HistoryEntry | None:
+        """After another program replaced `key` (its new bytes `after`, read under this lock): the entry of
+        that write, from the pre-image `keep` kept (`before_digest`; None: there was no file), applied at
+        once. None, and nothing written, when the head no longer names that pre-image (another write was
+        recorded since `keep`, or gc moved it away): the write cannot be recorded faithfully then."""
+        head = _Head.read(held)
+        before: bytes | None = None
+        if before_digest is not None:
+            if head.digest != before_digest or head.at is None:
+                return None
+            before = _pread_file(self._pack_file(path_hash(key), head.generation), head.at)
+            if before is None or content_hash(before) != before_digest:
+                return None
+        pending = self.begin(
+            held,
+            key,
+            before=before,
+            before_digest=before_digest,
+            after=after,
+            after_digest=after_digest,
+            size_before=len(before or b""),
+            **fields,
+        )
+        self.commit(held, pending)
+        return pending.entry
+
     def reconcile(self, held: LockFile, key: str, current_digest: str | None) -> bool:
         """Take back the newest entry of `key` if it was never applied (see invariant 3); True if one was.
         `current_digest` is the hash of the file's bytes read under the lock (None: no file). Best effort:

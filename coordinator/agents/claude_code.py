@@ -1,0 +1,131 @@
+"""Claude Code's hooks: its payload -> `ToolCall`, a `Decision` -> what its hook answers.
+
+Payload (stdin of a `command` hook, the POST body of an `http` hook), per Claude Code's hooks reference:
+every event has `session_id`, `hook_event_name`, `cwd` (and `agent_id` inside a subagent); the tool events
+PreToolUse, PostToolUse and PostToolUseFailure add `tool_name`, `tool_input` (absolute `file_path`;
+`old_string`/`new_string`, `edits`, `content`; Read's `offset`/`limit`; Bash's `command`) and `tool_use_id`;
+PostToolUse adds `tool_response` (for Read: `{"type": "text", "file": {"content", "startLine", "numLines",
+"totalLines", ...}}`), PostToolUseFailure `error` (and `is_interrupt`). Stop and SessionEnd end a session.
+Examples, with where each shape comes from: tests/data/hooks/claude-code/.
+
+Answer: allow is exit 0 and nothing else (Claude Code's own permission flow goes on: a hook can add
+refusals, never remove the agent's own). A PreToolUse deny is exit 0 with
+`{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+"permissionDecisionReason": reason}}` on stdout (the same JSON is an `http` hook's body), which Claude shows
+its model. An error of the hook's own exits 2 (`core.failed_closed`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from coordinator.agents.core import BLOCK_EXIT, Decision, HookAnswer, Kind, Phase, ToolCall
+
+NAME = "claude-code"
+
+_PHASES: dict[str, Phase] = {"PreToolUse": "before", "PostToolUse": "after", "PostToolUseFailure": "failed"}
+_ENDS = {"Stop", "SubagentStop", "SessionEnd"}
+# tool name -> (kind, operation, the tool_input field naming the file)
+_TOOLS: dict[str, tuple[Kind, str, str]] = {
+    "Read": ("read", "read", "file_path"),
+    "Edit": ("write", "edit", "file_path"),
+    "MultiEdit": ("write", "multi_edit", "file_path"),
+    "Write": ("write", "write", "file_path"),
+    "NotebookEdit": ("write", "notebook_edit", "notebook_path"),
+    "Bash": ("shell", "shell", ""),
+}
+
+
+class PayloadError(ValueError):
+    """The payload is not a Claude Code hook event the coordinator can read (the hook fails closed)."""
+
+
+def session_of(payload: dict[str, Any]) -> str:
+    """The coordinator session of an event: `session_id`, or `session_id/agent_id` inside a subagent."""
+    sid = payload.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        raise PayloadError("the hook payload has no session_id")
+    agent = payload.get("agent_id")
+    return f"{sid}/{agent}" if isinstance(agent, str) and agent else sid
+
+
+def parse(payload: dict[str, Any]) -> ToolCall | None:
+    """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
+    Raises PayloadError for a payload that is not a hook event (not an object, no session_id, ...)."""
+    if not isinstance(payload, dict):
+        raise PayloadError("the hook payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str):
+        raise PayloadError("the hook payload has no hook_event_name")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    if event in _ENDS:
+        phase: Phase = "end"
+        return ToolCall(session_of(payload), phase, "session", cwd=cwd, event=event)
+    if event not in _PHASES:
+        return None
+    tool = payload.get("tool_name")
+    spec = _TOOLS.get(tool) if isinstance(tool, str) else None
+    if spec is None:
+        return None
+    kind, operation, path_field = spec
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        raise PayloadError(f"the {event} payload of {tool} has no tool_input object")
+    base = ToolCall(
+        session_of(payload),
+        _PHASES[event],
+        kind,
+        tool_use_id=str(payload.get("tool_use_id") or ""),
+        tool=str(tool),
+        operation=operation,
+        cwd=cwd,
+        event=event,
+    )
+    if kind == "shell":
+        command = tool_input.get("command")
+        return replace(base, command=command if isinstance(command, str) else None)
+    path = tool_input.get(path_field)
+    if not isinstance(path, str) or not path:
+        raise PayloadError(f"the {event} payload of {tool} has no tool_input.{path_field}")
+    if kind == "read":
+        return _read_call(base, path, tool_input, payload.get("tool_response"))
+    return replace(base, path=path)
+
+
+def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: object) -> ToolCall:
+    """A Read: the text shown and its window come from `tool_response.file` (after), else the input's."""
+    offset, limit = _int(tool_input.get("offset")), _int(tool_input.get("limit"))
+    shown: str | None = None
+    if isinstance(response, dict) and response.get("type", "text") == "text":
+        file = response.get("file")
+        if isinstance(file, dict) and isinstance(file.get("content"), str):
+            shown = file["content"]
+            offset = _int(file.get("startLine")) or offset
+            num, total = _int(file.get("numLines")), _int(file.get("totalLines"))
+            start = offset or 1
+            limit = num if num is not None and total is not None and start - 1 + num < total else None
+    return replace(base, path=path, shown=shown, offset=offset, limit=limit)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
+    """The hook's answer. A deny of a PreToolUse call is the permission decision; a deny of any other event
+    (which cannot be undone) is exit 2 with the reason on stderr, which Claude Code shows the model."""
+    if decision.allow:
+        return HookAnswer(0, "", "", {})
+    if call is not None and call.phase == "before":
+        body: dict[str, Any] = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": decision.reason,
+            }
+        }
+        return HookAnswer(0, json.dumps(body), "", body)
+    blocked: dict[str, Any] = {"decision": "block", "reason": decision.reason}
+    return HookAnswer(BLOCK_EXIT, "", decision.reason + "\n", blocked)

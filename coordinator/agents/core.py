@@ -1,0 +1,103 @@
+"""The hook interface every agent's front end speaks: what one native tool call is (`ToolCall`), what the
+coordinator answers (`Decision`), and what goes back to the agent (`HookAnswer`).
+
+A front end is a module with `parse(payload: dict) -> ToolCall | None` (None: an event the coordinator has
+nothing to do with) and `render(call: ToolCall | None, decision: Decision) -> HookAnswer`. The adapter that
+decides (`coordinator.agents.adapter`) and the ways in (the `hook` command, the HTTP route) sit on either
+side of it. This module imports nothing heavy: the command hook loads it on every tool call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Phase = Literal["before", "after", "failed", "end"]
+Kind = Literal["read", "write", "shell", "session", "other"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One native tool call (or a session's end), as a front end reads it from its hook payload.
+
+    session: the coordinator session (a subagent's is `session_id/agent_id`).
+    phase: "before" the tool runs, "after" it succeeded, "failed" (it failed or was interrupted), "end"
+        (the session stopped or ended: kind "session").
+    kind: "read", "write" (Edit, MultiEdit, Write), "shell" (a command), "session", "other".
+    operation: what a write was ("edit", "multi_edit", "write"), recorded in the history.
+    path: the file (absolute, as the agents send it, or relative to the root); command: a shell command.
+    shown: for a read's "after", the text the agent was shown (None: not told); offset/limit: a partial
+        read's window (None: from the start / no limit).
+    cwd: the agent's working folder (where the root is found when no service is named).
+    """
+
+    session: str
+    phase: Phase
+    kind: Kind
+    tool_use_id: str = ""
+    tool: str = ""
+    operation: str = ""
+    path: str | None = None
+    command: str | None = None
+    shown: str | None = None
+    offset: int | None = None
+    limit: int | None = None
+    cwd: str | None = None
+    event: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None and v != ""}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Allow, or deny with the reason the agent's model is shown. `code`: the refusal's ErrorCode value
+    (for logs and tests; the agent sees only the reason)."""
+
+    allow: bool
+    reason: str = ""
+    code: str = ""
+
+    @classmethod
+    def deny(cls, reason: str, code: str = "") -> Decision:
+        return cls(False, reason, code)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"allow": self.allow, "reason": self.reason, "code": self.code}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        return cls(bool(data.get("allow")), str(data.get("reason", "")), str(data.get("code", "")))
+
+
+ALLOW = Decision(True)
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What a command hook process gives back: its exit code, stdout and stderr. `body` is the JSON an
+    `http` hook answers with (always with a 2xx status: a refusal is a deny inside the body)."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def http_body(self) -> bytes:
+        return json.dumps(self.body).encode()
+
+
+# Exit code of a command hook that blocks the call; Claude Code, Codex and Gemini CLI all read 2 so.
+BLOCK_EXIT = 2
+
+
+def failed_closed(reason: str) -> HookAnswer:
+    """The answer of a hook that could not decide (bad input, no service, an error of its own): block,
+    with the reason on stderr, which the agents show the model on exit 2."""
+    return HookAnswer(BLOCK_EXIT, "", f"edit-coordinator hook: {reason}\n", {})
