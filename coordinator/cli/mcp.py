@@ -76,8 +76,8 @@ def _open_session(args: argparse.Namespace) -> tuple[Any, Any, int]:
             return client, client.session(session_id), 2000
         session_id = args.session or default_session_id()
         bound = client.session(session_id)  # validates the id before the client connects
-        client.coord.state.register(session_id)  # `status` lists it before its first call
-        return client, bound, client.coord.default_read_lines
+        client.announce(session_id)  # `status` lists it before its first call
+        return client, bound, client.default_read_lines
     except BaseException:
         client.close()
         raise

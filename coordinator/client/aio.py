@@ -57,6 +57,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
 
 if TYPE_CHECKING:  # the HTTP client (and httpx) is imported only by a program that uses one
@@ -190,11 +191,11 @@ class AsyncClient:
 
     # -- leases -------------------------------------------------------------------------------------------
     async def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
     ) -> list[Lease]:
         return await self._op(self.client.lease, session, paths, mode, ttl_s)
 
-    async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+    async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
         return await self._op(self.client.renew, session, lease_id, ttl_s)
 
     async def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
@@ -505,10 +506,12 @@ class AsyncSession:
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return await self.client.history(path, limit)
 
-    async def lease(self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0) -> list[Lease]:
+    async def lease(
+        self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
+    ) -> list[Lease]:
         return await self.client.lease(self.id, paths, mode, ttl_s)
 
-    async def renew(self, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+    async def renew(self, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
         return await self.client.renew(self.id, lease_id, ttl_s)
 
     async def release(self, lease_id: str | None = None, pattern: str | None = None) -> int:

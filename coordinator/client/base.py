@@ -29,6 +29,7 @@ from coordinator.engine import ReadResult, WriteResult
 from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
 
 
@@ -83,10 +84,10 @@ class Client(Protocol):
 
     # -- leases -------------------------------------------------------------------------------------------
     def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
     ) -> list[Lease]: ...
 
-    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]: ...
+    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]: ...
 
     def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int: ...
 
@@ -170,10 +171,12 @@ class BoundSession:
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
         return self.client.history(path, limit)
 
-    def lease(self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0) -> list[Lease]:
+    def lease(
+        self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
+    ) -> list[Lease]:
         return self.client.lease(self.id, paths, mode, ttl_s)
 
-    def renew(self, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+    def renew(self, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
         return self.client.renew(self.id, lease_id, ttl_s)
 
     def release(self, lease_id: str | None = None, pattern: str | None = None) -> int:

@@ -56,6 +56,7 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
+from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
 
 T = TypeVar("T")
@@ -203,11 +204,11 @@ class HttpClient:
 
     # -- leases -------------------------------------------------------------------------------------------
     def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
     ) -> list[Lease]:
         return self._run(self.calls.lease(session, paths, mode, ttl_s))
 
-    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
         return self._run(self.calls.renew(session, lease_id, ttl_s))
 
     def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:

@@ -48,6 +48,16 @@ class LocalClient:
         self.coord.session(session_id)  # validates the id
         return BoundSession(self, session_id)
 
+    def announce(self, session: str) -> None:
+        """Put `session` in the session registry now, before its first call (so `status` lists an MCP
+        server's session from its start). Over HTTP the first call does this."""
+        self.coord.state.register(self._session(session).id)
+
+    @property
+    def default_read_lines(self) -> int:
+        """How many lines a read without `limit` returns (the coordinator's setting)."""
+        return self.coord.default_read_lines
+
     # -- files --------------------------------------------------------------------------------------------
     def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
         return self._session(session).read(path, offset=offset, limit=limit)

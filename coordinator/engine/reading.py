@@ -12,7 +12,7 @@ from coordinator.arguments import opt_int
 from coordinator.disk import fsio
 from coordinator.engine.base import _CoordinatorBase
 from coordinator.engine.options import Policy
-from coordinator.engine.results import ReadResult
+from coordinator.engine.results import ReadResult, render_lines
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import content_hash
 from coordinator.state.views import KIND_READ, ReadState
@@ -49,18 +49,7 @@ def _render(shown: str, sel: _Lines, unchanged: bool) -> tuple[str, str]:
             f"File unchanged since your last read of {shown} (same lines, same content). "
             "What you read before is still current; refer to it instead of reading again."
         ), "unchanged"
-    if total == 0:
-        return f"The file {shown} exists but is empty (0 lines).", "empty"
-    if start > total:
-        return (
-            f"The file {shown} has {total} lines; offset {start} is past the end. Use an offset between 1 and {total}."
-        ), "offset_past_end"
-    message = ""
-    if start - 1 + len(chosen) < total:
-        message = (
-            f"Showing lines {start}-{start + len(chosen) - 1} of {total}; read on with offset={start + len(chosen)}."
-        )
-    return semantics.number_lines(chosen, start), message
+    return render_lines(shown, chosen, start, total)
 
 
 class _ReadSteps(_CoordinatorBase):

@@ -6,6 +6,24 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from coordinator.frozen import fast_init
+from coordinator.text import semantics
+
+
+def render_lines(shown: str, chosen: list[str], start: int, total: int) -> tuple[str, str]:
+    """The one rendering of a read's lines for a model: (text, short message). `shown`: the path as the
+    model knows it; `chosen`: the lines returned, starting at line `start` (1-based) of `total`."""
+    if total == 0:
+        return f"The file {shown} exists but is empty (0 lines).", "empty"
+    if start > total:
+        return (
+            f"The file {shown} has {total} lines; offset {start} is past the end. Use an offset between 1 and {total}."
+        ), "offset_past_end"
+    message = ""
+    if start - 1 + len(chosen) < total:
+        message = (
+            f"Showing lines {start}-{start + len(chosen) - 1} of {total}; read on with offset={start + len(chosen)}."
+        )
+    return semantics.number_lines(chosen, start), message
 
 
 @fast_init
@@ -26,6 +44,12 @@ class ReadResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def lines_text(self) -> tuple[str, str]:
+        """(text, message) of these lines as a first read shows them, also when `text` is the short
+        "unchanged" answer (for a caller that never showed the model what the session read before)."""
+        lines = semantics.split_lines(self.content)
+        return render_lines(self.path, lines, self.start_line, self.total_lines)
 
 
 @fast_init

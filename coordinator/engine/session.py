@@ -15,6 +15,7 @@ from coordinator.engine.results import ReadResult, WriteResult, evolve
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.state.events import Notice
+from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
 from coordinator.text import rebase, semantics, undoing
 from coordinator.text.codecs import Encoding, decode_bytes, encode_text
@@ -51,7 +52,9 @@ class Session:
         return self.coord.notices(self.id)
 
     # -- leases -------------------------------------------------------------------------------------------
-    def lease(self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0) -> list[Lease]:
+    def lease(
+        self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
+    ) -> list[Lease]:
         """Reserve paths or globs (`src/app.py`, `src/**/*.py`, `docs/`) for `ttl_s` seconds, all or none.
 
         exclusive: other sessions' writes, edits and undos of covered paths are refused with `leased`
@@ -62,7 +65,7 @@ class Session:
         patterns = [paths] if isinstance(paths, str) else list(paths)
         return self.coord.lease_gate.grant(self.id, patterns, mode, ttl_s)
 
-    def renew(self, lease_id: str | None = None, ttl_s: float = 300.0) -> list[Lease]:
+    def renew(self, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
         """Extend one live lease (or all of this session's) to end `ttl_s` from now; same tokens."""
         return self.coord.lease_gate.renew(self.id, lease_id, ttl_s)
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coordinator.history import HistoryEntry
 from coordinator.server.common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
+from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S
 
 _STRICT = ConfigDict(strict=True, extra="forbid")
 
@@ -153,14 +154,16 @@ class LeaseRequest(BaseModel):
     model_config = _STRICT
     paths: list[str] = Field(min_length=1, max_length=100, description="Paths or globs (`src/**/*.py`, `docs/`).")
     mode: Literal["exclusive", "shared"] = "exclusive"
-    ttl_s: float = Field(default=300.0, gt=0, le=24 * 3600, description="Seconds until the lease ends.")
+    ttl_s: float = Field(default=DEFAULT_TTL_S, ge=MIN_TTL_S, le=MAX_TTL_S, description="Seconds until the lease ends.")
     session: str | None = SessionField
 
 
 class RenewRequest(BaseModel):
     model_config = _STRICT
     lease_id: str | None = Field(default=None, max_length=200, description="Omitted: every lease of the session.")
-    ttl_s: float = Field(default=300.0, gt=0, le=24 * 3600, description="The lease then ends this long from now.")
+    ttl_s: float = Field(
+        default=DEFAULT_TTL_S, ge=MIN_TTL_S, le=MAX_TTL_S, description="The lease then ends this long from now."
+    )
     session: str | None = SessionField
 
 

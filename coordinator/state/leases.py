@@ -66,8 +66,10 @@ _T = TypeVar("_T")
 
 LeaseMode = Literal["exclusive", "shared"]
 MODES: tuple[str, ...] = ("exclusive", "shared")
+# The lease lifetime rules, owned here: the engine, the HTTP models and the tool schemas take them from here.
+DEFAULT_TTL_S = 300.0  # a task's worth; `renew` extends a live lease
 MIN_TTL_S = 0.05
-MAX_TTL_S = 7 * 24 * 3600.0
+MAX_TTL_S = 24 * 3600.0  # a lease is for a task, not for days: renew it instead
 _GLOB_CHARS = frozenset("*?[")
 _GRANT_RETRIES = 50
 _PARSED_CACHE_MAX = 4096
@@ -295,7 +297,7 @@ class LeaseStore:
 
     # -- granting -----------------------------------------------------------------------------------------
     def grant(
-        self, session: str, patterns: Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
+        self, session: str, patterns: Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_TTL_S
     ) -> list[Lease]:
         """Lease each of `patterns` (normalized) for `session`, all or none. Refused with `leased` if another
         session holds an overlapping lease that conflicts (any lease against an exclusive request; an
@@ -340,7 +342,7 @@ class LeaseStore:
 
         return self._transaction(attempt)
 
-    def renew(self, session: str, lease_id: str, ttl_s: float = 300.0) -> Lease:
+    def renew(self, session: str, lease_id: str, ttl_s: float = DEFAULT_TTL_S) -> Lease:
         """Extend a live lease of `session` to end `ttl_s` from now (same token). A lease that has already
         ended cannot be renewed: lease again (and read again what you will change)."""
         ttl = _check_ttl(ttl_s)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S
 from coordinator.tools.file_tools import (
     ToolOutcome,
     ToolSpec,
@@ -42,7 +43,12 @@ def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     }
 
 
-_TTL = {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "Seconds (default 300)."}
+_TTL = {
+    "type": "number",
+    "minimum": MIN_TTL_S,
+    "maximum": MAX_TTL_S,
+    "description": f"Seconds (default {DEFAULT_TTL_S:.0f}).",
+}
 _LEASE_ID = {"type": "string", "description": "A lease id from the lease tool (omitted: all your leases)."}
 
 LEASE_SCHEMA = _schema(
@@ -231,7 +237,7 @@ def _commit(s: Any, args: dict[str, Any]) -> ToolOutcome:
 
 
 def _ttl(args: dict[str, Any]) -> float:
-    v = args.get("ttl_s", 300.0)
+    v = args.get("ttl_s", DEFAULT_TTL_S)
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"ttl_s must be a number of seconds, not {v!r}.")
     return float(v)

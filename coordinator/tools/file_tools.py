@@ -424,18 +424,9 @@ def _render_read(r: ReadResult, full: bool) -> str:
             return f"{r.text}\n\n({r.message})"
         return r.text
     # The engine answered "unchanged" for a view this process never returned: give the lines.
-    lines = semantics.split_lines(r.content)
-    if r.total_lines == 0:
-        return f"The file {r.path} exists but is empty (0 lines)."
-    if not lines:
-        return (
-            f"The file {r.path} has {r.total_lines} lines; offset {r.start_line} is past the end. "
-            f"Use an offset between 1 and {r.total_lines}."
-        )
-    text = semantics.number_lines(lines, r.start_line)
-    end = r.start_line + len(lines) - 1
-    if end < r.total_lines:
-        text += f"\n\n(Showing lines {r.start_line}-{end} of {r.total_lines}; read on with offset={end + 1}.)"
+    text, message = r.lines_text()
+    if message and message not in ("empty", "offset_past_end"):
+        return f"{text}\n\n({message})"
     return text
 
 

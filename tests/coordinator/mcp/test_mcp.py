@@ -285,6 +285,7 @@ def test_session_tools_in_process(coord: Any, root: Path) -> None:
     second = SessionTools(coord.session("s"))
     again = second.call("read_file", {"file_path": "long.txt", "limit": 3}).text
     assert again.startswith("     1\tline 1\n") and "read on with offset=4" in again
+    assert again == page  # one rendering of read lines: the engine's, also when it answered "unchanged"
     assert "unchanged" in second.call("read_file", {"file_path": "long.txt", "limit": 3}).text
 
     out = second.call(
@@ -293,6 +294,17 @@ def test_session_tools_in_process(coord: Any, root: Path) -> None:
     )
     assert "1 replacement" in out.text and "line two" in out.text and out.data and out.data["version"] == 1
     assert (root / "long.txt").read_text().startswith("line 1\nline two\nline 3\n")
+
+
+def test_unchanged_answer_rendered_for_a_new_process_as_the_engine_renders_a_first_read(coord: Any, root: Path) -> None:
+    (root / "empty.txt").write_text("")
+    (root / "three.txt").write_text("a\nb\nc\n")
+    cases = [("empty.txt", {}), ("three.txt", {"offset": 9}), ("three.txt", {"limit": 2}), ("three.txt", {})]
+    for name, window in cases:
+        args = {"file_path": name, **window}
+        first = SessionTools(coord.session(f"r-{name}-{len(window)}")).call("read_file", args).text
+        again = SessionTools(coord.session(f"r-{name}-{len(window)}")).call("read_file", args).text
+        assert again == first and "unchanged" not in first, (name, window)
 
 
 async def _lease_history_undo(a: ClientSession, b: ClientSession, path: str, b_name: str) -> None:

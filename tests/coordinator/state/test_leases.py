@@ -232,3 +232,24 @@ def test_leases_command_lists_and_breaks(real_redis_root: Path, capsys) -> None:
     assert [x["id"] for x in json.loads(capsys.readouterr().out)] == [lease.id]
     assert cli_main(["leases", "list", "--root", str(real_redis_root)]) == 0
     assert "no live leases" in capsys.readouterr().out
+
+
+def test_one_lease_lifetime_rule_for_the_engine_the_http_models_and_the_tools(coord: Coordinator) -> None:
+    """The lease TTL's default and limits are owned by state/leases.py; every way in applies the same ones."""
+    import pydantic
+
+    from coordinator.server.models import LeaseRequest, RenewRequest
+    from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S
+    from coordinator.tools.coordination_tools import LEASE_SCHEMA
+
+    assert LeaseRequest(paths=["a"]).ttl_s == DEFAULT_TTL_S == RenewRequest().ttl_s
+    for model in (LeaseRequest, RenewRequest):
+        for bad in (MAX_TTL_S + 1, MIN_TTL_S / 2):
+            with pytest.raises(pydantic.ValidationError):
+                model(paths=["a"], ttl_s=bad) if model is LeaseRequest else model(ttl_s=bad)
+    ttl = LEASE_SCHEMA["properties"]["ttl_s"]
+    assert (ttl["minimum"], ttl["maximum"]) == (MIN_TTL_S, MAX_TTL_S)
+    s = coord.session("a")
+    refused(ErrorCode.INVALID_ARGUMENT, s.lease, ["x"], ttl_s=MAX_TTL_S + 1)
+    (lease,) = s.lease(["x"], ttl_s=MAX_TTL_S)
+    assert lease.ends_at - time.time() > MAX_TTL_S - 60
