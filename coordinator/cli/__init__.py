@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "coordinator.cli.watch",
     "coordinator.cli.leases",
     "coordinator.cli.git",
+    "coordinator.cli.agents_init",
 )
 
 

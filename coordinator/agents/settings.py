@@ -1,0 +1,545 @@
+"""The hooks `edit-coordinator init` writes into an agent's settings, merged without loss, checked and taken
+out again.
+
+Claude Code (`.claude/settings.local.json`, or `.claude/settings.json` with scope "project"), Codex
+(`.codex/hooks.json`) and Gemini CLI (`.gemini/settings.json`) share one shape: `hooks` maps an event name to
+a list of matcher groups `{"matcher": ..., "hooks": [handler, ...]}`. What differs is the events, the tool
+names in the matchers and the handler's fields; `plan` says that per agent.
+
+Invariants, enforced here:
+- Merging keeps everything that is not ours: other hooks (in groups of their own or next to ours), the
+  permissions, unknown keys, their order. Ours are recognised by what they run (`is_ours`), never by
+  position, so a second `init` adds nothing and an `init` after an upgrade replaces our old handlers.
+- `remove` takes out exactly our handlers, the deny rules `init` added (as the manifest it returned
+  records), and the containers it created and left empty.
+- Settings that are not what the agent itself reads (not JSON, duplicate keys, a wrong type where ours
+  would go) are refused with `invalid_argument`, the file untouched: a merge that guessed would lose data.
+
+Pure functions on parsed settings, apart from `load` and `save` at the end (file I/O, an atomic replace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import shlex
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from coordinator.errors import CoordinatorError, ErrorCode
+
+AGENTS = ("claude-code", "codex", "gemini")
+Scope = Literal["local", "project"]
+
+PRE_TIMEOUT_S = 30  # above the write ticket's wait (5 s) and an interpreter start, far below a stuck service
+POST_TIMEOUT_S = 30
+SESSION_END_TIMEOUT_S = 3  # Codex caps SessionEnd hooks at 3 s
+GEMINI_NAME = "edit-coordinator"
+TOKEN_ENV_DEFAULT = "EDIT_COORDINATOR_TOKEN"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OUR_COMMAND = re.compile(r"(?:edit-coordinator['\"]?|-m\s+coordinator\.cli)\s+hook\s+(claude-code|codex|gemini)\b")
+_OUR_URL = re.compile(r"/v1/hooks/(claude-code|codex|gemini)/?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """How the agent reaches the coordinator. `program`: the argv that starts the CLI (an absolute path, so
+    that neither PATH nor a version-manager shim decides); `server`: a running `serve` (base URL) instead of
+    the root's embedded default; `token_env`: the variable that holds its bearer token (never the token)."""
+
+    program: tuple[str, ...]
+    server: str | None = None
+    token_env: str = TOKEN_ENV_DEFAULT
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One handler of ours: under `event`, in a group whose matcher is `matcher` (None: no matcher)."""
+
+    event: str
+    matcher: str | None
+    handler: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    agent: str
+    path: str  # the settings file, relative to the root
+    hooks: tuple[Wanted, ...]
+    deny: tuple[str, ...] = ()  # permissions.deny rules closing a bypass (Claude Code only)
+
+    @property
+    def events(self) -> frozenset[str]:
+        return frozenset(w.event for w in self.hooks)
+
+
+@dataclass
+class Manifest:
+    """What one `init` added beyond its handlers, so that `remove` takes out that and no more."""
+
+    created_file: bool = False
+    deny_added: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # containers made: "hooks", "hooks.PreToolUse", ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"created_file": self.created_file, "deny_added": self.deny_added, "created": self.created}
+
+    def joined(self, later: Manifest) -> Manifest:
+        """This record with a later `init`'s additions (which adds nothing the first one already did)."""
+        return Manifest(
+            self.created_file or later.created_file,
+            [*self.deny_added, *(x for x in later.deny_added if x not in self.deny_added)],
+            [*self.created, *(x for x in later.created if x not in self.created)],
+        )
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Manifest:
+        if not isinstance(data, dict):
+            return cls()
+        deny = [x for x in data.get("deny_added", []) if isinstance(x, str)]
+        created = [x for x in data.get("created", []) if isinstance(x, str)]
+        return cls(bool(data.get("created_file", False)), deny, created)
+
+
+@dataclass
+class Changes:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+
+# -- what each agent gets -------------------------------------------------------------------------------------
+
+
+def settings_path(agent: str, scope: Scope = "local") -> str:
+    if agent == "claude-code":
+        return ".claude/settings.local.json" if scope == "local" else ".claude/settings.json"
+    if agent == "codex":
+        return ".codex/hooks.json"
+    if agent == "gemini":
+        return ".gemini/settings.json"
+    raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"No set-up for {agent!r}: choose one of {', '.join(AGENTS)}.")
+
+
+def hook_command(agent: str, target: Target) -> str:
+    """The shell command line a command hook runs. `|| exit 2` turns every other failure (the program
+    missing: 127, a crash: 1) into the one exit status the agents treat as a refusal."""
+    argv = [*target.program, "hook", agent]
+    prefix = ""
+    if target.server is not None:
+        argv += ["--server", target.server]
+        prefix = f'EDIT_COORDINATOR_TOKEN="${{{target.token_env}}}" '
+    return prefix + " ".join(shlex.quote(a) for a in argv) + " || exit 2"
+
+
+def plan(agent: str, target: Target, scope: Scope = "local") -> Plan:
+    path = settings_path(agent, scope)
+    if agent == "claude-code":
+        return Plan(agent, path, _claude_hooks(target), deny=("NotebookEdit",))
+    if agent == "codex":
+        return Plan(agent, path, _codex_hooks(target))
+    return Plan(agent, path, _gemini_hooks(target))
+
+
+def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
+    def handler(blocking: bool, timeout: int = POST_TIMEOUT_S) -> dict[str, Any]:
+        if target.server is not None:
+            h: dict[str, Any] = {
+                "type": "http",
+                "url": f"{target.server}/v1/hooks/claude-code",
+                "headers": {"Authorization": f"Bearer ${target.token_env}"},
+                "allowedEnvVars": [target.token_env],
+            }
+        else:
+            h = {"type": "command", "command": hook_command("claude-code", target)}
+        h["timeout"] = PRE_TIMEOUT_S if blocking else timeout
+        if blocking:
+            h["onFailure"] = "block"  # a hook that cannot start, times out or answers oddly refuses the call
+        return h
+
+    return (
+        Wanted("PreToolUse", "^(Edit|MultiEdit|Write|Bash)$", handler(True)),
+        Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write)$", handler(False)),
+        Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write)$", handler(False)),
+        Wanted("Stop", None, handler(False)),
+        Wanted("SessionEnd", None, handler(False, SESSION_END_TIMEOUT_S)),
+    )
+
+
+def _codex_hooks(target: Target) -> tuple[Wanted, ...]:
+    command = hook_command("codex", target)
+
+    def handler(timeout: int, status: str | None = None) -> dict[str, Any]:
+        h: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+        if status:
+            h["statusMessage"] = status
+        return h
+
+    return (
+        Wanted("PreToolUse", "^(apply_patch|Bash)$", handler(PRE_TIMEOUT_S, "edit-coordinator: checking")),
+        Wanted("PostToolUse", "^apply_patch$", handler(POST_TIMEOUT_S)),
+        Wanted("Stop", None, handler(POST_TIMEOUT_S)),
+        Wanted("SessionEnd", None, handler(SESSION_END_TIMEOUT_S)),
+    )
+
+
+def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
+    command = hook_command("gemini", target)
+
+    def handler(timeout_s: int, description: str) -> dict[str, Any]:
+        return {
+            "name": GEMINI_NAME,
+            "type": "command",
+            "command": command,
+            "timeout": timeout_s * 1000,  # Gemini CLI counts milliseconds
+            "description": description,
+        }
+
+    return (
+        Wanted(
+            "BeforeTool",
+            "^(write_file|replace|run_shell_command)$",
+            handler(PRE_TIMEOUT_S, "edit-coordinator: refuse stale or unread writes, take the write ticket"),
+        ),
+        Wanted(
+            "AfterTool",
+            "^(read_file|write_file|replace)$",
+            handler(POST_TIMEOUT_S, "edit-coordinator: record what was read or written"),
+        ),
+        Wanted("AfterAgent", None, handler(POST_TIMEOUT_S, "edit-coordinator: end of turn")),
+        Wanted("SessionEnd", None, handler(SESSION_END_TIMEOUT_S, "edit-coordinator: end of session")),
+    )
+
+
+def is_ours(handler: Any, agent: str) -> bool:
+    """A handler `init` wrote for `agent`: it runs `edit-coordinator hook AGENT` (console script or
+    `python -m coordinator.cli`), or posts to a serve's `/v1/hooks/AGENT`."""
+    if not isinstance(handler, dict):
+        return False
+    command = handler.get("command")
+    if isinstance(command, str):
+        m = _OUR_COMMAND.search(command)
+        if m is not None and m.group(1) == agent:
+            return True
+    url = handler.get("url")
+    if isinstance(url, str):
+        m = _OUR_URL.search(url)
+        return m is not None and m.group(1) == agent
+    return False
+
+
+# -- checking the settings' shape -----------------------------------------------------------------------------
+
+
+def parse(text: str, where: str, events: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The settings in `text` (a file's content; empty means none yet). Raises `invalid_argument` for what
+    a merge could not keep intact: not JSON (comments included), duplicate keys, not an object."""
+    if not text.strip():
+        return {}
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise _malformed(where, f"the key {key!r} appears twice in one object")
+            seen[key] = value
+        return seen
+
+    try:
+        data = json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise _malformed(where, f"it is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise _malformed(where, f"its top level is a {type(data).__name__}, not an object")
+    check_shape(data, where, events)
+    return data
+
+
+def check_shape(settings: dict[str, Any], where: str, events: frozenset[str] = frozenset()) -> None:
+    """Raises `invalid_argument` when a part `init` writes into has a type the agent would not accept.
+    Other keys under "hooks" are left alone whatever they hold (Gemini CLI keeps "enabled" and "disabled"
+    there beside the events)."""
+    hooks = settings.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise _malformed(where, '"hooks" is not an object')
+    for event, groups in (hooks or {}).items():
+        if not isinstance(groups, list):
+            if event in events:
+                raise _malformed(where, f'"hooks.{event}" is not a list of matcher groups')
+            continue
+        for i, group in enumerate(groups):
+            if event in events and (not isinstance(group, dict) or not isinstance(group.get("hooks", []), list)):
+                raise _malformed(where, f'"hooks.{event}[{i}]" is not a matcher group with a "hooks" list')
+    permissions = settings.get("permissions")
+    if permissions is not None:
+        if not isinstance(permissions, dict):
+            raise _malformed(where, '"permissions" is not an object')
+        deny = permissions.get("deny")
+        if deny is not None and not isinstance(deny, list):
+            raise _malformed(where, '"permissions.deny" is not a list')
+
+
+def _malformed(where: str, what: str) -> CoordinatorError:
+    return CoordinatorError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"The settings file {where} cannot be merged into: {what}. Nothing was written. Fix the file (or move it "
+        "aside), then run the command again.",
+        path=where,
+        reason="settings_malformed",
+    )
+
+
+# -- merge, check, remove -------------------------------------------------------------------------------------
+
+
+def _groups(settings: dict[str, Any], event: str) -> list[Any]:
+    hooks = settings.get("hooks")
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
+    return groups if isinstance(groups, list) else []
+
+
+def _entries(settings: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], int, Any]]:
+    """Every handler: (event, its group, its index in the group, the handler)."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                for i, handler in enumerate(group["hooks"]):
+                    yield event, group, i, handler
+
+
+def describe(w: Wanted) -> str:
+    return f"{w.event} hook" + (f" for {w.matcher}" if w.matcher else "")
+
+
+def merge(settings: dict[str, Any], p: Plan) -> tuple[dict[str, Any], Changes, Manifest]:
+    """`settings` with the plan's hooks and deny rules in, and nothing of anyone else's changed. Our handlers
+    that are already in place stay where they are; ours that the plan no longer wants (an older version's,
+    or a command path that moved) are replaced."""
+    out = copy.deepcopy(settings)
+    changes, manifest = Changes(), Manifest()
+    in_place = _keep_wanted(out, p, changes)
+    for w in p.hooks:
+        if describe(w) in in_place:
+            continue
+        group: dict[str, Any] = {"matcher": w.matcher} if w.matcher is not None else {}
+        group["hooks"] = [copy.deepcopy(w.handler)]
+        hooks = _container(out, "hooks", dict, manifest)
+        if w.event not in hooks:
+            manifest.created.append(f"hooks.{w.event}")
+            hooks[w.event] = []
+        hooks[w.event].append(group)
+        (changes.updated if describe(w) in changes.removed else changes.added).append(describe(w))
+    changes.removed = [r for r in changes.removed if r not in changes.updated]
+    if p.deny:
+        permissions = _container(out, "permissions", dict, manifest)
+        if "deny" not in permissions:
+            manifest.created.append("permissions.deny")
+            permissions["deny"] = []
+        for rule in p.deny:
+            if rule not in permissions["deny"]:
+                permissions["deny"].append(rule)
+                manifest.deny_added.append(rule)
+                changes.added.append(f"deny rule {rule}")
+    return out, changes, manifest
+
+
+def _container(out: dict[str, Any], key: str, kind: type, manifest: Manifest) -> Any:
+    if key not in out:
+        manifest.created.append(key)
+        out[key] = kind()
+    return out[key]
+
+
+def _keep_wanted(out: dict[str, Any], p: Plan, changes: Changes) -> set[str]:
+    """Drops our handlers the plan does not want (and a group they leave empty); returns the wanted ones
+    found in place, each kept once (a duplicate of ours goes too)."""
+    wanted = {(w.event, w.matcher, _key(w.handler)): describe(w) for w in p.hooks}
+    kept: set[str] = set()
+    emptied: list[int] = []
+    for event, group, _, handler in list(_entries(out)):
+        if not is_ours(handler, p.agent):
+            continue
+        name = wanted.get((event, group.get("matcher"), _key(handler)))
+        if name is not None and name not in kept:
+            kept.add(name)
+            continue
+        group["hooks"] = [h for h in group["hooks"] if h is not handler]
+        changes.removed.append(describe(Wanted(event, group.get("matcher"), {})))
+        if not group["hooks"]:
+            emptied.append(id(group))
+    if emptied:
+        hooks = out["hooks"]
+        for event, groups in hooks.items():
+            if isinstance(groups, list):
+                hooks[event] = [g for g in groups if id(g) not in emptied]
+    return kept
+
+
+def _key(handler: Any) -> str:
+    return json.dumps(handler, sort_keys=True)
+
+
+def missing(settings: dict[str, Any], p: Plan) -> list[str]:
+    """What `init` would still add: each wanted handler not in place as it would write it, each deny rule
+    absent."""
+    present = {
+        (event, group.get("matcher"), _key(handler))
+        for event, group, _, handler in _entries(settings)
+        if is_ours(handler, p.agent)
+    }
+    out = [describe(w) for w in p.hooks if (w.event, w.matcher, _key(w.handler)) not in present]
+    permissions = settings.get("permissions")
+    deny = permissions.get("deny") if isinstance(permissions, dict) else None
+    out += [f"deny rule {r}" for r in p.deny if not (isinstance(deny, list) and r in deny)]
+    return out
+
+
+def unwanted(settings: dict[str, Any], p: Plan) -> list[str]:
+    """Our handlers in place that the plan would not write as they are (an older version's, other options)."""
+    wanted = {(w.event, w.matcher, _key(w.handler)) for w in p.hooks}
+    return [describe(Wanted(e, m, {})) for e, m, h in ours(settings, p.agent) if (e, m, _key(h)) not in wanted]
+
+
+def ours(settings: dict[str, Any], agent: str) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """Our handlers in place: (event, matcher, handler)."""
+    return [(e, g.get("matcher"), h) for e, g, _, h in _entries(settings) if is_ours(h, agent)]
+
+
+def remove(settings: dict[str, Any], agent: str, manifest: Manifest | None) -> tuple[dict[str, Any], Changes]:
+    """`settings` without our handlers, without the deny rules the manifest says `init` added, and without
+    the containers it made that are now empty. Without a manifest, deny rules stay (they may be the user's)."""
+    out = copy.deepcopy(settings)
+    changes = Changes()
+    hooks = out.get("hooks")
+    if isinstance(hooks, dict):
+        for event, groups in list(hooks.items()):
+            if not isinstance(groups, list):
+                continue
+            kept_groups = []
+            for group in groups:
+                handlers = group.get("hooks") if isinstance(group, dict) else None
+                if not isinstance(handlers, list) or not any(is_ours(h, agent) for h in handlers):
+                    kept_groups.append(group)
+                    continue
+                changes.removed.append(describe(Wanted(event, group.get("matcher"), {})))
+                group["hooks"] = [h for h in handlers if not is_ours(h, agent)]
+                if group["hooks"]:
+                    kept_groups.append(group)
+            hooks[event] = kept_groups
+    permissions = out.get("permissions")
+    if manifest is not None and isinstance(permissions, dict) and isinstance(permissions.get("deny"), list):
+        for rule in manifest.deny_added:
+            if rule in permissions["deny"]:
+                permissions["deny"].remove(rule)
+                changes.removed.append(f"deny rule {rule}")
+    created = manifest.created if manifest is not None else None
+    _drop_empty(out, created)
+    return out, changes
+
+
+def _drop_empty(out: dict[str, Any], created: list[str] | None) -> None:
+    """Deletes the empty event lists and containers that `init` made (all empty ones of those we touch when
+    no record says which it made)."""
+
+    def ours_to_drop(path: str) -> bool:
+        return created is None or path in created
+
+    hooks = out.get("hooks")
+    if isinstance(hooks, dict):
+        for event in [e for e, g in hooks.items() if g == [] and ours_to_drop(f"hooks.{e}")]:
+            del hooks[event]
+        if not hooks and ours_to_drop("hooks"):
+            del out["hooks"]
+    permissions = out.get("permissions")
+    if isinstance(permissions, dict):
+        if permissions.get("deny") == [] and ours_to_drop("permissions.deny"):
+            del permissions["deny"]
+        if not permissions and ours_to_drop("permissions"):
+            del out["permissions"]
+
+
+def render(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+def program_of(handler: dict[str, Any]) -> str | None:
+    """The executable our command handler starts (its first word after any VAR=value), for --check."""
+    command = handler.get("command")
+    if not isinstance(command, str):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    words = [w for w in words if not _is_assignment(w)]
+    return words[0] if words else None
+
+
+def _is_assignment(word: str) -> bool:
+    name, eq, _ = word.partition("=")
+    return bool(eq) and _ENV_NAME.fullmatch(name) is not None
+
+
+def valid_env_name(name: str) -> bool:
+    return _ENV_NAME.fullmatch(name) is not None
+
+
+# -- file I/O ---------------------------------------------------------------------------------------------------
+
+
+def load(path: Path, where: str, events: frozenset[str] = frozenset()) -> tuple[dict[str, Any], bool]:
+    """The settings at `path` and whether the file exists. Raises `invalid_argument` for an unreadable or
+    malformed file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, False
+    except IsADirectoryError:
+        raise _malformed(where, "it is a folder") from None
+    except OSError as exc:
+        raise CoordinatorError(
+            ErrorCode.IO_ERROR, f"The settings file {where} could not be read ({exc.strerror}). Nothing was written."
+        ) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _malformed(where, "it is not UTF-8 text") from None
+    return parse(text, where, events), True
+
+
+def save(path: Path, text: str) -> None:
+    """Replaces `path` (its target, if it is a symlink) in one step: a temporary file in the same folder,
+    written, flushed to disk, then renamed over it. The file's mode is kept."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,305 @@
+"""`edit-coordinator init claude-code|codex|gemini [--check|--remove]`: write the agent's hooks into its
+settings in the repository, report what is missing, or take them out again. The merge rules are
+coordinator.agents.settings'; this module finds the files, prints and keeps the record of what it added."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from coordinator.cli import common as cmd_common
+
+_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+_NEXT = {
+    "claude-code": "Start Claude Code in the repository; `/hooks` lists the hooks it loaded.",
+    "codex": "Start Codex in the repository, trust the project and review the new hooks in `/hooks` (Codex "
+    "skips hooks it has not been told to trust).",
+    "gemini": "Start Gemini CLI in the repository; `/hooks panel` lists the hooks it loaded (the hooks system "
+    "must be enabled: `/settings`, Advanced).",
+}
+
+
+def register(sub: Any) -> None:
+    from coordinator.agents.settings import AGENTS, TOKEN_ENV_DEFAULT
+
+    p = sub.add_parser(
+        "init",
+        help="guard an agent's own file tools: write its hooks (claude-code, codex, gemini)",
+        description=(
+            "Write the hooks that put an agent's own Read/Edit/Write (and shell) calls through the coordinator "
+            "into its settings in this repository, merged into what is there: other hooks, permissions and "
+            "unknown keys are kept, and a second run adds nothing. Claude Code: .claude/settings.local.json "
+            "(this machine's; --scope project writes the shared .claude/settings.json), plus a deny rule for "
+            "NotebookEdit, which no hook guards. Codex: .codex/hooks.json. Gemini CLI: .gemini/settings.json. "
+            "--check reports what is missing (exit 1 if anything is); --remove takes out what init added."
+        ),
+        formatter_class=cmd_common.DefaultsFormatter,
+    )
+    p.add_argument("agent", choices=AGENTS, help="the agent whose settings to write")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="report what is missing; change nothing")
+    mode.add_argument("--remove", action="store_true", help="take out what init added")
+    p.add_argument(
+        "--scope",
+        choices=("local", "project"),
+        default="local",
+        help="claude-code only: local = .claude/settings.local.json (not committed), project = .claude/settings.json",
+    )
+    p.add_argument(
+        "--http",
+        metavar="URL",
+        default=None,
+        help="a running `edit-coordinator serve` (base URL) to send the hook calls to, instead of the root's "
+        "embedded default; Claude Code then uses its http hook type",
+    )
+    p.add_argument(
+        "--token-env",
+        metavar="VAR",
+        default=TOKEN_ENV_DEFAULT,
+        help="with --http: the environment variable holding the bearer token (an admin token: the hooks act "
+        "for every session); the settings name the variable, never the token",
+    )
+    cmd_common.add_common(p, redis=False)
+    p.set_defaults(func=cmd_common.guarded(cmd_init))
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from coordinator.agents import settings as st
+
+    root = Path(cmd_common.real_root(args.root))
+    target = _target(args)
+    plan = st.plan(args.agent, target, args.scope)
+    path = root / plan.path
+    current, exists = st.load(path, plan.path, plan.events)
+    if args.check:
+        return _check(args, root, plan, current, exists)
+    record = _record_path(root, args.agent, args.scope)
+    if args.remove:
+        return _remove(args, path, plan, current, exists, record)
+    merged, changes, manifest = st.merge(current, plan)
+    manifest.created_file = not exists
+    if changes.any:
+        _save_record(record, _load_record(record).joined(manifest) if exists else manifest)
+        st.save(path, st.render(merged))
+    report = {
+        "agent": args.agent,
+        "settings": plan.path,
+        "added": changes.added,
+        "updated": changes.updated,
+        "removed": changes.removed,
+        "command": _shown_handler(plan),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    name = _NAMES[args.agent]
+    if not changes.any:
+        print(f"{name}: {plan.path} already has every hook; nothing changed.")
+    else:
+        print(f"{name}: wrote {plan.path}")
+        for verb in ("added", "updated", "removed"):
+            for item in report[verb]:
+                print(f"  {verb}: {item}")
+    print(f"  the hooks run: {report['command']}")
+    for warning in _warnings(root, plan, merged):
+        print(f"  note: {warning}")
+    print(_NEXT[args.agent])
+    return 0
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from coordinator.agents.settings import Target, valid_env_name
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    server = None
+    if args.http is not None:
+        server = args.http.rstrip("/")
+        if not server.startswith(("http://", "https://")) or any(c.isspace() or c in "\"'\\$`" for c in server):
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"--http {args.http!r} is not a service URL: give the base URL of a running `edit-coordinator "
+                "serve`, such as http://127.0.0.1:8765.",
+            )
+    if not valid_env_name(args.token_env):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"--token-env {args.token_env!r} is not an environment variable name (letters, digits, _).",
+        )
+    return Target(program=_program(), server=server, token_env=args.token_env)
+
+
+def _program() -> tuple[str, ...]:
+    """This installation's CLI by absolute path: the console script beside the interpreter, else the
+    interpreter itself with -m (a shim or PATH lookup would cost time on every call, or find another one)."""
+    script = Path(sys.executable).parent / "edit-coordinator"
+    if script.is_file() and os.access(script, os.X_OK):
+        return (str(script),)
+    return (sys.executable, "-m", "coordinator.cli")
+
+
+def _shown_handler(plan: Any) -> str:
+    handler = plan.hooks[0].handler
+    return str(handler.get("command") or f"POST {handler.get('url')}")
+
+
+def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, Any], exists: bool) -> int:
+    from coordinator.agents import settings as st
+
+    missing = st.missing(current, plan) if exists else [st.describe(w) for w in plan.hooks]
+    if not exists:
+        missing += [f"deny rule {r}" for r in plan.deny]
+    problems = [*_broken_programs(current, plan.agent), *_disabled(root, plan.agent, current)]
+    stale = st.unwanted(current, plan)
+    if args.json:
+        print(json.dumps({"settings": plan.path, "missing": missing, "problems": problems, "stale": stale}, indent=2))
+    else:
+        name = _NAMES[plan.agent]
+        if not missing and not problems:
+            print(f"{name}: every hook is in place in {plan.path}.")
+        for item in missing:
+            print(f"missing: {item}")
+        for item in stale:
+            print(f"differs from what init writes now: {item} (init replaces it)")
+        for item in problems:
+            print(f"problem: {item}")
+        for warning in _warnings(root, plan, current):
+            print(f"note: {warning}")
+        if missing or problems:
+            print(f"Run `edit-coordinator init {plan.agent}` (with the same options) to put it right.")
+    return 1 if missing or problems else 0
+
+
+def _remove(
+    args: argparse.Namespace, path: Path, plan: Any, current: dict[str, Any], exists: bool, record: Path
+) -> int:
+    from coordinator.agents import settings as st
+
+    name = _NAMES[plan.agent]
+    if not exists:
+        print(f"{name}: there is no {plan.path}; nothing to remove.")
+        return 0
+    manifest = _load_record(record) if record.is_file() else None
+    cleaned, changes = st.remove(current, plan.agent, manifest)
+    if changes.any:
+        if not cleaned and manifest is not None and manifest.created_file:
+            path.unlink()
+        else:
+            st.save(path, st.render(cleaned))
+    record.unlink(missing_ok=True)
+    if args.json:
+        print(json.dumps({"settings": plan.path, "removed": changes.removed}, indent=2))
+        return 0
+    if not changes.any:
+        print(f"{name}: {plan.path} holds nothing of edit-coordinator's; nothing changed.")
+        return 0
+    print(f"{name}: removed from {plan.path}" + ("" if path.exists() else " (the file, which init had made)"))
+    for item in changes.removed:
+        print(f"  removed: {item}")
+    if manifest is None and plan.deny:
+        print(f"  kept: the deny rules ({', '.join(plan.deny)}): no record says init added them")
+    return 0
+
+
+def _broken_programs(current: dict[str, Any], agent: str) -> list[str]:
+    from coordinator.agents import settings as st
+
+    out = []
+    for program in sorted({p for _, _, h in st.ours(current, agent) if (p := st.program_of(h))}):
+        if os.path.isabs(program) and not os.access(program, os.X_OK):
+            out.append(
+                f"the hooks run {program}, which is not an executable here: every call would be refused "
+                "(the `|| exit 2` guard), so rerun init"
+            )
+        elif not os.path.isabs(program) and shutil.which(program) is None:
+            out.append(f"the hooks run {program}, which is not on PATH here")
+    return out
+
+
+def _disabled(root: Path, agent: str, current: dict[str, Any]) -> list[str]:
+    """Switches that turn the agent's hooks off altogether, where the repository's own files say so."""
+    out = []
+    if agent == "claude-code" and current.get("disableAllHooks") is True:
+        out.append('"disableAllHooks": true in the settings turns every hook off')
+    if agent == "gemini":
+        tools = current.get("tools")
+        hooks = current.get("hooks")
+        config = current.get("hooksConfig")
+        if (
+            (isinstance(tools, dict) and tools.get("enableHooks") is False)
+            or (isinstance(hooks, dict) and hooks.get("enabled") is False)
+            or (isinstance(config, dict) and config.get("enabled") is False)
+        ):
+            out.append("the settings turn Gemini CLI's hooks system off")
+        if isinstance(hooks, dict) and "edit-coordinator" in (hooks.get("disabled") or []):
+            out.append('"hooks.disabled" names edit-coordinator')
+    if agent == "codex":
+        import tomllib
+
+        try:
+            codex_config = tomllib.loads((root / ".codex" / "config.toml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            codex_config = {}
+        features = codex_config.get("features")
+        if isinstance(features, dict) and False in (features.get("hooks"), features.get("codex_hooks")):
+            out.append(".codex/config.toml turns Codex's hooks off ([features] hooks = false)")
+    return out
+
+
+def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
+    from coordinator.agents import settings as st
+    from coordinator.errors import CoordinatorError
+
+    out = []
+    if plan.path.endswith("settings.local.json") and not _git_ignored(root, plan.path):
+        out.append(f"{plan.path} names this machine's interpreter: add it to .gitignore so that it is not committed")
+    if plan.agent == "claude-code":
+        other = ".claude/settings.json" if plan.path.endswith("settings.local.json") else ".claude/settings.local.json"
+        try:
+            theirs, _ = st.load(root / other, other, plan.events)
+        except CoordinatorError:
+            theirs = {}  # only a hint here; `init --check --scope ...` on that file says what is wrong with it
+        if st.ours(theirs, plan.agent):
+            out.append(f"{other} holds edit-coordinator hooks too: Claude Code would run both; remove one")
+    return out
+
+
+def _git_ignored(root: Path, rel: str) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "check-ignore", "-q", "--no-index", rel],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # no git here: nothing would commit it
+    return done.returncode != 1
+
+
+def _record_path(root: Path, agent: str, scope: str) -> Path:
+    from coordinator.disk.layout import state_dir_of
+
+    name = f"{agent}-{scope}.json" if agent == "claude-code" else f"{agent}.json"
+    return state_dir_of(str(root)) / "agents" / name
+
+
+def _load_record(record: Path) -> Any:
+    from coordinator.agents.settings import Manifest
+
+    try:
+        return Manifest.from_dict(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return Manifest()
+
+
+def _save_record(record: Path, manifest: Any) -> None:
+    from coordinator.agents.settings import render, save
+
+    save(record, render(manifest.to_dict()))

@@ -1,0 +1,121 @@
+"""`edit-coordinator init AGENT [--check|--remove]` through a real process, on a repository with settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXISTING = {
+    "permissions": {"allow": ["Bash(make test)"]},
+    "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}]},
+    "statusLine": {"type": "command", "command": "echo hi"},
+}
+
+
+def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator.cli", "init", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n.edit-coordinator/\n")
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.local.json").write_text(json.dumps(EXISTING, indent=4))
+    return tmp_path
+
+
+def settings_of(repo: Path, rel: str = ".claude/settings.local.json") -> Any:
+    return json.loads((repo / rel).read_text())
+
+
+def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
+    done = run(repo, "claude-code")
+    assert done.returncode == 0, done.stderr
+    assert "added: PreToolUse hook" in done.stdout
+    merged = settings_of(repo)
+    assert merged["statusLine"] == EXISTING["statusLine"]
+    assert merged["permissions"]["allow"] == ["Bash(make test)"]
+    assert merged["permissions"]["deny"] == ["NotebookEdit"]
+    assert merged["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]
+    ours = merged["hooks"]["PreToolUse"][1]["hooks"][0]
+    program = ours["command"].split(" hook ")[0].strip("'")
+    assert Path(program).is_absolute() and Path(program).exists()
+
+    again = run(repo, "claude-code")
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    assert settings_of(repo) == merged
+
+    check = run(repo, "claude-code", "--check")
+    assert check.returncode == 0, check.stdout
+    assert "every hook is in place" in check.stdout
+
+    del merged["hooks"]["PostToolUse"]
+    (repo / ".claude" / "settings.local.json").write_text(json.dumps(merged))
+    check = run(repo, "claude-code", "--check")
+    assert check.returncode == 1
+    assert "missing: PostToolUse hook for ^(Read|Edit|MultiEdit|Write)$" in check.stdout
+
+    removed = run(repo, "claude-code", "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert settings_of(repo) == EXISTING
+    assert run(repo, "claude-code", "--check").returncode == 1
+
+
+def test_init_makes_the_file_and_remove_takes_it_away_again(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = run(tmp_path, "gemini", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["settings"] == ".gemini/settings.json"
+    assert "BeforeTool hook for ^(write_file|replace|run_shell_command)$" in report["added"]
+    assert settings_of(tmp_path, ".gemini/settings.json")["hooks"]["BeforeTool"][0]["hooks"][0]["name"] == (
+        "edit-coordinator"
+    )
+    assert run(tmp_path, "gemini", "--remove").returncode == 0
+    assert not (tmp_path / ".gemini" / "settings.json").exists()
+
+
+def test_codex_over_http_and_a_broken_program_is_reported(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = run(tmp_path, "codex", "--http", "http://127.0.0.1:9/", "--token-env", "EC_ADMIN_TOKEN")
+    assert done.returncode == 0, done.stderr
+    hooks = settings_of(tmp_path, ".codex/hooks.json")["hooks"]
+    command = hooks["PreToolUse"][0]["hooks"][0]["command"]
+    assert command.startswith('EDIT_COORDINATOR_TOKEN="${EC_ADMIN_TOKEN}" ')
+    assert "hook codex --server http://127.0.0.1:9 || exit 2" in command
+    text = (tmp_path / ".codex" / "hooks.json").read_text()
+    (tmp_path / ".codex" / "hooks.json").write_text(text.replace(command.split(" ")[1], "/nowhere/edit-coordinator"))
+    check = run(tmp_path, "codex", "--check", "--http", "http://127.0.0.1:9", "--token-env", "EC_ADMIN_TOKEN")
+    assert check.returncode == 1
+    assert "/nowhere/edit-coordinator, which is not an executable here" in check.stdout
+
+
+def test_malformed_settings_are_refused_and_left_untouched(repo: Path) -> None:
+    path = repo / ".claude" / "settings.local.json"
+    path.write_bytes(b'{"hooks": {"PreToolUse": [}\n')
+    done = run(repo, "claude-code")
+    assert done.returncode == 2
+    assert "[invalid_argument]" in done.stderr and "Nothing was written" in done.stderr
+    assert path.read_bytes() == b'{"hooks": {"PreToolUse": [}\n'
+    assert run(repo, "claude-code", "--remove").returncode == 2
+    assert path.read_bytes() == b'{"hooks": {"PreToolUse": [}\n'
+
+
+def test_bad_options_are_refused(repo: Path) -> None:
+    for args in (("--http", "http://x/$(rm -rf ~)"), ("--token-env", "A-B")):
+        done = run(repo, "claude-code", *args)
+        assert done.returncode == 2, args
+        assert "[invalid_argument]" in done.stderr
+    assert settings_of(repo) == EXISTING
