@@ -15,6 +15,8 @@ from types import ModuleType
 # agent name -> the module of its front end
 FRONT_ENDS: dict[str, str] = {
     "claude-code": "coordinator.agents.claude_code",
+    "codex": "coordinator.agents.codex",
+    "gemini": "coordinator.agents.gemini",
 }
 
 

@@ -187,7 +187,7 @@ def _codex_hooks(target: Target) -> tuple[Wanted, ...]:
 
     return (
         Wanted("PreToolUse", "^(apply_patch|Bash)$", handler(PRE_TIMEOUT_S, "edit-coordinator: checking")),
-        Wanted("PostToolUse", "^apply_patch$", handler(POST_TIMEOUT_S)),
+        Wanted("PostToolUse", "^(apply_patch|Bash)$", handler(POST_TIMEOUT_S)),
         Wanted("Stop", None, handler(POST_TIMEOUT_S)),
         Wanted("SessionEnd", None, handler(SESSION_END_TIMEOUT_S)),
     )

@@ -223,7 +223,7 @@ def test_gemini_plan_uses_its_tool_names_and_milliseconds() -> None:
 def test_codex_plan_matches_apply_patch_and_bash() -> None:
     merged, _, _ = st.merge({}, st.plan("codex", st.Target(program=PROGRAM)))
     assert merged["hooks"]["PreToolUse"][0]["matcher"] == "^(apply_patch|Bash)$"
-    assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^apply_patch$"
+    assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^(apply_patch|Bash)$"  # shell reads are reads
     assert merged["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] <= 3  # Codex's cap for SessionEnd
     assert st.settings_path("codex") == ".codex/hooks.json"
 

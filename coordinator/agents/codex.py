@@ -1,0 +1,180 @@
+"""Codex's hooks: its payload -> `ToolCall`, a `Decision` -> what its hook answers.
+
+Payload (stdin of a command hook), per Codex's hooks reference (developers.openai.com/codex/hooks) and its
+generated schemas (github.com/openai/codex, codex-rs/hooks/schema/generated): `session_id` (a subagent's
+calls carry its parent's), `cwd`, `hook_event_name`, `tool_name` (`Bash` for shell commands and
+exec_command, `apply_patch` for file edits, MCP names), `tool_use_id`, `tool_input` (`{"command": ...}` for
+both Bash and apply_patch: the shell command, or the patch text) and, after, `tool_response`.
+Examples, with where each shape comes from: tests/data/hooks/codex/.
+
+What maps to what:
+- apply_patch (or a Bash command that is an `apply_patch` invocation): the patch names its files
+  (`*** Update File:`, `*** Add File:`, `*** Delete File:`, relative to `cwd`). A patch of one file is a
+  write of it (an edit for Update, a whole write for Add and Delete). A patch of several files, or one
+  that moves a file, is refused before it runs: one ToolCall guards one path, so the agent is asked to
+  send one patch per file (the coordinator fails closed on what it cannot guard).
+- Bash before: the shell guard. Bash after: Codex has no read tool; a plain read of one file by the shell
+  (`cat F`, `head -n N F`, `sed -n 'A,Bp' F`, `nl -ba F`, `nl -ba F | sed -n 'A,Bp'`) is a read of the
+  lines it printed, recorded only if they are what the file holds (the adapter checks). Any other
+  command records nothing.
+- Stop and SessionEnd end a session.
+
+Answer: Codex reads the same PreToolUse deny as Claude Code (`hookSpecificOutput.permissionDecision`), and
+exit 2 with the reason on stderr elsewhere; allow is exit 0 with no output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import replace
+from typing import Any
+
+from coordinator.agents import claude_code
+from coordinator.agents.core import Decision, HookAnswer, Phase, ToolCall
+
+NAME = "codex"
+PayloadError = claude_code.PayloadError
+
+_PHASES: dict[str, Phase] = {"PreToolUse": "before", "PostToolUse": "after"}
+_ENDS = {"Stop", "SessionEnd"}
+_FILE_LINE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+?)\s*$", re.MULTILINE)
+_MOVE_LINE = re.compile(r"^\*\*\* Move to: ", re.MULTILINE)
+_OPERATIONS = {"Update": "edit", "Add": "write", "Delete": "write"}
+_SED_RANGE = re.compile(r"(\d+)(?:,(\d+))?p")
+_NL_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def parse(payload: dict[str, Any]) -> ToolCall | None:
+    """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
+    Raises PayloadError for a payload that is not a hook event, and for a patch it cannot guard."""
+    if not isinstance(payload, dict):
+        raise PayloadError("the hook payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str):
+        raise PayloadError("the hook payload has no hook_event_name")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    session = claude_code.session_of(payload)
+    if event in _ENDS:
+        return ToolCall(session, "end", "session", cwd=cwd, event=event)
+    tool = payload.get("tool_name")
+    if event not in _PHASES or tool not in ("Bash", "apply_patch"):
+        return None
+    tool_input = payload.get("tool_input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    if not isinstance(command, str):
+        raise PayloadError(f"the {event} payload of {tool} has no tool_input.command")
+    base = ToolCall(
+        session, _PHASES[event], "other", tool_use_id=str(payload.get("tool_use_id") or ""), tool=str(tool),
+        cwd=cwd, event=event,
+    )  # fmt: skip
+    if tool == "apply_patch" or "*** Begin Patch" in command:
+        return _patch_call(base, command, payload.get("tool_response"))
+    if base.phase == "before":
+        return replace(base, kind="shell", operation="shell", command=command)
+    return _shell_read(base, command, payload.get("tool_response"))
+
+
+def _patch_call(base: ToolCall, patch: str, response: object) -> ToolCall:
+    files = _FILE_LINE.findall(patch)
+    if not files:
+        raise PayloadError("the apply_patch input names no file (no '*** Update File:' line)")
+    if len(files) > 1 or _MOVE_LINE.search(patch):
+        names = ", ".join(path for _, path in files)
+        raise PayloadError(
+            f"this patch changes {len(files)} files ({names}){' and moves one' if _MOVE_LINE.search(patch) else ''}; "
+            "the coordinator guards one file per patch. Send one apply_patch call per file (no '*** Move to:')"
+        )
+    action, path = files[0]
+    phase = "failed" if base.phase == "after" and _failed(response) else base.phase
+    return replace(base, phase=phase, kind="write", operation=_OPERATIONS[action], path=_absolute(path, base.cwd))
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    return path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path)
+
+
+def _failed(response: object) -> bool:
+    """A tool response that says it failed; an unknown shape counts as done (the adapter then records only
+    a change it finds on disk)."""
+    if isinstance(response, dict):
+        if response.get("success") is False:
+            return True
+        code = response.get("exit_code", response.get("exitCode"))
+        return isinstance(code, int) and code != 0
+    return False
+
+
+def _output(response: object) -> str | None:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict) and not _failed(response):
+        for key in ("stdout", "output", "aggregated_output", "formatted_output"):
+            if isinstance(response.get(key), str):
+                return str(response[key])
+    return None
+
+
+def _shell_read(base: ToolCall, command: str, response: object) -> ToolCall | None:
+    """A Bash command that only printed lines of one file, as a read of them; None for any other."""
+    shown = _output(response)
+    read = _read_command(command)
+    if shown is None or read is None:
+        return None
+    path, offset, limit, numbered = read
+    if numbered:
+        shown = _NL_PREFIX.sub("", shown)
+    return replace(base, kind="read", operation="read", path=_absolute(path, base.cwd), shown=shown,
+                   offset=offset, limit=limit)  # fmt: skip
+
+
+def _read_command(command: str) -> tuple[str, int | None, int | None, bool] | None:
+    """(path, first line, line count, numbered by nl) of a plain one-file read command, else None."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 3 and words[0] in ("bash", "sh", "zsh") and words[1] in ("-c", "-lc"):
+        return _read_command(words[2])
+    if "|" in words:
+        i = words.index("|")
+        left, right = words[:i], words[i + 1 :]
+        if len(left) == 3 and left[:2] == ["nl", "-ba"] and len(right) == 3 and right[:2] == ["sed", "-n"]:
+            window = _sed_window(right[2])
+            return (left[2], *window, True) if window else None
+        return None
+    if any(w in (";", "&&", "||", ">", ">>", "<", "&") for w in words):
+        return None
+    if len(words) == 2 and words[0] == "cat":
+        return words[1], None, None, False
+    if len(words) == 3 and words[:2] == ["nl", "-ba"]:
+        return words[2], None, None, True
+    if len(words) == 4 and words[:2] == ["sed", "-n"]:
+        window = _sed_window(words[2])
+        return (words[3], *window, False) if window else None
+    if words[:1] == ["head"]:
+        return _head(words[1:])
+    return None
+
+
+def _sed_window(expr: str) -> tuple[int, int] | None:
+    m = _SED_RANGE.fullmatch(expr)
+    if m is None:
+        return None
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) else first
+    return (first, last - first + 1) if first >= 1 and last >= first else None
+
+
+def _head(args: list[str]) -> tuple[str, int | None, int | None, bool] | None:
+    if len(args) == 3 and args[0] == "-n" and args[1].isdigit():
+        return args[2], 1, int(args[1]), False
+    if len(args) == 2 and args[0].startswith("-") and args[0][1:].isdigit():
+        return args[1], 1, int(args[0][1:]), False
+    return None
+
+
+def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
+    """Codex reads Claude Code's answers: the PreToolUse permission decision, exit 2 with stderr."""
+    return claude_code.render(call, decision)

@@ -1,0 +1,137 @@
+"""Gemini CLI's hooks: its payload -> `ToolCall`, a `Decision` -> what its hook answers.
+
+Payload (stdin of a command hook), per Gemini CLI's hooks reference (geminicli.com/docs/hooks/reference,
+docs/hooks/ in github.com/google-gemini/gemini-cli): `session_id`, `cwd`, `hook_event_name`, `timestamp`;
+BeforeTool and AfterTool add `tool_name` and `tool_input` (the tool's arguments), AfterTool
+`tool_response` (`{"llmContent", "returnDisplay", "error"?}`). The file tools (docs/tools/file-system.md):
+`read_file` (`file_path`, in older releases `absolute_path` or `path`; a window as `offset` counted from 0
+and `limit`, or in later releases `start_line`/`end_line`),
+`write_file` (`file_path`, `content`), `replace` (`file_path`, `old_string`, `new_string`; an empty
+`old_string` creates the file), `run_shell_command` (`command`). AfterAgent (the end of a turn) and
+SessionEnd end a session. Examples, with where each shape comes from: tests/data/hooks/gemini/.
+
+What is recorded of a read is what the tool's `llmContent` showed the model, after the truncation notice
+Gemini CLI puts before a partial file; the adapter keeps it only if those are the file's lines.
+
+Answer: allow is exit 0 with `{}` (stdout must be JSON on exit 0). A BeforeTool deny is exit 0 with
+`{"decision": "deny", "reason": ...}`, the reason sent to the model as the tool's error; any other deny
+is exit 2 with the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from coordinator.agents import claude_code
+from coordinator.agents.core import BLOCK_EXIT, Decision, HookAnswer, Kind, Phase, ToolCall
+
+NAME = "gemini"
+PayloadError = claude_code.PayloadError
+
+_PHASES: dict[str, Phase] = {"BeforeTool": "before", "AfterTool": "after"}
+_ENDS = {"AfterAgent", "SessionEnd"}
+_TOOLS: dict[str, tuple[Kind, str]] = {
+    "read_file": ("read", "read"),
+    "write_file": ("write", "write"),
+    "replace": ("write", "edit"),
+    "run_shell_command": ("shell", "shell"),
+}
+_PATH_FIELDS = ("file_path", "absolute_path", "path")
+# The notice before a partial file: "... showing lines 1-100 of 500 total lines ..." or "Showing lines A-B".
+_SHOWING = re.compile(r"[Ss]howing lines (\d+)-(\d+) of (\d+)")
+_CONTENT_MARK = "--- FILE CONTENT (truncated) ---\n"
+
+
+def parse(payload: dict[str, Any]) -> ToolCall | None:
+    """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
+    Raises PayloadError for a payload that is not a hook event."""
+    if not isinstance(payload, dict):
+        raise PayloadError("the hook payload is not a JSON object")
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str):
+        raise PayloadError("the hook payload has no hook_event_name")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    session = claude_code.session_of(payload)
+    if event in _ENDS:
+        return ToolCall(session, "end", "session", cwd=cwd, event=event)
+    tool = payload.get("tool_name")
+    spec = _TOOLS.get(tool) if isinstance(tool, str) else None
+    if event not in _PHASES or spec is None:
+        return None
+    kind, operation = spec
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        raise PayloadError(f"the {event} payload of {tool} has no tool_input object")
+    response = payload.get("tool_response")
+    phase = _PHASES[event]
+    if phase == "after" and isinstance(response, dict) and response.get("error"):
+        phase = "failed"
+    base = ToolCall(session, phase, kind, tool=str(tool), operation=operation, cwd=cwd, event=event,
+                    tool_use_id=_call_id(payload, tool_input))  # fmt: skip
+    if kind == "shell":
+        command = tool_input.get("command")
+        return replace(base, command=command if isinstance(command, str) else None)
+    path = next((tool_input[f] for f in _PATH_FIELDS if isinstance(tool_input.get(f), str) and tool_input[f]), None)
+    if path is None:
+        raise PayloadError(f"the {event} payload of {tool} has no tool_input.file_path")
+    if tool == "replace" and tool_input.get("old_string") == "":
+        base = replace(base, operation="write")  # creates the file: a whole write
+    if kind == "read":
+        return _read_call(base, path, tool_input, response)
+    return replace(base, path=path)
+
+
+def _call_id(payload: dict[str, Any], tool_input: dict[str, Any]) -> str:
+    """What pairs a BeforeTool with its AfterTool. Gemini CLI sends no call id in the documented payload;
+    the tool and its arguments do the pairing (the same edit twice in a row shares one, harmlessly: the
+    second before takes the ticket again after the first after released it)."""
+    given = payload.get("tool_call_id") or payload.get("tool_use_id")
+    if isinstance(given, str) and given:
+        return given
+    digest = hashlib.sha256(json.dumps(tool_input, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return f"{payload.get('tool_name')}:{digest}"
+
+
+def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: object) -> ToolCall:
+    offset, limit = _int(tool_input.get("offset")), _int(tool_input.get("limit"))
+    start = offset + 1 if offset is not None else None  # offset counts lines from 0
+    first, last = _int(tool_input.get("start_line")), _int(tool_input.get("end_line"))
+    if first:  # later releases: start_line/end_line, counted from 1
+        start, limit = first, (last - first + 1 if last and last >= first else None)
+    content = response.get("llmContent") if isinstance(response, dict) else response
+    if not isinstance(content, str) or base.phase != "after":
+        return replace(base, path=path, offset=start, limit=limit)
+    shown, window = _without_notice(content)
+    if window is not None:
+        start, limit = window
+    return replace(base, path=path, shown=shown, offset=start, limit=limit)
+
+
+def _without_notice(content: str) -> tuple[str, tuple[int, int | None] | None]:
+    """The file's text in what read_file returned, and the (first line, count) its notice names."""
+    m = _SHOWING.search(content[:1000])
+    if m is None:
+        return content, None
+    first, last, total = (int(g) for g in m.groups())
+    if _CONTENT_MARK in content:
+        text = content.split(_CONTENT_MARK, 1)[1]
+    else:
+        text = content.split("\n", 1)[1] if "\n" in content else ""
+    return text, (first, None if last >= total else last - first + 1)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
+    if decision.allow:
+        return HookAnswer(0, "{}", "", {})
+    if call is not None and call.phase == "before":
+        body: dict[str, Any] = {"decision": "deny", "reason": decision.reason}
+        return HookAnswer(0, json.dumps(body), "", body)
+    return HookAnswer(BLOCK_EXIT, "", decision.reason + "\n", {"decision": "deny", "reason": decision.reason})

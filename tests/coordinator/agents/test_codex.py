@@ -1,0 +1,168 @@
+"""Codex's front end: the documented payload shapes (tests/data/hooks/codex/) read as tool calls, the
+decisions rendered as Codex reads them, and an agent's tool loop through the adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.agents import codex, front_end
+from coordinator.agents.adapter import HookAdapter
+from coordinator.agents.core import ALLOW, Decision
+
+PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "hooks" / "codex"
+SID = "019a7c3e-5b2d-7f10-9c44-2e8d1b6a0f31"
+
+
+def payload(name: str, root: Path, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((PAYLOADS / f"{name}.json").read_text().replace("__ROOT__", str(root)))
+    for key, value in changes.items():
+        if key.startswith("tool_input__"):
+            data["tool_input"][key.removeprefix("tool_input__")] = value
+        else:
+            data[key] = value
+    return data
+
+
+def test_registered_and_every_example_is_read(tmp_path: Path) -> None:
+    assert front_end("codex") is codex
+    for path in sorted(PAYLOADS.glob("*.json")):
+        if path.stem == "pre_apply_patch_two_files":
+            continue
+        call = codex.parse(payload(path.stem, tmp_path))
+        assert call is not None and call.session == SID, path.stem
+
+
+@pytest.mark.parametrize(
+    ("name", "phase", "kind", "operation", "rel"),
+    [
+        ("pre_apply_patch", "before", "write", "edit", "src/app.py"),
+        ("post_apply_patch", "after", "write", "edit", "src/app.py"),
+        ("pre_apply_patch_add", "before", "write", "write", "src/new.py"),
+        ("post_bash_read", "after", "read", "read", "src/app.py"),
+    ],
+)
+def test_file_calls(tmp_path: Path, name: str, phase: str, kind: str, operation: str, rel: str) -> None:
+    call = codex.parse(payload(name, tmp_path))
+    assert call is not None
+    assert (call.phase, call.kind, call.operation) == (phase, kind, operation)
+    assert call.path == str(tmp_path / rel)  # the patch's paths are relative to cwd
+
+
+def test_shell_before_and_session_ends(tmp_path: Path) -> None:
+    call = codex.parse(payload("pre_bash", tmp_path))
+    assert call is not None and (call.kind, call.phase, call.command) == ("shell", "before", "git stash")
+    for name in ("stop", "session_end"):
+        end = codex.parse(payload(name, tmp_path))
+        assert end is not None and (end.kind, end.phase) == ("session", "end")
+    # a Bash command that only runs something records nothing after it
+    assert codex.parse(payload("post_bash_read", tmp_path, tool_input__command="make test")) is None
+
+
+def test_a_patch_of_several_files_is_refused_naming_them(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"changes 2 files \(src/app.py, src/other.py\).*one apply_patch call per"):
+        codex.parse(payload("pre_apply_patch_two_files", tmp_path))
+    moved = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n-x\n+y\n*** End Patch\n"
+    with pytest.raises(ValueError, match="moves one"):
+        codex.parse(payload("pre_apply_patch", tmp_path, tool_input__command=moved))
+    with pytest.raises(ValueError, match="names no file"):
+        codex.parse(payload("pre_apply_patch", tmp_path, tool_input__command="*** Begin Patch\n*** End Patch\n"))
+
+
+def test_an_apply_patch_run_through_the_shell_is_a_patch(tmp_path: Path) -> None:
+    patch = json.loads((PAYLOADS / "pre_apply_patch.json").read_text())["tool_input"]["command"]
+    call = codex.parse(payload("pre_bash", tmp_path, tool_input__command=f"apply_patch <<'EOF'\n{patch}EOF"))
+    assert call is not None and (call.kind, call.operation, call.path) == (
+        "write",
+        "edit",
+        str(tmp_path / "src/app.py"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "window"),
+    [
+        ("cat src/app.py", (None, None, False)),
+        ("sed -n '5,20p' src/app.py", (5, 16, False)),
+        ("sed -n 7p src/app.py", (7, 1, False)),
+        ("head -n 40 src/app.py", (1, 40, False)),
+        ("head -3 src/app.py", (1, 3, False)),
+        ("nl -ba src/app.py", (None, None, True)),
+        ("nl -ba src/app.py | sed -n '10,30p'", (10, 21, True)),
+        ("bash -lc 'cat src/app.py'", (None, None, False)),
+    ],
+)
+def test_plain_shell_reads_are_recognised(command: str, window: tuple[Any, ...]) -> None:
+    assert codex._read_command(command) == ("src/app.py", *window)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat a b", "cat a > b", "cat a && rm a", "sed -i 's/a/b/' f", "sed -n '20,5p' f", "grep x f", "cat 'unclosed",
+     "head -n x f", "nl -ba f | grep x"],
+)  # fmt: skip
+def test_other_shell_commands_are_no_reads(command: str) -> None:
+    assert codex._read_command(command) is None
+
+
+def test_numbered_output_is_read_without_its_numbers(tmp_path: Path) -> None:
+    call = codex.parse(
+        payload("post_bash_read", tmp_path, tool_input__command="nl -ba src/app.py",
+                tool_response="     1\tdef main():\n     2\t    return 1\n")
+    )  # fmt: skip
+    assert call is not None and call.shown == "def main():\n    return 1\n"
+
+
+def test_render_is_claude_codes_answer(tmp_path: Path) -> None:
+    before = codex.parse(payload("pre_apply_patch", tmp_path))
+    denied = codex.render(before, Decision.deny("Read it first.", "not_read"))
+    assert denied.exit_code == 0
+    assert json.loads(denied.stdout)["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "Read it first.",
+    }
+    allowed = codex.render(before, ALLOW)
+    assert (allowed.exit_code, allowed.stdout, allowed.stderr) == (0, "", "")
+
+
+@pytest.fixture
+def app(root: Path) -> Path:
+    (root / "src").mkdir()
+    f = root / "src" / "app.py"
+    f.write_text("def main():\n    return 1\n")
+    return f
+
+
+def test_a_codex_loop_through_the_adapter(coord: Coordinator, root: Path, app: Path) -> None:
+    hooks = HookAdapter(coord, session_end=lambda root, session: None)
+
+    def handle(name: str, **changes: Any) -> Decision:
+        call = codex.parse(payload(name, root, **changes))
+        assert call is not None
+        return hooks.handle(call)
+
+    # unread: refused with the coordinator's message
+    denied = handle("pre_apply_patch")
+    assert not denied.allow and "Read it first" in denied.reason
+    # read through the shell, then patch: allowed, written by the agent, recorded
+    assert handle("post_bash_read").allow
+    assert handle("pre_apply_patch").allow
+    app.write_text("def main():\n    return 2\n")
+    assert handle("post_apply_patch").allow
+    (entry,) = coord.history("src/app.py")
+    assert entry.session == SID and entry.operation == "edit"
+    assert coord.lease_store.live() == []
+    # a second session's stale view: its patch is refused as stale
+    other = {"session_id": "another-codex-session"}
+    assert handle("post_bash_read", **other, tool_response="def main():\n    return 2\n").allow
+    app.write_text("def main():\n    return 3\n")  # changed outside the coordinator
+    stale = handle("pre_apply_patch", **other, tool_use_id="call_other")
+    assert not stale.allow and stale.code == "stale"
+    # shown text that is not the file records no view
+    assert handle("post_bash_read", **other, tool_response="something else\n").allow
+    assert handle("pre_apply_patch", **other, tool_use_id="call_other2").code == "not_read"

@@ -1,0 +1,145 @@
+"""Gemini CLI's front end: the documented payload shapes (tests/data/hooks/gemini/) read as tool calls,
+the decisions rendered as Gemini CLI reads them, and an agent's tool loop through the adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.agents import front_end, gemini
+from coordinator.agents.adapter import HookAdapter
+from coordinator.agents.core import ALLOW, Decision
+
+PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "hooks" / "gemini"
+SID = "f3b1c2d4-8e9a-4b7c-a1d2-3e4f5a6b7c8d"
+
+
+def payload(name: str, root: Path, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((PAYLOADS / f"{name}.json").read_text().replace("__ROOT__", str(root)))
+    for key, value in changes.items():
+        if key.startswith("tool_input__"):
+            data["tool_input"][key.removeprefix("tool_input__")] = value
+        else:
+            data[key] = value
+    return data
+
+
+def test_registered_and_every_example_is_read(tmp_path: Path) -> None:
+    assert front_end("gemini") is gemini
+    names = sorted(p.stem for p in PAYLOADS.glob("*.json"))
+    assert len(names) >= 9
+    for name in names:
+        call = gemini.parse(payload(name, tmp_path))
+        assert call is not None and call.session == SID, name
+
+
+@pytest.mark.parametrize(
+    ("name", "phase", "kind", "operation"),
+    [
+        ("before_replace", "before", "write", "edit"),
+        ("after_replace", "after", "write", "edit"),
+        ("after_replace_error", "failed", "write", "edit"),
+        ("before_write_file", "before", "write", "write"),
+        ("after_read_file", "after", "read", "read"),
+    ],
+)
+def test_file_calls(tmp_path: Path, name: str, phase: str, kind: str, operation: str) -> None:
+    call = gemini.parse(payload(name, tmp_path))
+    assert call is not None
+    assert (call.phase, call.kind, call.operation, call.path) == (phase, kind, operation, f"{tmp_path}/src/app.py")
+
+
+def test_before_and_after_of_one_call_pair_up(tmp_path: Path) -> None:
+    before, after = gemini.parse(payload("before_replace", tmp_path)), gemini.parse(payload("after_replace", tmp_path))
+    failed = gemini.parse(payload("after_replace_error", tmp_path))
+    assert before is not None and after is not None and failed is not None
+    assert before.tool_use_id == after.tool_use_id != failed.tool_use_id  # other arguments, another call
+    given = gemini.parse(payload("before_replace", tmp_path, tool_call_id="c-1"))
+    assert given is not None and given.tool_use_id == "c-1"
+
+
+def test_reads_full_partial_and_by_lines(tmp_path: Path) -> None:
+    full = gemini.parse(payload("after_read_file", tmp_path))
+    assert full is not None and (full.shown, full.offset, full.limit) == ("def main():\n    return 1\n", None, None)
+    part = gemini.parse(payload("after_read_file_partial", tmp_path))
+    assert part is not None and (part.shown, part.offset, part.limit) == ("    return 1", 2, None)
+    by_lines = gemini.parse(
+        payload("after_read_file", tmp_path, tool_input={"file_path": "f", "start_line": 3, "end_line": 7})
+    )
+    assert by_lines is not None and (by_lines.offset, by_lines.limit) == (3, 5)
+    old = gemini.parse(payload("after_read_file", tmp_path, tool_input={"absolute_path": "/r/f"}))
+    assert old is not None and old.path == "/r/f"
+
+
+def test_creating_by_replace_is_a_whole_write_and_shell_and_ends(tmp_path: Path) -> None:
+    create = gemini.parse(payload("before_replace", tmp_path, tool_input__old_string=""))
+    assert create is not None and create.operation == "write"
+    shell = gemini.parse(payload("before_shell", tmp_path))
+    assert shell is not None and (shell.kind, shell.command) == ("shell", "git stash")
+    for name in ("after_agent", "session_end"):
+        end = gemini.parse(payload(name, tmp_path))
+        assert end is not None and (end.kind, end.phase) == ("session", "end")
+    assert gemini.parse(payload("before_shell", tmp_path, tool_name="google_web_search")) is None
+
+
+@pytest.mark.parametrize(
+    "bad", [[1], {"hook_event_name": "BeforeTool"}, {"session_id": "s"}, {"session_id": "s", "hook_event_name": 3}]
+)
+def test_payloads_that_are_no_hook_event_are_refused(bad: Any) -> None:
+    with pytest.raises(ValueError):
+        gemini.parse(bad)
+
+
+def test_missing_tool_input_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no tool_input"):
+        gemini.parse(payload("before_replace", tmp_path, tool_input="x"))
+    with pytest.raises(ValueError, match="file_path"):
+        gemini.parse(payload("before_replace", tmp_path, tool_input={"content": "x"}))
+
+
+def test_render(tmp_path: Path) -> None:
+    before = gemini.parse(payload("before_replace", tmp_path))
+    denied = gemini.render(before, Decision.deny("Read it first.", "not_read"))
+    assert (denied.exit_code, json.loads(denied.stdout)) == (0, {"decision": "deny", "reason": "Read it first."})
+    allowed = gemini.render(before, ALLOW)
+    assert (allowed.exit_code, json.loads(allowed.stdout)) == (0, {})
+    after = gemini.render(gemini.parse(payload("after_replace", tmp_path)), Decision.deny("x"))
+    assert (after.exit_code, after.stderr) == (2, "x\n")
+
+
+@pytest.fixture
+def app(root: Path) -> Path:
+    (root / "src").mkdir()
+    f = root / "src" / "app.py"
+    f.write_text("def main():\n    return 1\n")
+    return f
+
+
+def test_a_gemini_loop_through_the_adapter(coord: Coordinator, root: Path, app: Path) -> None:
+    hooks = HookAdapter(coord, session_end=lambda root, session: None)
+
+    def handle(name: str, **changes: Any) -> Decision:
+        call = gemini.parse(payload(name, root, **changes))
+        assert call is not None
+        return hooks.handle(call)
+
+    assert handle("before_replace").code == "not_read"
+    assert handle("after_read_file").allow
+    assert handle("before_replace").allow
+    app.write_text("def main():\n    return 2\n")
+    assert handle("after_replace").allow
+    (entry,) = coord.history("src/app.py")
+    assert entry.session == SID and entry.operation == "edit"
+    # a partial read is enough for an edit, never for a whole write
+    other = {"session_id": "gemini-2"}
+    partial = {"llmContent": "IMPORTANT: The file content has been truncated.\nStatus: Showing lines 2-2 of 2 total "
+               "lines.\n\n--- FILE CONTENT (truncated) ---\n    return 2", "returnDisplay": ""}  # fmt: skip
+    assert handle("after_read_file_partial", **other, tool_response=partial).allow
+    assert handle("before_write_file", **other).code == "not_read"
+    assert handle("before_replace", **other, tool_input__old_string="    return 2").allow
+    assert handle("after_replace_error", **other, tool_input__old_string="    return 2").allow  # it failed
+    assert len(coord.history("src/app.py")) == 1 and coord.lease_store.live() == []
