@@ -43,7 +43,7 @@ def _catch_replace(stacks: list[list[str]]) -> Callable[[], None]:
     os.replace = spy_replace
 
     def undo() -> None:
-        fsio._exchange = exchange  # type: ignore[assignment]
+        fsio._exchange = exchange
         os.replace = replace
 
     return undo
