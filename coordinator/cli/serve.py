@@ -11,7 +11,7 @@ import socket
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.cli import common as cmd_common
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -20,6 +20,12 @@ from coordinator.server.common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, Mi
 from coordinator.server.models import ServerConfig
 from coordinator.tokens import mint_token
 
+if TYPE_CHECKING:
+    from coordinator.server.listener import UnixListener
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -27,15 +33,25 @@ def register(subparsers: Any) -> None:
         help="run the HTTP service",
         description="Serve the coordinator over HTTP/JSON (OpenAPI document at /openapi.json). Binds "
         "127.0.0.1 unless told otherwise; on any other address give --tls-cert and --tls-key (HTTPS), since "
-        "tokens travel in every request. Every call but /v1/health needs a bearer token: see "
+        "tokens travel in every request. With --uds PATH it listens on a unix socket instead, for clients on "
+        "this host (--server unix:///ABS/PATH). Every call but /v1/health needs a bearer token: see "
         "`edit-coordinator token`.",
         formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
     cmd_common.add_tls(p)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (another than loopback: with TLS)")
-    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
+    p.add_argument(
+        "--host", default=None, help=f"address to bind (another than loopback: with TLS) (default: {DEFAULT_HOST})"
+    )
+    p.add_argument("--port", type=int, default=None, help=f"port (0 picks a free one) (default: {DEFAULT_PORT})")
+    p.add_argument(
+        "--uds",
+        default=None,
+        metavar="PATH",
+        help="listen on this unix socket instead of TCP (created 0600; clients use the URL unix:///ABS/PATH; "
+        "tokens still needed; no TLS, no --host/--port)",
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
     cmd_common.add_durability(p)
@@ -195,38 +211,80 @@ def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str,
     }
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
+def _check_listener_options(args: argparse.Namespace) -> None:
+    """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
     if args.workers < 1:
-        return cmd_common.usage_error("--workers must be at least 1.")
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
+    if args.uds is not None:
+        clashing = [name for name, value in (("--host", args.host), ("--port", args.port)) if value is not None]
+        if args.tls_cert or args.tls_key:
+            clashing.append("--tls-cert/--tls-key")
+        if clashing:
+            raise CoordinatorError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"--uds listens on a unix socket instead of TCP, so {' and '.join(clashing)} cannot go with it "
+                "(the socket's file mode 0600 keeps other users out; no TLS is needed on the host). For both, "
+                "run a second `edit-coordinator serve` with TCP on the same root: they share Redis and the locks.",
+            )
+        return
+    args.host = DEFAULT_HOST if args.host is None else args.host
+    args.port = DEFAULT_PORT if args.port is None else args.port
     if not 0 <= args.port <= 65535:
-        return cmd_common.usage_error(f"--port must be 0-65535 (got {args.port}); 0 picks a free port.")
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, f"--port must be 0-65535 (got {args.port}); 0 picks a free port."
+        )
+
+
+def _listen(args: argparse.Namespace, tls: dict[str, str]) -> tuple[socket.socket, str, UnixListener | None]:
+    """The listening socket, the service's URL and (with --uds) the socket file to remove at the end."""
+    if args.uds is not None:
+        from coordinator.endpoint import unix_url
+        from coordinator.server.listener import bind_unix
+
+        unix = bind_unix(args.uds, backlog=2048)
+        return unix.sock, unix_url(unix.path), unix
+    try:
+        sock = _bind(args.host, args.port, backlog=2048)
+    except OSError as exc:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT, f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}."
+        ) from None
+    host, port = sock.getsockname()[:2]
+    return sock, f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}", None
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
     root = os.path.realpath(args.root)
     try:
+        _check_listener_options(args)
         tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
+        sock, url, unix = _listen(args, tls)  # before the state folder, the secret and Redis
     except CoordinatorError as exc:
         return cmd_common.fail(exc)
     try:
-        sock = _bind(args.host, args.port, backlog=2048)  # before the state folder, the secret and Redis
-    except OSError as exc:
-        return cmd_common.usage_error(f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.")
+        return _serve_on(args, root, sock, url, tls)
+    finally:
+        sock.close()
+        if unix is not None:
+            unix.remove()
+
+
+def _serve_on(args: argparse.Namespace, root: str, sock: socket.socket, url: str, tls: dict[str, str]) -> int:
     state_existed = cmd_common.state_dir(root).exists()
     try:
         config, secret_source = _config(args, root)
     except BaseException as exc:
-        sock.close()
         if not state_existed:
             _remove_new_state(root)
         if isinstance(exc, CoordinatorError):
             return cmd_common.fail(exc)
         raise
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
+    if args.uds is None and args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
         print(
             f"warning: binding {args.host} without TLS: tokens travel in clear text over plain HTTP; give "
             "--tls-cert and --tls-key, or put a TLS proxy in front of the service.",
             file=sys.stderr,
         )
-    host, port = sock.getsockname()[:2]
-    url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
     os.environ[CONFIG_ENV] = config.to_json()
     print(f"edit-coordinator serving {root} on {url} ({args.workers} workers; secret: "
           f"{secret_source or '$' + SECRET_ENV})", flush=True)  # fmt: skip
@@ -234,10 +292,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         tmp = f"{args.url_file}.tmp"
         Path(tmp).write_text(url + "\n")
         os.replace(tmp, args.url_file)
-    try:
-        return _run(args, sock, tls)
-    finally:
-        sock.close()
+    return _run(args, sock, tls)
 
 
 def _remove_new_state(root: str) -> None:

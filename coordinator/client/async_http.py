@@ -6,14 +6,15 @@ and after how long, which become `tls_untrusted` / `unreachable` / the service's
 (`calls.RetryRule`). Only the I/O differs from `HttpClient._run`: `await`, `asyncio.sleep` between
 attempts, and the TLS probe after a plain-http call was cut off is an asyncio connection.
 
-Transports, as for the blocking client: plain http:// goes straight to asyncio streams (`AsyncPlainHttp`:
-the request in one write, a small parser for the answer, keep-alive connections pooled, idle ones dropped
-after 4 s, under the service's keep-alive), because httpx's async transport costs about three times the
-client CPU per call. Measured side by side on the 2-core machine (16 coroutines reading and editing through
-a one-worker service): httpx's async transport 1.33-1.36 ms of client CPU per call, these streams
-0.44-0.52 ms, the former thread pool over the blocking fast path 0.39-0.42 ms (with 8 threads, where this
-starts none). https:// goes to httpx's `AsyncHTTPTransport`, trusting the client's `ca_file` or the
-system's CAs. Failures are raised as httpx's transport errors, so the rules are the same with either.
+Transports, as for the blocking client: plain http:// and unix:// (`serve --uds`) go straight to asyncio
+streams (`AsyncPlainHttp`: TCP or unix streams, the request in one write, a small parser for the answer,
+keep-alive connections pooled, idle ones dropped after 4 s, under the service's keep-alive), because httpx's
+async transport costs about three times the client CPU per call. Measured side by side on the 2-core machine
+(16 coroutines reading and editing through a one-worker service): httpx's async transport 1.33-1.36 ms of
+client CPU per call, these streams 0.44-0.52 ms, the former thread pool over the blocking fast path 0.39-0.42
+ms (with 8 threads, where this starts none). https:// goes to httpx's `AsyncHTTPTransport`, trusting the
+client's `ca_file` or the system's CAs. Failures are raised as httpx's transport errors, so the rules are the
+same with either.
 
 One driver belongs to one event loop (its connections do): make it, use it and close it (`aclose`) on the
 same loop. `coordinator.AsyncClient.remote` makes one and owns it.
@@ -31,7 +32,8 @@ import httpx
 
 from coordinator.client.calls import Call, Calls, headers_for, payload_for, timeout_for
 from coordinator.client.http import HttpClient
-from coordinator.client.transport import Reply, add_header, chunk_size, is_final, status_of
+from coordinator.client.transport import PoolKey, Reply, add_header, chunk_size, is_final, status_of
+from coordinator.endpoint import describe
 
 T = TypeVar("T")
 
@@ -51,7 +53,8 @@ class AsyncHttpDriver:
         n = self.client._max_connections
         self._plain = AsyncPlainHttp(n) if self.client._plain else None
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        return httpx.AsyncHTTPTransport(verify=self.client._verify, limits=limits)
+        uds = self.client.endpoint.socket_path
+        return httpx.AsyncHTTPTransport(verify=self.client._verify, limits=limits, uds=uds)
 
     def rebind(self) -> None:
         """Forget the pooled connections of a loop that is gone (they belonged to it); the next call opens
@@ -102,7 +105,10 @@ class AsyncHttpDriver:
 
     async def _serves_tls(self) -> bool:
         """Whether a TLS handshake with the service's host:port completes (any certificate accepted)."""
-        host, port = self.client._host_key
+        endpoint = self.client.endpoint
+        if endpoint.is_unix:
+            return False  # `serve --uds` never serves TLS
+        host, port = endpoint.host, endpoint.port
         probe = ssl.create_default_context()
         probe.check_hostname = False
         probe.verify_mode = ssl.CERT_NONE
@@ -145,12 +151,12 @@ class AsyncPlainHttp:
     not finish (an error, a timeout, a cancellation) is closed, never pooled again."""
 
     def __init__(self, max_idle: int = 16) -> None:
-        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+        self._idle: dict[PoolKey, list[_Conn]] = {}
         self._max_idle = max_idle
 
     async def roundtrip(
         self,
-        key: tuple[str, int],
+        key: PoolKey,
         method: str,
         target: str,
         head: bytes,
@@ -186,7 +192,7 @@ class AsyncPlainHttp:
                 conn.close()
         return Reply(status, headers, content)
 
-    async def _checkout(self, key: tuple[str, int], connect_timeout: float | None) -> _Conn:
+    async def _checkout(self, key: PoolKey, connect_timeout: float | None) -> _Conn:
         now = time.monotonic()
         pool = self._idle.get(key)
         while pool:
@@ -194,12 +200,16 @@ class AsyncPlainHttp:
             if now - conn.idle_since < _IDLE_EXPIRY_S and not conn.reader.at_eof():
                 return conn
             conn.close()
+        if isinstance(key, str):  # a unix socket's path (`serve --uds`)
+            connecting = asyncio.open_unix_connection(key, limit=_MAX_LINE)
+        else:
+            connecting = asyncio.open_connection(*key, limit=_MAX_LINE)
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*key, limit=_MAX_LINE), connect_timeout)
+            reader, writer = await asyncio.wait_for(connecting, connect_timeout)
         except TimeoutError as exc:
-            raise httpx.ConnectTimeout(f"could not connect to {key[0]}:{key[1]}: {exc}") from exc
+            raise httpx.ConnectTimeout(f"could not connect to {describe(key)}: {exc}") from exc
         except OSError as exc:
-            raise httpx.ConnectError(f"could not connect to {key[0]}:{key[1]}: {exc}") from exc
+            raise httpx.ConnectError(f"could not connect to {describe(key)}: {exc}") from exc
         return _Conn(reader, writer)
 
     def close(self) -> None:

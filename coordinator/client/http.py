@@ -26,6 +26,9 @@ session), `tokens` (a mapping or a function from session id to token), or `secre
 secret: tokens are made here, as `edit-coordinator token` would; calls that name no session use an admin
 token).
 
+A unix socket (`edit-coordinator serve --uds PATH`): `HttpClient("unix:///abs/path.sock", token=...)`, the
+same calls in plain HTTP on that socket (`coordinator.endpoint` reads every URL form).
+
 TLS: an https:// URL is checked against the system's trusted CAs, or, with `ca_file`, against the CA
 certificate(s) of that PEM file only (a private CA: `edit-coordinator serve --tls-cert/--tls-key`). A
 certificate that is not trusted (or not for the URL's host) is the refusal `invalid_argument` with
@@ -51,6 +54,7 @@ from coordinator import arguments
 from coordinator.client.base import BoundSession, EventPage, SessionStatus, follow
 from coordinator.client.calls import Call, Calls, RetryRule, build, error_from, headers_for, payload_for, timeout_for
 from coordinator.client.transport import PlainHttpTransport, Reply
+from coordinator.endpoint import UNIX_HOST, ServiceEndpoint, parse_service_url
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.commit import CommitResult
@@ -95,10 +99,11 @@ class HttpClient:
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT, "Give exactly one of token, tokens or secret to HttpClient."
             )
-        self.url = url.rstrip("/")
-        base = httpx.URL(self.url)
-        if base.scheme not in ("http", "https") or not base.host:
-            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{url!r} is not an http:// or https:// URL.")
+        self.endpoint = parse_service_url(url)  # http://, https:// or unix:///path.sock (coordinator.endpoint)
+        self.url = self.endpoint.url
+        # The URL the request paths are joined to; on a unix socket only its path and Host header count.
+        self._join_to = f"http://{UNIX_HOST}" if self.endpoint.is_unix else self.url
+        base = httpx.URL(self._join_to)
         self._token = token
         self._tokens = tokens
         self._secret = secret.encode() if isinstance(secret, str) else secret
@@ -116,13 +121,13 @@ class HttpClient:
         self._max_connections = max_connections
         self._made_transport = transport is None  # (an async driver makes its own alike)
         if transport is None:
-            transport = _default_transport(base, max_connections, self._verify, ca_file is not None)
+            transport = _default_transport(self.endpoint, max_connections, self._verify, ca_file is not None)
         self._transport = transport
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout).as_dict()
         self._urls: dict[str, httpx.URL] = {}
         self._fast = self._transport if type(self._transport) is PlainHttpTransport else None
-        self._plain = base.scheme == "http"
-        self._host_key = (base.host, base.port or 80)
+        self._plain = self.endpoint.scheme != "https"  # plain HTTP: over TCP, or on a unix socket
+        self._host_key = self.endpoint.pool_key  # (host, port), or the unix socket's path
         self._host_line = f"host: {base.netloc.decode('ascii')}\r\nuser-agent: {_USER_AGENT}\r\n"
 
     # The options (kept where the operations and the retry rule read them; settable as before).
@@ -293,7 +298,7 @@ class HttpClient:
     def _url(self, endpoint: str, params: dict[str, str] | None) -> httpx.URL:
         url = self._urls.get(endpoint)
         if url is None:
-            url = self._urls[endpoint] = httpx.URL(self.url + endpoint)
+            url = self._urls[endpoint] = httpx.URL(self._join_to + endpoint)
         return url.copy_merge_params(params) if params else url
 
     def _request(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> httpx.Request:
@@ -357,22 +362,25 @@ class HttpClient:
         return cached[0]
 
     def _serves_tls(self) -> bool:
-        return _serves_tls(self._host_key[0], self._host_key[1], self._timeout.get("connect"))
+        if self.endpoint.is_unix:
+            return False  # `serve --uds` never serves TLS (the socket's file mode guards it)
+        return _serves_tls(self.endpoint.host, self.endpoint.port, self._timeout.get("connect"))
 
 
 def _default_transport(
-    base: httpx.URL, max_connections: int, verify: bool | ssl.SSLContext, has_ca_file: bool
+    endpoint: ServiceEndpoint, max_connections: int, verify: bool | ssl.SSLContext, has_ca_file: bool
 ) -> httpx.BaseTransport:
-    """Plain http://: the one-write transport (transport.py). https://: httpx's own, verifying the service's
-    certificate against the system's CAs, or against `ca_file` only."""
-    if base.scheme == "http":
+    """Plain http:// and unix://: the one-write transport (transport.py). https://: httpx's own, verifying the
+    service's certificate against the system's CAs, or against `ca_file` only."""
+    if endpoint.scheme != "https":
         if has_ca_file:
+            kind = "a unix socket (no TLS there)" if endpoint.is_unix else "plain http://"
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT,
-                f"ca_file is given but {str(base)!r} is plain http://: use the https:// URL of a service that "
+                f"ca_file is given but {endpoint.url!r} is {kind}: use the https:// URL of a service that "
                 "serves TLS, or leave out the CA file.",
             )
-        return PlainHttpTransport(max_connections)
+        return PlainHttpTransport(max_connections, uds=endpoint.socket_path)
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     return httpx.HTTPTransport(verify=verify, limits=limits)
 

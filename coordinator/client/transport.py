@@ -1,4 +1,5 @@
-"""A small HTTP/1.1 keep-alive transport for plain http:// (httpx's transport interface), used by `HttpClient`."""
+"""A small HTTP/1.1 keep-alive transport for plain http:// and unix:// (httpx's transport interface), used by
+`HttpClient`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 import httpx
 
+from coordinator.endpoint import connect, describe
+
+PoolKey = tuple[str, int] | str  # (host, port), or a unix socket's path (`coordinator.endpoint`)
 _IDLE_EXPIRY_S = 4.0  # under uvicorn's default keep-alive (5 s): a pooled connection is never stale
 
 
@@ -54,13 +58,16 @@ class PlainHttpTransport(httpx.BaseTransport):
     on the 2-core machine: the client's CPU per call fell from ~0.95 ms to ~0.3 ms). https:// URLs go to
     httpx's own transport. Errors are raised as httpx's transport errors, so retries work the same with
     either. Thread-safe: each request has a connection to itself while it runs.
+
+    `uds`: every request goes to this unix socket (`serve --uds PATH`), whatever the URL's host says.
     """
 
-    def __init__(self, max_connections: int = 16) -> None:
-        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+    def __init__(self, max_connections: int = 16, uds: str | None = None) -> None:
+        self._idle: dict[PoolKey, list[_Conn]] = {}
         self._lock = threading.Lock()
         self._max_idle = max_connections
         self._tls: httpx.HTTPTransport | None = None
+        self._uds = uds
 
     # httpx's transport interface ------------------------------------------------------------------------
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -71,7 +78,7 @@ class PlainHttpTransport(httpx.BaseTransport):
             return self._tls.handle_request(request)
         head = b"".join(name + b": " + value + b"\r\n" for name, value in request.headers.raw)
         reply = self.roundtrip(
-            (url.host, url.port or 80),
+            self._uds if self._uds is not None else (url.host, url.port or 80),
             request.method,
             url.raw_path.decode("ascii"),
             head,
@@ -84,7 +91,7 @@ class PlainHttpTransport(httpx.BaseTransport):
     # the fast path ---------------------------------------------------------------------------------------
     def roundtrip(
         self,
-        key: tuple[str, int],
+        key: PoolKey,
         method: str,
         target: str,
         head: bytes,
@@ -112,7 +119,7 @@ class PlainHttpTransport(httpx.BaseTransport):
             self._checkin(key, conn)
         return Reply(status, headers, content)
 
-    def _checkout(self, key: tuple[str, int], connect_timeout: float | None, request: httpx.Request | None) -> _Conn:
+    def _checkout(self, key: PoolKey, connect_timeout: float | None, request: httpx.Request | None) -> _Conn:
         now = time.monotonic()
         with self._lock:
             pool = self._idle.get(key)
@@ -122,15 +129,14 @@ class PlainHttpTransport(httpx.BaseTransport):
                     return conn
                 conn.close()
         try:
-            sock = socket.create_connection(key, timeout=connect_timeout)
+            sock = connect(key, connect_timeout)  # TCP_NODELAY on TCP
         except TimeoutError as exc:
-            raise httpx.ConnectTimeout(f"could not connect to {key[0]}:{key[1]}: {exc}", request=request) from exc
+            raise httpx.ConnectTimeout(f"could not connect to {describe(key)}: {exc}", request=request) from exc
         except OSError as exc:
-            raise httpx.ConnectError(f"could not connect to {key[0]}:{key[1]}: {exc}", request=request) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raise httpx.ConnectError(f"could not connect to {describe(key)}: {exc}", request=request) from exc
         return _Conn(sock)
 
-    def _checkin(self, key: tuple[str, int], conn: _Conn) -> None:
+    def _checkin(self, key: PoolKey, conn: _Conn) -> None:
         conn.idle_since = time.monotonic()
         with self._lock:
             pool = self._idle.setdefault(key, [])

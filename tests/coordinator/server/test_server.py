@@ -53,16 +53,19 @@ LOOPBACK = "127.0.0.1"
 # A real server process
 # ---------------------------------------------------------------------------------------------------------
 class ServerProcess:
-    """`edit-coordinator serve` on 127.0.0.1, port chosen by the kernel. Always stopped by `stop()`."""
+    """`edit-coordinator serve` on 127.0.0.1, port chosen by the kernel (or, with `uds`, on that unix socket).
+    Always stopped by `stop()`."""
 
-    def __init__(self, root: Path, *args: str, workers: int = 1) -> None:
+    def __init__(self, root: Path, *args: str, workers: int = 1, uds: str | None = None) -> None:
         self.root = root
+        self.uds = uds
         self.url_file = root.parent / f"url-{uuid.uuid4().hex[:8]}.txt"
         self.log = root.parent / f"serve-{uuid.uuid4().hex[:8]}.log"
         env = {**os.environ, "EDIT_COORDINATOR_SECRET": SECRET, "PYTHONPATH": str(REPO)}
         env.pop("EDIT_COORDINATOR_SECRET_FILE", None)
-        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--root", str(root), "--host", LOOPBACK,
-               "--port", "0", "--workers", str(workers), "--url-file", str(self.url_file),
+        listener = ["--uds", uds] if uds else ["--host", LOOPBACK, "--port", "0"]
+        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--root", str(root), *listener,
+               "--workers", str(workers), "--url-file", str(self.url_file),
                "--durability", "none", *args]  # fmt: skip
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -80,11 +83,13 @@ class ServerProcess:
                 raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
             time.sleep(0.02)
         url = self.url_file.read_text().strip()
-        assert url.startswith(f"http://{LOOPBACK}:")
+        assert url == f"unix://{self.uds}" if self.uds else url.startswith(f"http://{LOOPBACK}:")
+        base = "http://localhost" if self.uds else url
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    return url
+                with httpx.Client(transport=httpx.HTTPTransport(uds=self.uds), timeout=2) as probe:
+                    if probe.get(f"{base}/v1/health").status_code == 200:
+                        return url
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
