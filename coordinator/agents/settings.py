@@ -37,8 +37,8 @@ from coordinator.errors import CoordinatorError, ErrorCode
 AGENTS = ("claude-code", "codex", "gemini")
 Scope = Literal["local", "project"]
 
-PRE_TIMEOUT_S = 30  # above the write ticket's wait (5 s) and an interpreter start, far below a stuck service
-POST_TIMEOUT_S = 30
+PRE_TIMEOUT_S = 60  # above the hook's own limits (a service call 30 s, the ticket's wait 5 s): the hook answers first
+POST_TIMEOUT_S = 60
 SESSION_END_TIMEOUT_S = 3  # Codex caps SessionEnd hooks at 3 s
 GEMINI_NAME = "edit-coordinator"
 TOKEN_ENV_DEFAULT = "EDIT_COORDINATOR_TOKEN"
