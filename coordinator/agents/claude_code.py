@@ -65,8 +65,11 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
         return ToolCall(session_of(payload), phase, "session", cwd=cwd, event=event)
     if event not in _PHASES:
         return None
+    session = session_of(payload)
     tool = payload.get("tool_name")
-    spec = _TOOLS.get(tool) if isinstance(tool, str) else None
+    if not isinstance(tool, str):
+        raise PayloadError(f"the {event} payload has no tool_name")
+    spec = _TOOLS.get(tool)
     if spec is None:
         return None
     kind, operation, path_field = spec
@@ -74,7 +77,7 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     if not isinstance(tool_input, dict):
         raise PayloadError(f"the {event} payload of {tool} has no tool_input object")
     base = ToolCall(
-        session_of(payload),
+        session,
         _PHASES[event],
         kind,
         tool_use_id=str(payload.get("tool_use_id") or ""),

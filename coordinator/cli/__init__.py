@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Sequence
 
-from coordinator.cli import common as cmd_common
-from coordinator.errors import CoordinatorError
-from coordinator.state import connection as redisconn
 from coordinator.version import __version__
 
 # Modules that contribute subcommands, in the order they appear in --help.
@@ -30,10 +28,15 @@ COMMAND_MODULES = (
     "coordinator.cli.leases",
     "coordinator.cli.git",
     "coordinator.cli.agents_init",
+    "coordinator.cli.hook",
 )
 
 
-_EPILOG = f"""environment (each the default of its option, in every command that has it):
+def _epilog() -> str:
+    from coordinator.cli import common as cmd_common
+    from coordinator.state import connection as redisconn
+
+    return f"""environment (each the default of its option, in every command that has it):
   {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
   {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
   {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match
@@ -51,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edit-coordinator",
         description="Safe Read / Write / Edit for fleets of parallel coding agents on one repository.",
-        epilog=_EPILOG,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"edit-coordinator {__version__}")
@@ -68,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["hook"]:  # an agent's hook runs on every tool call: straight there, nothing else loaded
+        from coordinator.cli.hook import main as hook_main
+
+        return hook_main(words[1:])
+    from coordinator.cli import common as cmd_common
+    from coordinator.errors import CoordinatorError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -48,6 +48,7 @@ from coordinator.server.common import (
     refusal,
     status_for,
 )
+from coordinator.server.hooks import answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from coordinator.server.metrics import ServiceMetrics
@@ -101,6 +102,7 @@ class App:
         self._open_lock = threading.Lock()
         self._stopping: asyncio.Task[None] | None = None
         self.metrics = ServiceMetrics(self._scrape_gauges)
+        self.hooks: Any = None  # the agents' hook adapter (server/hooks.py), made on first use
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -179,6 +181,8 @@ class App:
             return 200, self._openapi, []
         if path == METRICS_PATH and method in ("GET", "HEAD"):
             return await self._scrape(scope)
+        if is_hook_path(path):
+            return await self._hook(scope, receive)
         by_method = ROUTE_BY_PATH.get(path)
         if by_method is None:
             message = f"There is no endpoint {path[:200]!r}. The API is described at {OPENAPI_PATH}."
@@ -209,6 +213,17 @@ class App:
         finally:
             self.in_flight -= 1
         self.metrics.observe(route.name, _code_of(answer[0], answer[1]), time.perf_counter() - started)
+        return answer
+
+    async def _hook(self, scope: dict[str, Any], receive: Any) -> Answer:
+        """An agent's hook event (server/hooks.py), counted in the metrics like a route."""
+        started = time.perf_counter()
+        self.in_flight += 1
+        try:
+            answer = await answer_hook(self, scope, receive)
+        finally:
+            self.in_flight -= 1
+        self.metrics.observe("hook", _code_of(answer[0], answer[1]), time.perf_counter() - started)
         return answer
 
     async def _handle(self, route: Route, scope: dict[str, Any], receive: Any) -> Answer:

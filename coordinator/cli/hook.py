@@ -1,0 +1,142 @@
+"""`edit-coordinator hook AGENT`: an agent's command hook (Claude Code: `hook claude-code`).
+
+Reads one hook event (JSON) on stdin and answers as the agent's hooks expect (the front end's `render`):
+exit 0 to let the call go on, a deny on stdout, or exit 2 with the reason on stderr. Fails closed: any error
+of its own (bad JSON, an unreachable service, a timeout, an exception) exits 2 with the reason on stderr,
+which blocks the call.
+
+Where it decides: with `--server URL` (or $EDIT_COORDINATOR_SERVER) and `--token T` ($EDIT_COORDINATOR_TOKEN)
+the running service does (`POST /v1/hooks/AGENT`, over the standard library's http.client); otherwise a
+coordinator in this process, on the root found from the event's `cwd` (or --root), with the embedded Redis.
+
+It runs once per tool call, so its path is kept free of heavy imports: `main` in coordinator.cli sends
+`hook` here before building the full command line, and talking to a service loads neither the engine nor
+Redis nor httpx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from coordinator.agents import FRONT_ENDS
+from coordinator.agents.core import HookAnswer, failed_closed
+
+SERVER_ENV = "EDIT_COORDINATOR_SERVER"
+TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
+DEFAULT_TIMEOUT_S = 30.0  # below Claude Code's own command-hook timeout (60 s): we answer, not the agent
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="edit-coordinator hook",
+        description="An agent's command hook: reads the hook event on stdin, allows or denies the tool call.",
+    )
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("agent", choices=sorted(FRONT_ENDS), help="whose hook event this is")
+    p.add_argument("--server", default=None, help=f"a running `edit-coordinator serve` (default: ${SERVER_ENV})")
+    p.add_argument("--token", default=None, help=f"its admin token (default: ${TOKEN_ENV})")
+    p.add_argument("--root", default=None, help="the repository (default: found from the event's cwd)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the service")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "hook",
+        help="an agent's command hook (Claude Code: hook claude-code): the event on stdin, the answer out",
+        description=_parser().description,
+    )
+    add_arguments(p)
+    p.set_defaults(func=lambda args: run(args, sys.stdin.buffer.read()))
+
+
+def main(argv: list[str]) -> int:
+    """The fast entry (coordinator.cli.main sends `hook ...` here without building the full command line)."""
+    args = _parser().parse_args(argv)
+    return run(args, sys.stdin.buffer.read())
+
+
+def run(args: argparse.Namespace, raw: bytes) -> int:
+    try:
+        answer = _answer(args, raw)
+    except Exception as exc:  # fail closed on anything of our own
+        answer = failed_closed(f"{type(exc).__name__}: {exc}")
+    if answer.stdout:
+        sys.stdout.write(answer.stdout)
+        sys.stdout.flush()
+    if answer.stderr:
+        sys.stderr.write(answer.stderr)
+        sys.stderr.flush()
+    return answer.exit_code
+
+
+def _answer(args: argparse.Namespace, raw: bytes) -> HookAnswer:
+    from coordinator.agents import front_end
+
+    module = front_end(args.agent)
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        return failed_closed(f"the hook event on stdin is not JSON ({exc}).")
+    try:
+        call = module.parse(payload)
+    except ValueError as exc:
+        return failed_closed(f"the hook event cannot be read: {exc}.")
+    if call is None:
+        return HookAnswer(0)
+    server = args.server or os.environ.get(SERVER_ENV)
+    if server:
+        token = args.token or os.environ.get(TOKEN_ENV)
+        if not token:
+            return failed_closed(f"--server is given but no token (--token or ${TOKEN_ENV}).")
+        return _remote(server, token, args.agent, raw, args.timeout)
+    return _local(args.root, call, module)
+
+
+def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> HookAnswer:
+    """The service's answer (`?answer=command`), over http.client (no httpx on this path)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(server)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return failed_closed(f"the server {server!r} is not an http:// or https:// URL.")
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    conn = kind(url.hostname, url.port, timeout=timeout)
+    try:
+        path = f"{url.path.rstrip('/')}/v1/hooks/{agent}?answer=command"
+        conn.request("POST", path, raw, {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = resp.read()
+    except OSError as exc:
+        return failed_closed(f"the coordinator service at {server} cannot be reached ({exc}).")
+    finally:
+        conn.close()
+    if resp.status != 200:
+        return failed_closed(f"the coordinator service at {server} answered {resp.status}: {body[:300]!r}.")
+    data = json.loads(body)
+    return HookAnswer(int(data["exit_code"]), str(data.get("stdout", "")), str(data.get("stderr", "")))
+
+
+def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:
+    """The decision of a coordinator in this process, on the root of the event's cwd."""
+    from coordinator.agents.adapter import HookAdapter
+    from coordinator.cli.config import find_root
+    from coordinator.engine import Coordinator
+    from coordinator.errors import CoordinatorError
+
+    try:
+        root = root_arg or find_root(call.cwd or None)
+        with Coordinator(root) as coord:
+            decision = HookAdapter(coord).handle(call)
+    except CoordinatorError as exc:
+        return failed_closed(f"the coordinator could not check this call: [{exc.code.value}] {exc.message}")
+    result: HookAnswer = module.render(call, decision)
+    return result

@@ -1,0 +1,95 @@
+"""`POST /v1/hooks/{agent}`: an agent's hook event answered by the service (Claude Code's `http` hook type,
+and the `edit-coordinator hook` command when it is given a service).
+
+The body is the agent's hook payload, as its hooks send it. The answer is always 200 with the agent's
+hook answer in the body: Claude Code treats a non-2xx status, a connection failure or a timeout of an
+`http` hook as a non-blocking error and lets the tool call go on, so every refusal, a bad token, a bad
+payload and a failure of the coordinator's own are all a deny in a 200 body here. `?answer=command` gives
+instead what a command hook process would give (`{"exit_code", "stdout", "stderr"}`).
+
+Token: the admin token (`edit-coordinator token --admin`, or the one `serve` prints), since an agent's
+sessions are named by the agent at run time (Claude Code's `session_id`) and the hook acts for each; or a
+session token of the session the payload names (one token per agent session, where the ids are known in
+advance). A viewer token is refused. The body (at most the service's body limit) is read before the token
+is checked, unlike the other routes: a refusal must be a deny in the shape of that event's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from coordinator.agents import FRONT_ENDS, front_end
+from coordinator.agents.core import Decision, HookAnswer, ToolCall
+from coordinator.errors import CoordinatorError
+from coordinator.server.common import ServiceError, dumps
+from coordinator.server.requests import header_map, read_body
+
+if TYPE_CHECKING:
+    from coordinator.agents.adapter import HookAdapter
+    from coordinator.server.app import App
+    from coordinator.server.routes import Answer
+
+HOOKS_PREFIX = "/v1/hooks/"
+log = logging.getLogger("edit_coordinator.server")
+
+
+def is_hook_path(path: str) -> bool:
+    return path.startswith(HOOKS_PREFIX)
+
+
+async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
+    """The agent's hook answer to one event (see the module docstring)."""
+    agent = scope["path"][len(HOOKS_PREFIX) :]
+    if agent not in FRONT_ENDS:
+        known = ", ".join(sorted(FRONT_ENDS))
+        return app._error(ServiceError("not_found", f"There are no hooks for agent {agent[:60]!r}; known: {known}."))
+    if scope["method"] != "POST":
+        return app._error(ServiceError("method_not_allowed", f"{scope['path']} accepts POST."))
+    module = front_end(agent)
+    as_command = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("answer") == ["command"]
+    call: ToolCall | None = None
+    try:
+        headers = header_map(scope)
+        # The body (bounded) before the token: a refusal must be a deny in the shape of the event's answer.
+        body = await read_body(headers, receive, app.config.max_body_bytes)
+        call = module.parse(json.loads(body))
+        principal = app._authenticate(headers.get("authorization"))
+        if call is None:
+            decision = Decision(True)
+        else:
+            if not principal.is_admin and principal.session not in (call.session, call.session.split("/")[0]):
+                raise ServiceError("forbidden", "The hook's token belongs to another session.")
+            if app.coord is None:
+                await asyncio.get_running_loop().run_in_executor(app.executor, app.open)
+            hooks = _adapter(app)
+            handled = call
+            decision = await asyncio.get_running_loop().run_in_executor(app.executor, lambda: hooks.handle(handled))
+    except (ServiceError, CoordinatorError) as exc:
+        decision = Decision.deny(_failed(exc.message), getattr(exc.code, "value", exc.code))
+    except ValueError as exc:  # bad JSON, a payload that is not a hook event
+        decision = Decision.deny(_failed(f"the hook payload could not be read ({exc})."), "invalid_argument")
+    except Exception:
+        log.exception("hook %s failed", agent)
+        decision = Decision.deny(_failed("the coordinator failed on this call (see its log)."), "internal")
+    answer: HookAnswer = module.render(call, decision)
+    if as_command:
+        return 200, dumps({"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}), []
+    return 200, dumps(app._public(answer.body)), []
+
+
+def _failed(message: str) -> str:
+    return f"The edit coordinator could not check this call, so it is refused: {message}"
+
+
+def _adapter(app: App) -> HookAdapter:
+    hooks: HookAdapter | None = app.hooks
+    if hooks is None or hooks.coord is not app.coord:
+        from coordinator.agents.adapter import HookAdapter
+
+        hooks = HookAdapter(app.coord)
+        app.hooks = hooks
+    return hooks
