@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 
@@ -30,8 +31,22 @@ from coordinator.agents.core import ALLOW, Decision, ToolCall
 from coordinator.engine import Coordinator, native
 from coordinator.errors import CoordinatorError, ErrorCode
 
-TICKET_TTL_S = 30.0  # a write ticket's life: an agent killed between its hooks holds the path this long
-TICKET_WAIT_S = 5.0  # how long a hooked write waits for another session's ticket before it is refused
+TICKET_TTL_ENV = "EDIT_COORDINATOR_TICKET_TTL_S"
+TICKET_WAIT_ENV = "EDIT_COORDINATOR_TICKET_WAIT_S"
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# A write ticket's life: an agent killed between its hooks holds the path this long ($EDIT_COORDINATOR_TICKET_TTL_S).
+TICKET_TTL_S = _seconds(TICKET_TTL_ENV, 30.0)
+# How long a hooked write waits for another session's ticket before it is refused ($EDIT_COORDINATOR_TICKET_WAIT_S).
+TICKET_WAIT_S = _seconds(TICKET_WAIT_ENV, 5.0)
 _TICKET_POLL_S = 0.01
 
 # Refusals that reach the agent as a deny reason; any other CoordinatorError is the coordinator's own
@@ -157,7 +172,7 @@ class HookAdapter:
     def _remember(self, call: ToolCall, ticket: str | None, prepared: native.NativeWrite) -> None:
         value = json.dumps({"ticket": ticket, "key": prepared.key, "before": prepared.before})
         self.coord._state_call(
-            lambda: self.coord.lease_store.r.set(self._ticket_key(call), value, ex=int(TICKET_TTL_S) + 1)
+            lambda: self.coord.lease_store.r.set(self._ticket_key(call), value, ex=int(TICKET_TTL_S) + 2)
         )
 
     def _recall(self, call: ToolCall) -> tuple[str | None, native.NativeWrite] | None:

@@ -128,6 +128,7 @@ def test_command_hook_fails_closed(tmp_path, stdin, args, said):
     assert r.returncode == 2 and said in r.stderr and r.stdout == ""
 
 
+@pytest.mark.slow  # each event is a process that opens a coordinator: ~15 s on 2 loaded cores
 def test_command_hook_on_the_embedded_default_found_from_cwd(real_redis_root):
     root = real_redis_root
     (root / ".git").mkdir()
