@@ -284,6 +284,7 @@ def _git_ignored(root: Path, rel: str) -> bool:
 
 
 def _record_path(root: Path, agent: str, scope: str) -> Path:
+    """Where init keeps what it added (`Manifest`), in the state folder (ignored by git, see layout)."""
     from coordinator.disk.layout import state_dir_of
 
     name = f"{agent}-{scope}.json" if agent == "claude-code" else f"{agent}.json"
@@ -301,5 +302,7 @@ def _load_record(record: Path) -> Any:
 
 def _save_record(record: Path, manifest: Any) -> None:
     from coordinator.agents.settings import render, save
+    from coordinator.disk.layout import ensure_state_dir
 
+    ensure_state_dir(record.parent.parent)  # with its .gitignore: the record is this checkout's, not committed
     save(record, render(manifest.to_dict()))

@@ -30,7 +30,7 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n.edit-coordinator/\n")
+    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n")
     (tmp_path / ".claude").mkdir()
     (tmp_path / ".claude" / "settings.local.json").write_text(json.dumps(EXISTING, indent=4))
     return tmp_path
@@ -66,6 +66,11 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     check = run(repo, "claude-code", "--check")
     assert check.returncode == 1
     assert "missing: PostToolUse hook for ^(Read|Edit|MultiEdit|Write)$" in check.stdout
+
+    # the record of what init added sits in the state folder, which git ignores
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert ".edit-coordinator" not in status.stdout
 
     removed = run(repo, "claude-code", "--remove")
     assert removed.returncode == 0, removed.stderr
