@@ -124,3 +124,89 @@ def test_bad_options_are_refused(repo: Path) -> None:
         assert done.returncode == 2, args
         assert "[invalid_argument]" in done.stderr
     assert settings_of(repo) == EXISTING
+
+
+def hook_command(repo: Path, rel: str, event: str) -> str:
+    (group,) = [g for g in settings_of(repo, rel)["hooks"][event] if "coordinator" in json.dumps(g)]
+    return str(group["hooks"][0]["command"])
+
+
+def run_hook(command: str, event: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """The command as the agent runs it: through a shell, the event on stdin, in the project folder."""
+    return subprocess.run(
+        ["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True, timeout=120,
+        cwd=event["cwd"], check=False,
+    )  # fmt: skip
+
+
+def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
+    from coordinator.state.embedded import stop_embedded_redis
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "app.py").write_text("x = 1\n")
+    try:
+        from coordinator.cli import main
+
+        for agent in ("claude-code", "codex", "gemini"):  # in this process: the hooks below are the real runs
+            assert main(["init", agent, "--root", str(repo)]) == 0
+        claude = hook_command(repo, ".claude/settings.local.json", "PreToolUse")
+        base = {"session_id": "s1", "cwd": str(repo), "tool_use_id": "t1"}
+        edit = {
+            **base,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": str(repo / "app.py"), "old_string": "x = 1", "new_string": "x = 2"},
+        }
+        denied = run_hook(claude, edit)
+        assert denied.returncode == 0, denied.stderr
+        answer = json.loads(denied.stdout)["hookSpecificOutput"]
+        assert answer["permissionDecision"] == "deny" and "Read it first" in answer["permissionDecisionReason"]
+        read = {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Read",
+            "tool_use_id": "t0",
+            "tool_input": {"file_path": str(repo / "app.py")},
+            "tool_response": {
+                "type": "text",
+                "file": {
+                    "filePath": str(repo / "app.py"),
+                    "content": "x = 1\n",
+                    "numLines": 1,
+                    "startLine": 1,
+                    "totalLines": 1,
+                },
+            },
+        }
+        assert run_hook(hook_command(repo, ".claude/settings.local.json", "PostToolUse"), read).returncode == 0
+        allowed = run_hook(claude, edit)
+        assert (allowed.returncode, allowed.stdout) == (0, "")
+
+        codex = {
+            **base,
+            "session_id": "s2",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "apply_patch",
+            "tool_input": {"command": "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 1\n+x = 3\n*** End Patch\n"},
+        }
+        refused = run_hook(hook_command(repo, ".codex/hooks.json", "PreToolUse"), codex)
+        assert refused.returncode == 0 and "Read it first" in refused.stdout
+        gemini = {
+            **base,
+            "session_id": "s3",
+            "hook_event_name": "BeforeTool",
+            "tool_name": "write_file",
+            "tool_input": {"file_path": str(repo / "app.py"), "content": "x = 4\n"},
+        }
+        refused = run_hook(hook_command(repo, ".gemini/settings.json", "BeforeTool"), gemini)
+        assert refused.returncode == 0 and json.loads(refused.stdout)["decision"] == "deny"
+
+        # the program gone (a moved venv): the shell's 127 becomes the refusing exit status 2
+        program = claude.split(" hook ")[0]
+        gone = run_hook(claude.replace(program, "/nowhere/edit-coordinator", 1), edit)
+        assert gone.returncode == 2
+        assert (repo / "app.py").read_text() == "x = 1\n"
+    finally:
+        stop_embedded_redis(repo / ".edit-coordinator")
