@@ -311,9 +311,11 @@ def _remove_new_state(root: str) -> None:
 def _run(args: argparse.Namespace, sock: socket.socket, tls: dict[str, str]) -> int:
     options = _uvicorn_options(args, tls)
     if args.workers > 1:
+        from coordinator.disk.layout import metrics_dir as metrics_dir_of
         from coordinator.server.supervisor import supervise
 
-        return supervise(args.workers, sock, options, args.graceful_timeout)
+        metrics_dir = metrics_dir_of(cmd_common.state_dir(args.root))
+        return supervise(args.workers, sock, options, args.graceful_timeout, metrics_dir)
     import uvicorn
 
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully; with this handler in

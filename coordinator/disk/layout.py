@@ -10,6 +10,8 @@ Every process that touches a repository's coordination state on disk finds it th
         history/                         pre-images and indexes (the history/ package owns what is inside)
         redis/                           the embedded server's pid, log, socket record (state/embedded.py)
         retention.json                   the history retention policy (history/retention.py)
+        metrics/                         a multi-worker serve's Prometheus counts, one file per worker
+                                         (server/metrics.py; emptied when serve starts)
         repository-id                    the repository's Redis namespace (`namespace_for`)
         epoch                            the Redis state generation last seen (state/views.py, reset detection)
 
@@ -38,6 +40,7 @@ __all__ = [
     "history_dir",
     "is_state_key",
     "locks_dir",
+    "metrics_dir",
     "namespace_for",
     "redis_dir",
     "retention_config",
@@ -51,6 +54,7 @@ TMP = "tmp"
 FENCES = "fences"
 HISTORY = "history"
 REDIS = "redis"
+METRICS = "metrics"
 RETENTION_CONFIG = "retention.json"
 REPOSITORY_ID = "repository-id"
 EPOCH = "epoch"
@@ -84,6 +88,11 @@ def history_dir(state_dir: PathLike) -> Path:
 def redis_dir(state_dir: PathLike) -> Path:
     """The embedded Redis server's folder (pid, log, recorded socket); state/embedded.py owns what is inside."""
     return Path(state_dir) / REDIS
+
+
+def metrics_dir(state_dir: PathLike) -> Path:
+    """The folder of a multi-worker service's metric files (server/metrics.py)."""
+    return Path(state_dir) / METRICS
 
 
 def retention_config(state_dir: PathLike) -> Path:

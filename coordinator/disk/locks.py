@@ -33,6 +33,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,15 +47,21 @@ def lock_name(key: str) -> str:
     return xxhash.xxh3_128_hexdigest(key.encode("utf-8", "surrogateescape")) + ".lock"
 
 
+#: Told (wait_s, hold_s) when a lock is released: the engine's observer (engine/observer.py).
+ReleaseHook = Callable[[float, float], None]
+
+
 @dataclass
 class HeldLock:
-    """A lock being held. `wait_s` is how long the acquisition waited; `release()` is idempotent."""
+    """A lock being held. `wait_s` is how long the acquisition waited; `release()` is idempotent.
+    `on_release`, when set, is told the wait and the hold once the lock is released (no hook, no call)."""
 
     key: str
     fd: int
     wait_s: float
     acquired_at: float = field(default_factory=time.perf_counter)
     _released: bool = False
+    on_release: ReleaseHook | None = None
 
     def release(self) -> float:
         """Release the lock and return how long it was held, in seconds."""
@@ -64,6 +71,8 @@ class HeldLock:
         held = time.perf_counter() - self.acquired_at
         # Closing the descriptor releases the flock; no explicit LOCK_UN needed (and none could be wrong).
         os.close(self.fd)
+        if self.on_release is not None:
+            self.on_release(self.wait_s, held)
         return held
 
     def __enter__(self) -> HeldLock:
@@ -185,6 +194,7 @@ class LockManager:
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self._dfd: int | None = None
+        self.on_release: ReleaseHook | None = None  # given to every lock handed out from now on
 
     def path_for(self, key: str) -> Path:
         return self.lock_dir / lock_name(key)
@@ -227,7 +237,7 @@ class LockManager:
         except OSError as exc:
             os.close(fd)
             raise _lock_os_error(key, exc) from exc
-        return HeldLock(key, fd, time.perf_counter() - start)
+        return HeldLock(key, fd, time.perf_counter() - start, on_release=self.on_release)
 
     def _open_or_raise(self, key: str) -> int:
         try:
@@ -247,7 +257,7 @@ class LockManager:
         fd = self._open_or_raise(key)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return HeldLock(key, fd, time.perf_counter() - start)
+            return HeldLock(key, fd, time.perf_counter() - start, on_release=self.on_release)
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -259,14 +269,14 @@ class LockManager:
             except OSError as exc:
                 os.close(fd)
                 raise _lock_os_error(key, exc) from exc
-            return HeldLock(key, fd, time.perf_counter() - start)
+            return HeldLock(key, fd, time.perf_counter() - start, on_release=self.on_release)
         waiter = _Waiter(fd)
         _POOL.submit(waiter)
         if waiter.done.wait(timeout) or waiter.abandon():
             if waiter.error is not None:
                 os.close(fd)
                 raise _lock_os_error(key, waiter.error)
-            return HeldLock(key, fd, time.perf_counter() - start)
+            return HeldLock(key, fd, time.perf_counter() - start, on_release=self.on_release)
         raise CoordinatorError(
             ErrorCode.LOCK_TIMEOUT,
             f"Another session has held the lock on {key!r} for more than {timeout:g} s, so nothing was "

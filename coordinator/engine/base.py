@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
     from coordinator.engine.intervening import _Intervening
     from coordinator.engine.leasing import LeaseGate
+    from coordinator.engine.observer import EngineObserver
     from coordinator.engine.options import StateCheck
     from coordinator.errors import CoordinatorError
     from coordinator.history import History
@@ -55,6 +56,7 @@ class _CoordinatorBase:
     lease_store: LeaseStore
     publish_events: bool
     tracker: ReadTracker | None
+    observer: EngineObserver | None
     _tmp_dfd: int
     _spares: SpareTemps
     _root_fd: int

@@ -21,6 +21,7 @@ from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import CallOptions, PostWriteHook
 from coordinator.engine.leasing import LeaseGate
+from coordinator.engine.observer import EngineObserver
 from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
 from coordinator.engine.reading import _ReadSteps
 from coordinator.engine.results import WriteResult
@@ -144,6 +145,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self.lease_store = LeaseStore(redis_client, self.namespace, fence_dir=layout.fences_dir(self.state_dir))
         self.publish_events = events
         self.tracker = events_mod.ReadTracker() if notices else None
+        self.observer: EngineObserver | None = None
         self._init_process_state()
         self._closed = False
 
@@ -212,6 +214,12 @@ class Coordinator(_WriteSteps, _ReadSteps):
                 del self._call_local.options
             else:
                 self._call_local.options = previous
+
+    def observe(self, observer: EngineObserver | None) -> None:
+        """Tell `observer` about this coordinator's work from now on (observer.py): its path locks' waits
+        and holds, each write's outcome, the change events it publishes. None stops telling."""
+        self.observer = observer
+        self.locks.on_release = observer.lock_released if observer is not None else None
 
     def session(self, session_id: str, policy: Policy | None = None, match: Match | None = None) -> Session:
         """The session with this id. The same id from any process is the same session (shared read state).

@@ -27,10 +27,11 @@ from coordinator.disk.locks import HeldLock
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from coordinator.engine.hot import hot_write
 from coordinator.engine.intervening import _InterveningSteps
+from coordinator.engine.observer import APPLIED, REBASED, refusal_outcome
 from coordinator.engine.options import Policy
 from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
 from coordinator.engine.rebasing import _RebaseSteps
-from coordinator.engine.record import _RecordSteps
+from coordinator.engine.record import UNRECORDED_WARNING, _RecordSteps
 from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
@@ -92,7 +93,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             match,
             reverts,
         )
-        return self._counted(lambda: self._hot_or_general(req))
+        return self._counted(lambda: self._hot_or_general(req), operation)
 
     def _hot_or_general(self, req: _Request) -> WriteResult:
         """The hot path (hot.py) under `state_check="cached"`, when the call is the common case; otherwise,
@@ -106,16 +107,24 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
     def _current_options(self) -> CallOptions:
         return getattr(self._call_local, "options", DEFAULT_OPTIONS)
 
-    def _counted(self, call: Callable[[], WriteResult]) -> WriteResult:
+    def _counted(self, call: Callable[[], WriteResult], operation: str) -> WriteResult:
         """Refusals are counted by code (flushed to Redis on the next post-write round trip), and leave the
-        engine as bare answers (`bare_refusal`)."""
+        engine as bare answers (`bare_refusal`); the observer, if any, is told every outcome."""
+        observer = self.observer
         try:
-            return call()
+            result = call()
         except CoordinatorError as exc:
             self._refusals.add(exc.code.value)
+            if observer is not None:
+                observer.write_finished(operation, refusal_outcome(exc))
             raise bare_refusal(exc) from None
         except LockBusy as busy:
-            raise busy.wrap(self._counted) from None
+            raise busy.wrap(lambda resume: self._counted(resume, operation)) from None
+        if observer is not None:
+            observer.write_finished(operation, REBASED if result.rebased else APPLIED)
+            if self.publish_events and UNRECORDED_WARNING not in result.warnings:
+                observer.event_published()  # it rode the record, which did not fail
+        return result
 
     def _with_cache_retry(self, req: _Request, first: Callable[[], WriteResult] | None = None) -> WriteResult:
         """Try with this process's cached view; a refusal it led to is confirmed in Redis or tried again.

@@ -36,6 +36,7 @@ from coordinator import arguments
 from coordinator.client.local import LocalClient
 from coordinator.engine import LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history.footprint import FootprintMeter
 from coordinator.server.auth import Principal, load_secret, verify_token
 from coordinator.server.common import (
     CONFIG_ENV,
@@ -51,7 +52,7 @@ from coordinator.server.common import (
 from coordinator.server.hooks import answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from coordinator.server.metrics import ServiceMetrics
+from coordinator.server.metrics import MULTIPROC_ENV, ServiceMetrics, TimedCache
 from coordinator.server.models import ServerConfig, TokenRequest, UndoRequest
 from coordinator.server.requests import (
     Disconnected,
@@ -62,6 +63,8 @@ from coordinator.server.requests import (
     validation_message,
 )
 from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document
+from coordinator.state.connection import observe_redis
+from coordinator.state.leases import MODES as LEASE_MODES
 from coordinator.tokens import mint_token
 from coordinator.version import __version__
 
@@ -101,7 +104,8 @@ class App:
         self._openapi: bytes | None = None
         self._open_lock = threading.Lock()
         self._stopping: asyncio.Task[None] | None = None
-        self.metrics = ServiceMetrics(self._scrape_gauges)
+        self.metrics = ServiceMetrics(self._scrape_gauges, os.environ.get(MULTIPROC_ENV) or None)
+        self._history_size: TimedCache | None = None
         self.hooks: Any = None  # the agents' hook adapter (server/hooks.py), made on first use
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -112,6 +116,7 @@ class App:
                 return
             from coordinator.engine import Coordinator
 
+            observe_redis(self.metrics)  # before the first connection is made
             chosen = {"state_check": self.config.state_check, "policy": self.config.policy, "match": self.config.match}
             options: dict[str, Any] = {key: value for key, value in chosen.items() if value}
             coord = Coordinator(
@@ -129,6 +134,9 @@ class App:
             self.idem = IdempotencyStore(
                 coord.redis, coord.namespace, ttl_s=self.config.idempotency_ttl_s, wait_s=self.config.lock_timeout + 5
             )
+            coord.observe(self.metrics)
+            meter = FootprintMeter(coord.history_store)
+            self._history_size = TimedCache(lambda: _footprint(meter))
             self.coord = coord
 
     def close(self) -> None:
@@ -138,6 +146,7 @@ class App:
         self.executor.shutdown(wait=True)
         if self.coord is not None:
             self.coord.close()
+            observe_redis(None)
 
     async def _lifespan(self, receive: Callable[[], Awaitable[dict[str, Any]]], send: Any) -> None:
         while True:
@@ -484,15 +493,21 @@ class App:
             return self._error(exc)
         return 200, body, [(b"content-type", METRICS_CONTENT_TYPE.encode())]
 
-    def _scrape_gauges(self) -> dict[str, float]:
-        """The gauges read at scrape time; none when Redis cannot answer (the scrape still succeeds)."""
+    def _scrape_gauges(self) -> dict[str, float | dict[str, float]]:
+        """The gauges read at scrape time: the history's size (from disk, cached), and the sessions and
+        leases (from Redis; left out when Redis cannot answer: the scrape still succeeds)."""
+        found: dict[str, float | dict[str, float]] = {}
+        if self._history_size is not None:
+            found.update(self._history_size.get())
         try:
-            return {
-                "sessions": float(len(self.coord.state.sessions())),
-                "leases_held": float(len(self.clients[(None, None)].leases(None))),
-            }
+            found["sessions"] = float(len(self.coord.state.sessions()))
+            by_mode = dict.fromkeys(LEASE_MODES, 0.0)
+            for lease in self.clients[(None, None)].leases(None):
+                by_mode[lease.mode] = by_mode.get(lease.mode, 0.0) + 1
+            found["leases_held"] = by_mode
         except (redis.RedisError, CoordinatorError):
-            return {}
+            pass
+        return found
 
     async def op_health(self, route: Route, scope: Any) -> Answer:
         def ping() -> bool:
@@ -510,6 +525,16 @@ class App:
         status = "draining" if self.draining else ("ok" if ok else "degraded")
         body = {"status": status, "version": __version__, "redis": ok, "draining": self.draining, "pid": os.getpid()}
         return (200 if status == "ok" else 503), dumps(body), []
+
+
+def _footprint(meter: FootprintMeter) -> dict[str, float]:
+    """The history's size as gauges; none when its folder cannot be read (the scrape still succeeds)."""
+    try:
+        size = meter.measure()
+    except (OSError, CoordinatorError):
+        log.warning("the history's size could not be measured", exc_info=True)
+        return {}
+    return {"history_entries": float(size.entries), "history_bytes": float(size.bytes)}
 
 
 def _shutting_down() -> ServiceError:

@@ -8,6 +8,9 @@ worker as JSON, TLS included (`ssl_certfile`, `ssl_keyfile`: uvicorn wraps the i
 `serve` checks those files before any worker starts (`serve.tls_options`), so a bad certificate is one
 clear refusal, not workers that die at start.
 
+Metrics: with `metrics_dir`, prometheus-client's multiprocess mode (server/metrics.py): the folder is
+emptied and named to every worker before the first starts, and each worker that exits is marked dead there.
+
 Rules: SIGTERM or SIGINT stops every worker gracefully (they finish running calls), then the supervisor
 exits 0; a worker that dies on its own is restarted, unless workers keep dying within seconds of starting
 (then everything stops and the exit status is 1); leftovers after the graceful timeout are killed.
@@ -24,7 +27,10 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
+
+from coordinator.server.metrics import prepare_multiprocess_dir, worker_exited
 
 log = logging.getLogger("edit_coordinator.server")
 
@@ -38,8 +44,15 @@ def _spawn(sock: socket.socket, uvicorn_options: dict[str, Any]) -> subprocess.P
     return subprocess.Popen([sys.executable, "-m", "coordinator.server.worker"], pass_fds=[sock.fileno()], env=env)
 
 
-def supervise(workers: int, sock: socket.socket, uvicorn_options: dict[str, Any], graceful_s: float) -> int:
+def supervise(
+    workers: int,
+    sock: socket.socket,
+    uvicorn_options: dict[str, Any],
+    graceful_s: float,
+    metrics_dir: Path | None = None,
+) -> int:
     """Run `workers` worker processes until SIGTERM / SIGINT; the exit status."""
+    folder = prepare_multiprocess_dir(metrics_dir) if metrics_dir is not None else None
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     procs = [(_spawn(sock, uvicorn_options), time.monotonic()) for _ in range(workers)]
@@ -50,6 +63,8 @@ def supervise(workers: int, sock: socket.socket, uvicorn_options: dict[str, Any]
             for i, (proc, started) in enumerate(procs):
                 if proc.poll() is None:
                     continue
+                if folder is not None:
+                    worker_exited(folder, proc.pid)
                 quick_deaths = quick_deaths + 1 if time.monotonic() - started < _QUICK_DEATH_S else 0
                 if quick_deaths >= _MAX_QUICK_DEATHS:
                     log.error("workers keep exiting right after they start; stopping the service")
@@ -60,6 +75,9 @@ def supervise(workers: int, sock: socket.socket, uvicorn_options: dict[str, Any]
                 procs[i] = (_spawn(sock, uvicorn_options), time.monotonic())
     finally:
         _stop_all([p for p, _ in procs], graceful_s)
+        if folder is not None:
+            for proc, _ in procs:
+                worker_exited(folder, proc.pid)
         for s, handler in previous.items():
             signal.signal(s, handler)
     return status

@@ -17,6 +17,12 @@ Cluster: up to 3 times within ~0.35 s, enough to follow a MOVED after a failover
 Sentinel, and short enough that a shard in failover gives a prompt `state_unavailable` instead of a hung
 call). The failover itself takes seconds; the engine refuses (fails closed) during it, never waits it out.
 
+Observing (`observe_redis`, for the HTTP service's metrics): every connection made by `connect` counts
+its sends, one per command or pipeline written to the socket, that is one per round trip (one server and
+Sentinel-managed primaries; not a Redis Cluster, whose per-node clients redis-py makes with no say over
+their connection class); and the translator counts each failure it translates, by the client exception's
+class name, whatever the deployment.
+
 The translator (`translate`, `redis_call`) is the only place where a Redis client's exception becomes a
 `CoordinatorError`. It catches every exception a client raises: `RedisError`, `RedisClusterException`
 (which is not a `RedisError`), and the socket-level `OSError`s that slip through. Every such failure is
@@ -28,7 +34,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs, unquote
 
 import redis
@@ -153,6 +159,51 @@ def _tls_kwargs(t: RedisTarget) -> dict[str, Any]:
     return kw
 
 
+class RedisObserver(Protocol):
+    """Told about this process's Redis traffic (see the module docstring); must be cheap and not raise."""
+
+    def round_trip(self) -> None:
+        """A command or a pipeline was sent."""
+
+    def error(self, kind: str) -> None:
+        """A client exception (its class name, `kind`) was translated into `state_unavailable`."""
+
+
+_observer: RedisObserver | None = None
+
+
+def observe_redis(observer: RedisObserver | None) -> None:
+    """Tell `observer` about every Redis round trip and error of this process from now on (None: stop).
+    Process-wide, since connections are made by every part of the package; the last one set wins."""
+    global _observer
+    _observer = observer
+
+
+_COUNTED: dict[type, type] = {}
+
+
+def _counted_class(base: type[redis.connection.AbstractConnection]) -> type:
+    """`base` (a redis-py connection class) with its sends counted; one subclass per base, made once."""
+    made = _COUNTED.get(base)
+    if made is None:
+
+        def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
+            observer = _observer
+            if observer is not None:
+                observer.round_trip()
+            base.send_packed_command(self, command, check_health)
+
+        made = _COUNTED[base] = type(f"Counted{base.__name__}", (base,), {"send_packed_command": send_packed_command})
+    return made
+
+
+def _count_sends(client: Any) -> Any:
+    """The client, its pool's connections made with their sends counted (none are made yet)."""
+    pool = client.connection_pool
+    pool.connection_class = _counted_class(pool.connection_class)
+    return client
+
+
 def connect(url: str, timeout: float = 2.0) -> Any:
     """A client for `url` with explicit timeouts and a bounded retry policy (see the module docstring).
 
@@ -162,7 +213,7 @@ def connect(url: str, timeout: float = 2.0) -> Any:
     t = parse_url(url)
     common: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": min(timeout, 1.0)}
     if t.kind == "single":
-        return redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), health_check_interval=0, **common)
+        return _count_sends(redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), health_check_interval=0, **common))
     retry = Retry(ExponentialBackoff(cap=0.2, base=0.05), _DISTRIBUTED_RETRIES)
     auth: dict[str, Any] = {"username": t.username, "password": t.password}
     tls = _tls_kwargs(t)
@@ -173,7 +224,7 @@ def connect(url: str, timeout: float = 2.0) -> Any:
         if t.options.get("sentinel_password"):
             sentinel_kwargs["password"] = t.options["sentinel_password"]
         sentinel = Sentinel(list(t.nodes), sentinel_kwargs=sentinel_kwargs, **common)
-        return sentinel.master_for(t.service, db=t.db, retry=retry, **auth, **tls, **common)
+        return _count_sends(sentinel.master_for(t.service, db=t.db, retry=retry, **auth, **tls, **common))
     return _translated(
         lambda: RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in t.nodes],
@@ -225,6 +276,9 @@ def _hint(exc: BaseException) -> str:
 
 def translate(exc: BaseException, where: str | None = None) -> CoordinatorError:
     """The `state_unavailable` refusal for any exception a Redis client raised (the one message)."""
+    observer = _observer
+    if observer is not None:
+        observer.error(type(exc).__name__)
     at = f" at {where}" if where else ""
     text = str(exc)
     if isinstance(exc, redis.sentinel.MasterNotFoundError):

@@ -1,8 +1,11 @@
-"""GET /metrics on a real `edit-coordinator serve` (one worker process): the admin token reads the
-Prometheus text format, which the official parser reads back with the counts of the calls made."""
+"""GET /metrics on a real `edit-coordinator serve` with two worker processes (serve's default): the admin
+token reads the Prometheus text format, which the official parser reads back with the counts of the calls
+made, whichever worker made them and whichever answers the scrape."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,18 +13,21 @@ from pathlib import Path
 import httpx
 import pytest
 
+from coordinator.server.metrics import ServiceMetrics
 from coordinator.state.embedded import stop_embedded_redis
 from tests.coordinator.server.test_server import ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
 parser = pytest.importorskip("prometheus_client.parser")
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+WRITES_OK = ("edit_coordinator_operations_total", ("operation", "write"), ("outcome", "ok"))
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("metrics") / "repo"
     root.mkdir()
-    server = ServerProcess(root, workers=1)
+    server = ServerProcess(root, workers=2)
     try:
         yield server
     finally:
@@ -29,18 +35,24 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         stop_embedded_redis(root / ".edit-coordinator")
 
 
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+def _samples(text: str) -> Samples:
+    found: Samples = {}
     for family in parser.text_string_to_metric_families(text):
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
 
 
+def _grown(before: Samples, after: Samples, name: str, *labels: tuple[str, str]) -> float:
+    key = (name, tuple(sorted(labels)))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
 def test_metrics_count_edits_refusals_and_leases(served: ServerProcess) -> None:
     (served.root / "m.txt").write_text("one\ntwo\nthree\n")
     session = auth(token("s-metrics"))
     with httpx.Client(base_url=served.url, timeout=30) as c:
+        before = _samples(c.get("/metrics", headers=auth(token(admin=True))).text)
         assert c.post("/v1/read", json={"path": "m.txt"}, headers=session).status_code == 200
         for old, new in (("one", "ONE"), ("two", "TWO")):
             r = c.post("/v1/edit", json={"path": "m.txt", "old_string": old, "new_string": new}, headers=session)
@@ -51,17 +63,62 @@ def test_metrics_count_edits_refusals_and_leases(served: ServerProcess) -> None:
         lease = c.post("/v1/leases", json={"paths": ["docs/**"], "ttl_s": 60}, headers=session)
         assert lease.status_code == 200, lease.text
         scrape = c.get("/metrics", headers=auth(token(admin=True)))
+        assert c.post("/v1/leases/release", json={}, headers=session).status_code == 200
     assert scrape.status_code == 200, scrape.text
     assert scrape.headers["content-type"].startswith("text/plain")
     got = _samples(scrape.text)
-    assert got[("edit_coordinator_operations_total", (("operation", "edit"), ("outcome", "ok")))] == 2
-    assert got[("edit_coordinator_operations_total", (("operation", "edit"), ("outcome", "stale")))] == 1
-    assert got[("edit_coordinator_operations_total", (("operation", "read"), ("outcome", "ok")))] == 1
-    assert got[("edit_coordinator_refusals_total", (("code", "stale"),))] == 1
-    assert got[("edit_coordinator_operation_duration_seconds_count", (("operation", "edit"),))] == 3
-    assert got[("edit_coordinator_leases_held", ())] == 1
+    operations = "edit_coordinator_operations_total"
+    assert _grown(before, got, operations, ("operation", "edit"), ("outcome", "ok")) == 2
+    assert _grown(before, got, operations, ("operation", "edit"), ("outcome", "stale")) == 1
+    assert _grown(before, got, operations, ("operation", "read"), ("outcome", "ok")) == 1
+    assert _grown(before, got, "edit_coordinator_refusals_total", ("code", "stale")) == 1
+    assert _grown(before, got, "edit_coordinator_operation_duration_seconds_count", ("operation", "edit")) == 3
+    assert got[("edit_coordinator_leases_held", (("mode", "exclusive"),))] == 1
+    assert got[("edit_coordinator_leases_held", (("mode", "shared"),))] == 0
     assert got[("edit_coordinator_sessions", ())] >= 1
-    assert all("m.txt" not in str(labels) for _, labels in got)  # no paths as label values
+    assert all("m.txt" not in str(labels) and "s-metrics" not in str(labels) for _, labels in got)
+
+
+def test_engine_lock_redis_and_history_figures(served: ServerProcess) -> None:
+    """The engine's own figures: every write's outcome (applied, rebased, conflict, stale), its lock's wait
+    and hold, the change events, Redis round trips, and the history's size, all from one scrape."""
+    (served.root / "e.txt").write_text("a\nb\nc\nd\ne\nf\n")
+    session = auth(token("s-engine"))
+    with httpx.Client(base_url=served.url, timeout=30) as c:
+        before = _samples(c.get("/metrics", headers=auth(token(admin=True))).text)
+
+        def edit(old: str, new: str, policy: str = "rebase") -> httpx.Response:
+            body = {"path": "e.txt", "old_string": old, "new_string": new, "policy": policy}
+            return c.post("/v1/edit", json=body, headers=session)
+
+        assert c.post("/v1/read", json={"path": "e.txt"}, headers=session).status_code == 200
+        assert edit("a", "A").status_code == 200
+        (served.root / "e.txt").write_text("A\nb\nc\nd\ne\nF\n")  # outside, far from the next edit
+        rebased = edit("b", "B")
+        assert rebased.status_code == 200 and rebased.json()["rebased"] is True, rebased.text
+        (served.root / "e.txt").write_text("A\nB!\nc\nd\ne\nF\n")  # outside, on the very line edited next
+        assert edit("B", "BB").json()["code"] == "stale"  # a rebase refused: a conflict
+        assert edit("c", "C", policy="strict").json()["code"] == "stale"  # no rebase tried: plain stale
+        after = _samples(c.get("/metrics", headers=auth(token(admin=True))).text)
+
+    def grew(name: str, *labels: tuple[str, str]) -> float:
+        key = (name, tuple(sorted(labels)))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    writes = "edit_coordinator_writes_total"
+    assert grew(writes, ("operation", "edit"), ("outcome", "applied")) == 1
+    assert grew(writes, ("operation", "edit"), ("outcome", "rebased")) == 1
+    assert grew(writes, ("operation", "edit"), ("outcome", "conflict")) == 1
+    assert grew(writes, ("operation", "edit"), ("outcome", "stale")) == 1
+    assert grew("edit_coordinator_change_events_published_total") == 2
+    # Each write took its file's lock once, but the conflict may be found before the lock (a path whose
+    # views went stale lately has its rebase tried first, and a doomed one never takes the lock).
+    assert 3 <= grew("edit_coordinator_lock_wait_seconds_count") <= 4
+    assert grew("edit_coordinator_lock_hold_seconds_count") == grew("edit_coordinator_lock_wait_seconds_count")
+    assert grew("edit_coordinator_lock_hold_seconds_sum") > 0
+    assert grew("edit_coordinator_redis_round_trips_total") >= 4  # at least each landed write's record
+    assert after[("edit_coordinator_history_bytes", ())] > 0
+    assert after[("edit_coordinator_history_entries", ())] >= 2
 
 
 def test_metrics_need_the_admin_token(served: ServerProcess) -> None:
@@ -71,3 +128,71 @@ def test_metrics_need_the_admin_token(served: ServerProcess) -> None:
         assert "bearer token" in missing.json()["message"]
         forbidden = c.get("/metrics", headers=auth(token("s-other")))
         assert forbidden.status_code == 403 and "admin token" in forbidden.json()["message"]
+
+
+def test_scrapes_total_the_calls_of_every_worker(served: ServerProcess) -> None:
+    """Calls answered by either worker, and by a worker that was killed and replaced, are all in every
+    scrape, whichever worker answers it (prometheus-client's multiprocess mode over a folder in the state
+    folder)."""
+    before = _samples(_scrape(served))
+    writes_by_pid: dict[int, int] = {}
+    for i in range(200):  # a new connection each time: the kernel hands it to either worker
+        with httpx.Client(base_url=served.url, timeout=30) as c:
+            pid = c.get("/v1/health").json()["pid"]
+            body = {"path": f"w{i}.txt", "content": f"{i}\n"}
+            r = c.post("/v1/write", json=body, headers=auth(token("s-workers")))  # same connection, same pid
+            assert r.status_code == 200, r.text
+        writes_by_pid[pid] = writes_by_pid.get(pid, 0) + 1
+        if len(writes_by_pid) >= 2 and i >= 9:
+            break
+    assert len(writes_by_pid) >= 2, writes_by_pid
+    total = sum(writes_by_pid.values())
+    answered_by: set[int] = set()
+    for _ in range(200):  # scrapes on new connections until both workers have answered one
+        with httpx.Client(base_url=served.url, timeout=30) as c:
+            pid = c.get("/v1/health").json()["pid"]
+            got = _samples(c.get("/metrics", headers=auth(token(admin=True))).text)
+        assert _grown(before, got, *WRITES_OK) == total
+        applied = ("operation", "write"), ("outcome", "applied")
+        assert _grown(before, got, "edit_coordinator_writes_total", *applied) == total
+        assert _grown(before, got, "edit_coordinator_change_events_published_total") == total
+        answered_by.add(pid)
+        if answered_by >= set(writes_by_pid):
+            break
+    assert answered_by >= set(writes_by_pid)
+    folder = served.root / ".edit-coordinator" / "metrics"
+    assert {p.name for p in folder.iterdir()} >= {f"counter_{pid}.db" for pid in writes_by_pid}
+
+    os.kill(next(iter(writes_by_pid)), signal.SIGKILL)  # the supervisor starts another worker
+    after_kill = _samples(_scrape(served))
+    assert _grown(before, after_kill, *WRITES_OK) == total
+
+
+def _scrape(server: ServerProcess) -> str:
+    """One scrape on a new connection; retried while a killed worker's connection is refused or reset."""
+    for _ in range(100):
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as c:
+                return c.get("/metrics", headers=auth(token(admin=True))).text
+        except httpx.TransportError:
+            continue
+    raise AssertionError("no worker answered a scrape")
+
+
+def test_one_process_counts_in_a_registry_of_its_own() -> None:
+    """Without the multiprocess folder (an App in a test, a one-worker serve), each ServiceMetrics counts
+    in its own registry: two never share counts."""
+    first, second = ServiceMetrics(dict), ServiceMetrics(dict)
+    first.observe("edit", None, 0.01)
+    first.write_finished("edit", "applied")
+    first.lock_released(0.0001, 0.002)
+    first.round_trip()
+    first.error("ConnectionError")
+    got, other = _samples(first.exposition().decode()), _samples(second.exposition().decode())
+    assert got[("edit_coordinator_operations_total", (("operation", "edit"), ("outcome", "ok")))] == 1
+    assert got[("edit_coordinator_writes_total", (("operation", "edit"), ("outcome", "applied")))] == 1
+    assert got[("edit_coordinator_lock_hold_seconds_bucket", (("le", "0.0025"),))] == 1
+    assert got[("edit_coordinator_lock_hold_seconds_bucket", (("le", "0.001"),))] == 0
+    assert got[("edit_coordinator_redis_round_trips_total", ())] == 1
+    assert got[("edit_coordinator_redis_errors_total", (("kind", "ConnectionError"),))] == 1
+    assert ("edit_coordinator_operations_total", (("operation", "edit"), ("outcome", "ok"))) not in other

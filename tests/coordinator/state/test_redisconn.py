@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.state.connection import connect, parse_url, redis_call, translate
+from coordinator.state.connection import connect, observe_redis, parse_url, redis_call, translate
 from worker.deployments import LocalCluster, LocalSentinel
 
 
@@ -118,3 +119,54 @@ def test_cluster_url_to_a_plain_server_says_so(root: Path, sentinel_deployment: 
         c.session("s").read("f.txt")
     assert ei.value.code is ErrorCode.STATE_UNAVAILABLE
     assert "not part of a Redis Cluster" in ei.value.message and "redis://host:port" in ei.value.message
+
+
+class _Traffic:
+    def __init__(self) -> None:
+        self.round_trips = 0
+        self.errors: list[str] = []
+
+    def round_trip(self) -> None:
+        self.round_trips += 1
+
+    def error(self, kind: str) -> None:
+        self.errors.append(kind)
+
+
+@pytest.fixture
+def traffic() -> Iterator[_Traffic]:
+    seen = _Traffic()
+    observe_redis(seen)
+    yield seen
+    observe_redis(None)
+
+
+def test_round_trips_are_counted_per_command_and_per_pipeline(real_redis_root: Path, traffic: _Traffic) -> None:
+    with Coordinator(real_redis_root) as c:
+        url = c.redis_url
+    assert url is not None
+    client = connect(url)
+    try:
+        client.ping()  # the first command also makes the connection (its handshake is a round trip of its own)
+        before = traffic.round_trips
+        client.set("ec-test-k", "1")
+        pipe = client.pipeline(transaction=False)
+        for i in range(5):
+            pipe.incr("ec-test-k", i)
+        pipe.execute()
+        assert traffic.round_trips - before == 2  # one command, one pipeline of five
+        observe_redis(None)
+        client.get("ec-test-k")
+        assert traffic.round_trips - before == 2  # no observer: nothing told
+    finally:
+        client.close()
+
+
+def test_errors_are_counted_by_kind_where_they_are_translated(traffic: _Traffic, tmp_path: Path) -> None:
+    client = connect(f"unix://{tmp_path}/no-such.sock", timeout=0.5)
+    with pytest.raises(CoordinatorError) as refused:
+        redis_call(client.ping)
+    assert refused.value.code == ErrorCode.STATE_UNAVAILABLE
+    assert traffic.errors == ["ConnectionError"]
+    translate(redis.TimeoutError("slow"))
+    assert traffic.errors == ["ConnectionError", "TimeoutError"]

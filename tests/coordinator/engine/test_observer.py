@@ -1,0 +1,88 @@
+"""The engine's observer hook (engine/observer.py): what a Coordinator tells it about lock waits and holds,
+write outcomes (applied, rebased, conflict, refusal codes) and change events, and that it is told nothing
+once the observer is removed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.engine.observer import APPLIED, CONFLICT, REBASED
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.locks: list[tuple[float, float]] = []
+        self.writes: list[tuple[str, str]] = []
+        self.events = 0
+
+    def lock_released(self, wait_s: float, hold_s: float) -> None:
+        self.locks.append((wait_s, hold_s))
+
+    def write_finished(self, operation: str, outcome: str) -> None:
+        self.writes.append((operation, outcome))
+
+    def event_published(self) -> None:
+        self.events += 1
+
+
+@pytest.fixture
+def observed(coord: Coordinator) -> Recorder:
+    rec = Recorder()
+    coord.observe(rec)
+    return rec
+
+
+def test_outcomes_locks_and_events_of_plain_writes(coord: Coordinator, root: Path, observed: Recorder) -> None:
+    s = coord.session("a")
+    s.write("f.txt", "one\ntwo\n")
+    s.edit("f.txt", "one", "ONE")
+    with pytest.raises(CoordinatorError) as refused:
+        s.edit("f.txt", "absent", "x")
+    assert refused.value.code == ErrorCode.NO_MATCH
+    assert observed.writes == [("write", APPLIED), ("edit", APPLIED), ("edit", "no_match")]
+    assert observed.events == 2  # one per write that landed, none for the refusal
+    assert len(observed.locks) == 3  # the refused edit took the lock too (the match is made under it)
+    assert all(wait >= 0 and hold > 0 for wait, hold in observed.locks)
+
+
+def test_stale_rebased_and_conflict_are_told_apart(coord: Coordinator, root: Path, observed: Recorder) -> None:
+    (root / "g.txt").write_text("a\nb\nc\nd\ne\nf\n")
+    strict, rebasing = coord.session("s"), coord.session("r", policy="rebase")
+    strict.read("g.txt")
+    rebasing.read("g.txt")
+    (root / "g.txt").write_text("A\nb\nc\nd\ne\nf\n")  # an outside change of line 1
+    with pytest.raises(CoordinatorError) as stale:
+        strict.edit("g.txt", "f", "F")
+    assert stale.value.code == ErrorCode.STALE
+    rebasing.edit("g.txt", "f", "F")  # far from line 1: carried over
+    (root / "g.txt").write_text("A\nb\nc\nd\ne\nF!\n")  # now a change of the very line it edits next
+    with pytest.raises(CoordinatorError) as conflict:
+        rebasing.edit("g.txt", "F", "FF")
+    assert conflict.value.code == ErrorCode.STALE
+    assert observed.writes == [("edit", "stale"), ("edit", REBASED), ("edit", CONFLICT)]
+
+
+def test_lock_wait_is_measured_while_another_holder_has_the_lock(coord: Coordinator, observed: Recorder) -> None:
+    s = coord.session("w")
+    s.write("h.txt", "x\n")
+    key = coord.resolve("h.txt").key
+    held = coord.locks.acquire(key)
+    observed.locks.clear()
+    writer = threading.Thread(target=lambda: s.edit("h.txt", "x", "y"))
+    writer.start()
+    writer.join(0.2)  # the edit is waiting for the lock held here
+    assert writer.is_alive()
+    held.release()
+    writer.join(10)
+    waits = sorted(wait for wait, _ in observed.locks)
+    assert waits[-1] >= 0.2  # the edit's own acquisition, which waited for this test's hold
+
+
+def test_no_observer_no_calls(coord: Coordinator, observed: Recorder) -> None:
+    coord.observe(None)
+    coord.session("q").write("k.txt", "z\n")
+    assert observed.writes == [] and observed.locks == [] and observed.events == 0
