@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from coordinator.disk import fsio
 from coordinator.engine.coordinator import Coordinator
+from coordinator.engine.observer import APPLIED
 from coordinator.engine.plan import CurrentFile, _view_refusal
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry, content_hash
@@ -182,6 +183,11 @@ def record_write(coord: Coordinator, session: str, prepared: NativeWrite, operat
         lambda: coord.state.record_write(session, rp.key, rs, entry.version, operation, digest=cur.digest, extra=event)
     )
     coord._views.put(session, rp.key, rs)
+    observer = coord.observer
+    if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
+        observer.write_finished(operation, APPLIED)
+        if coord.publish_events:
+            observer.event_published()
     return entry
 
 
