@@ -5,11 +5,13 @@ once the observer is removed."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.disk.locks import HeldLock
 from coordinator.engine.observer import APPLIED, CONFLICT, REBASED
 
 
@@ -66,20 +68,35 @@ def test_stale_rebased_and_conflict_are_told_apart(coord: Coordinator, root: Pat
     assert observed.writes == [("edit", "stale"), ("edit", REBASED), ("edit", CONFLICT)]
 
 
-def test_lock_wait_is_measured_while_another_holder_has_the_lock(coord: Coordinator, observed: Recorder) -> None:
+def test_lock_wait_is_the_acquisitions_own(
+    coord: Coordinator, observed: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit that waits for a lock held elsewhere: the observer is told exactly the wait its acquisition
+    measured, an acquisition that returned only once the other holder let go."""
     s = coord.session("w")
     s.write("h.txt", "x\n")
-    key = coord.resolve("h.txt").key
-    held = coord.locks.acquire(key)
+    held = coord.locks.acquire(coord.resolve("h.txt").key)
+    taken: list[tuple[HeldLock, float]] = []
+    acquire = coord.locks.acquire
+
+    def recording(key: str, timeout: float | None = -1.0) -> HeldLock:
+        got = acquire(key, timeout)
+        taken.append((got, time.perf_counter()))
+        return got
+
+    monkeypatch.setattr(coord.locks, "acquire", recording)
     observed.locks.clear()
     writer = threading.Thread(target=lambda: s.edit("h.txt", "x", "y"))
     writer.start()
-    writer.join(0.2)  # the edit is waiting for the lock held here
-    assert writer.is_alive()
+    writer.join(0.2)
+    assert writer.is_alive()  # it cannot have the lock yet
+    released_at = time.perf_counter()
     held.release()
     writer.join(10)
-    waits = sorted(wait for wait, _ in observed.locks)
-    assert waits[-1] >= 0.2  # the edit's own acquisition, which waited for this test's hold
+    [(edit_lock, returned_at)] = taken
+    assert returned_at > released_at
+    assert edit_lock.wait_s in [wait for wait, _ in observed.locks]
+    assert edit_lock.wait_s > 0
 
 
 def test_no_observer_no_calls(coord: Coordinator, observed: Recorder) -> None:
