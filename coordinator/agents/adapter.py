@@ -114,13 +114,12 @@ class HookAdapter:
     def _before_write(self, call: ToolCall) -> Decision:
         assert call.path is not None
         whole = call.operation == "write"
-        refusal = native.view_refusal(self.coord, call.session, call.path, whole=whole)
-        if refusal is not None:
-            return Decision.deny(refusal.message, refusal.code.value)
-        key = native.path_key(self.coord, call.path)
-        ticket = self._take_ticket(call.session, key)
+        judged = native.judge_write(self.coord, call.session, call.path, whole=whole)
+        if judged.refusal is not None:
+            return Decision.deny(judged.refusal.message, judged.refusal.code.value)
+        ticket = self._take_ticket(call.session, judged.key)
         try:
-            prepared = native.prepare_write(self.coord, call.session, call.path, whole=whole)
+            prepared = native.prepare_write(self.coord, call.session, call.path, whole=whole, view=judged.view)
             self._remember(call, ticket, prepared)
         except BaseException:
             self._release(call.session, ticket)
@@ -141,11 +140,8 @@ class HookAdapter:
     # -- tickets ------------------------------------------------------------------------------------------
     def _take_ticket(self, session: str, key: str) -> str | None:
         """A short exclusive lease of `key` for `session`, waited for up to TICKET_WAIT_S while another
-        session holds one (or any lease covering the path). None when the session's own exclusive lease
-        already covers the path."""
+        session holds one (or any lease covering the path). The session's own leases never block it."""
         store = self.coord.lease_store
-        if any(x.session == session and x.exclusive and x.covers(key) for x in store.live()):
-            return None
         deadline = time.monotonic() + TICKET_WAIT_S
         while True:
             try:

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from coordinator.version import __version__
+
+if TYPE_CHECKING:
+    import argparse
 
 # Modules that contribute subcommands, in the order they appear in --help.
 COMMAND_MODULES = (
@@ -51,6 +54,8 @@ Errors are one line on stderr: `edit-coordinator: [code] message`."""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="edit-coordinator",
         description="Safe Read / Write / Edit for fleets of parallel coding agents on one repository.",

@@ -16,14 +16,17 @@ Redis nor httpx.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from coordinator.agents import FRONT_ENDS
 from coordinator.agents.core import HookAnswer, failed_closed
+
+if TYPE_CHECKING:
+    import argparse
 
 SERVER_ENV = "EDIT_COORDINATOR_SERVER"
 TOKEN_ENV = "EDIT_COORDINATOR_TOKEN"
@@ -31,6 +34,8 @@ DEFAULT_TIMEOUT_S = 30.0  # below Claude Code's own command-hook timeout (60 s):
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(
         prog="edit-coordinator hook",
         description="An agent's command hook: reads the hook event on stdin, allows or denies the tool call.",
@@ -57,13 +62,39 @@ def register(sub: Any) -> None:
     p.set_defaults(func=lambda args: run(args, sys.stdin.buffer.read()))
 
 
+_OPTIONS = {"--server": "server", "--token": "token", "--root": "root", "--timeout": "timeout"}
+
+
 def main(argv: list[str]) -> int:
-    """The fast entry (coordinator.cli.main sends `hook ...` here without building the full command line)."""
-    args = _parser().parse_args(argv)
+    """The fast entry (coordinator.cli.main sends `hook ...` here without building the full command line).
+    The plain forms `AGENT [--server URL] [--token T] [--root R] [--timeout S]` (also `--opt=value`) are
+    read here without argparse, which costs a command run per tool call ~10 ms; anything else (--help, a
+    typo) goes through the full parser for its message."""
+    args: Any = _quick_args(argv)
+    if args is None:
+        args = _parser().parse_args(argv)
     return run(args, sys.stdin.buffer.read())
 
 
-def run(args: argparse.Namespace, raw: bytes) -> int:
+def _quick_args(argv: list[str]) -> SimpleNamespace | None:
+    if not argv or argv[0] not in FRONT_ENDS:
+        return None
+    found: dict[str, object] = {"agent": argv[0], "server": None, "token": None, "root": None}
+    found["timeout"] = DEFAULT_TIMEOUT_S
+    words = argv[1:]
+    while words:
+        name, eq, value = words.pop(0).partition("=")
+        if name not in _OPTIONS or (not eq and not words):
+            return None
+        found[_OPTIONS[name]] = value if eq else words.pop(0)
+    try:
+        found["timeout"] = float(str(found["timeout"]))
+    except ValueError:
+        return None
+    return SimpleNamespace(**found)
+
+
+def run(args: Any, raw: bytes) -> int:
     try:
         answer = _answer(args, raw)
     except Exception as exc:  # fail closed on anything of our own
@@ -77,7 +108,7 @@ def run(args: argparse.Namespace, raw: bytes) -> int:
     return answer.exit_code
 
 
-def _answer(args: argparse.Namespace, raw: bytes) -> HookAnswer:
+def _answer(args: Any, raw: bytes) -> HookAnswer:
     from coordinator.agents import front_end
 
     module = front_end(args.agent)

@@ -2,7 +2,8 @@
 through its hooks (coordinator/agents/). The engine keeps the order of the I/O; the agents' adapter only
 orders these steps around the agent's write.
 
-- `view_refusal`: would the session's write be refused as `not_read` / `stale` now (no lock, no change)?
+- `judge_write` / `view_refusal`: would the session's write be refused as `not_read` / `stale` now (no
+  lock, no change)?
 - `prepare_write`: under the path's lock, judge the session's view against the bytes on disk once more and
   keep those bytes in the history as the pre-image (before the agent replaces the file).
 - `record_write`: under the path's lock, the history entry of the agent's write (the kept pre-image and the
@@ -32,8 +33,10 @@ from coordinator.state import events as events_mod
 from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState
 
 __all__ = [
+    "Judged",
     "NativeWrite",
     "forget_view",
+    "judge_write",
     "path_key",
     "prepare_write",
     "record_view",
@@ -84,26 +87,43 @@ def record_view(
     return True
 
 
-def view_refusal(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> CoordinatorError | None:
-    """Would `session`'s write of `path` be refused as `not_read` or `stale` right now? None: its view is
-    the file on disk (or the file does not exist yet, which a write may create). `whole`: the write
-    replaces the whole file, so a partial view (a read of some lines) is not enough. A stale refusal after
-    an outside change says so, and never names the session itself."""
+@dataclass(frozen=True)
+class Judged:
+    """`judge_write`'s answer: the path's key, the session's recorded view (None: none), and the refusal
+    the write would get now (None: it may go on)."""
+
+    key: str
+    view: ReadState | None
+    refusal: CoordinatorError | None
+
+
+def judge_write(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> Judged:
+    """Would `session`'s write of `path` be refused as `not_read` or `stale` right now (no lock, nothing
+    changed)? No refusal: its view is the file on disk, or the file does not exist yet (a write may create
+    it). `whole`: the write replaces the whole file, so a partial view (a read of some lines) is not enough.
+    A stale refusal after an outside change says so, and never names the session itself."""
     rp = fsio.resolve(coord.root, path)
     cur = _current(coord, rp)
-    if not cur.exists:
-        return None
-    recorded = coord._state_call(lambda: coord.state.get(session, rp.key))
-    return _explained(coord, _judged(recorded, cur, rp, whole), rp.key, session)
+    recorded = coord._state_call(lambda: coord.state.get(session, rp.key)) if cur.exists else None
+    refusal = _judged(recorded, cur, rp, whole) if cur.exists else None
+    return Judged(rp.key, recorded, _explained(coord, refusal, rp.key, session))
 
 
-def prepare_write(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> NativeWrite:
+def view_refusal(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> CoordinatorError | None:
+    """`judge_write`'s refusal alone."""
+    return judge_write(coord, session, path, whole=whole).refusal
+
+
+def prepare_write(
+    coord: Coordinator, session: str, path: str, *, whole: bool = False, view: ReadState | None = None
+) -> NativeWrite:
     """Before the agent's own write of `path`, under the path's lock: the session's view is judged against
     the bytes on disk (raises `not_read` / `stale`, or the content's refusal), and those bytes are kept in
     the history as the write's pre-image. The caller holds the write ticket: no other hooked write of the
-    path can come in between this and `record_write`."""
+    path can come in between this and `record_write`. `view`: the session's view as `judge_write` just
+    found it (saves a round trip; the disk decides either way), else it is looked up."""
     rp = fsio.resolve(coord.root, path)
-    recorded = coord._state_call(lambda: coord.state.get(session, rp.key))
+    recorded = view if view is not None else coord._state_call(lambda: coord.state.get(session, rp.key))
     held = coord.locks.acquire(rp.key)
     try:
         cur = _current(coord, rp)

@@ -1,0 +1,44 @@
+"""The auto-commit trigger: a Claude Code session's Stop / SessionEnd hook commits exactly that session's
+writes, made with its own tools through the hooks, when the switch is on; nothing when it is off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.agents.adapter import HookAdapter
+from coordinator.git.autocommit import AUTO_COMMIT_ENV
+from tests.coordinator.agents.hooking import Agent, payload, run
+from tests.coordinator.git.conftest import git
+
+
+def _two_sessions_edit(repo: Path, gcoord: Coordinator) -> HookAdapter:
+    hooks = HookAdapter(gcoord)
+    mine, theirs = Agent(hooks, repo, "mine"), Agent(hooks, repo, "theirs")
+    mine.read("a.py")
+    theirs.read("b.py")
+    assert mine.edit("a.py", "a1\n", "A1\n").allow
+    assert theirs.edit("b.py", "b1\n", "B1\n").allow
+    return hooks
+
+
+@pytest.mark.parametrize("event", ["session_end", "stop"])
+def test_session_end_commits_only_that_sessions_hooked_writes(repo, gcoord, monkeypatch, event):
+    monkeypatch.setenv(AUTO_COMMIT_ENV, "1")
+    hooks = _two_sessions_edit(repo, gcoord)
+    head = git(repo, "rev-parse", "HEAD")
+    assert run(hooks, payload(event, repo, session_id="mine")).allow
+    assert git(repo, "rev-parse", "HEAD") != head
+    assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["a.py"]
+    assert git(repo, "show", "HEAD:a.py").startswith("A1\n")
+    assert "b.py" in git(repo, "status", "--porcelain")  # the other session's write stays uncommitted
+
+
+def test_off_by_default_nothing_is_committed(repo, gcoord, monkeypatch):
+    monkeypatch.delenv(AUTO_COMMIT_ENV, raising=False)
+    hooks = _two_sessions_edit(repo, gcoord)
+    head = git(repo, "rev-parse", "HEAD")
+    assert run(hooks, payload("session_end", repo, session_id="mine")).allow
+    assert git(repo, "rev-parse", "HEAD") == head
