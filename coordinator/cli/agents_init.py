@@ -154,9 +154,16 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
     if not exists:
         missing += [f"deny rule {r}" for r in plan.deny]
     problems = [*_broken_programs(current, plan.agent), *_disabled(root, plan.agent, current)]
+    target = _target(args)
+    notes = _warnings(root, plan, current)
+    if target.server is not None:
+        problems += _unreachable(target.server)
+        if not os.environ.get(target.token_env):
+            notes.append(f"${target.token_env} is not set here: the agent must be started where it holds the token")
     stale = st.unwanted(current, plan)
     if args.json:
-        print(json.dumps({"settings": plan.path, "missing": missing, "problems": problems, "stale": stale}, indent=2))
+        report = {"settings": plan.path, "missing": missing, "problems": problems, "stale": stale, "notes": notes}
+        print(json.dumps(report, indent=2))
     else:
         name = _NAMES[plan.agent]
         if not missing and not problems:
@@ -167,9 +174,9 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
             print(f"differs from what init writes now: {item} (init replaces it)")
         for item in problems:
             print(f"problem: {item}")
-        for warning in _warnings(root, plan, current):
+        for warning in notes:
             print(f"note: {warning}")
-        if missing or problems:
+        if missing or stale:
             print(f"Run `edit-coordinator init {plan.agent}` (with the same options) to put it right.")
     return 1 if missing or problems else 0
 
@@ -218,6 +225,24 @@ def _broken_programs(current: dict[str, Any], agent: str) -> list[str]:
         elif not os.path.isabs(program) and shutil.which(program) is None:
             out.append(f"the hooks run {program}, which is not on PATH here")
     return out
+
+
+def _unreachable(server: str) -> list[str]:
+    """The service's health route, asked once (no token needed): a hook sent to a service that does not
+    answer is refused (or, where the agent lets hook failures through, not checked at all)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{server}/v1/health", timeout=3) as resp:  # _target allows http(s) only
+            if resp.status == 200:
+                return []
+            status = str(resp.status)
+    except urllib.error.HTTPError as exc:
+        status = str(exc.code)
+    except (OSError, ValueError) as exc:
+        status = f"no answer: {getattr(exc, 'reason', exc)}"
+    return [f"the service at {server} is not answering its health check ({status}): start `edit-coordinator serve`"]
 
 
 def _disabled(root: Path, agent: str, current: dict[str, Any]) -> list[str]:

@@ -105,6 +105,7 @@ def test_codex_over_http_and_a_broken_program_is_reported(tmp_path: Path) -> Non
     check = run(tmp_path, "codex", "--check", "--http", "http://127.0.0.1:9", "--token-env", "EC_ADMIN_TOKEN")
     assert check.returncode == 1
     assert "/nowhere/edit-coordinator, which is not an executable here" in check.stdout
+    assert "the service at http://127.0.0.1:9 is not answering its health check" in check.stdout
 
 
 def test_malformed_settings_are_refused_and_left_untouched(repo: Path) -> None:
