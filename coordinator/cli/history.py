@@ -7,10 +7,10 @@ it shows only versions that reached the file.
 [...]}`, each entry with the fields of `HistoryEntry`; the command adds `total` (entries recorded) and, per
 entry, `added` / `removed` (lines). `--session ID` gives `{session, entries}`.
 
-With `--server URL --token T` (the admin token) a listing comes from a remote `serve` through `HttpClient`
-(`Client.history`, the same call a local client makes); the remote contents are not fetched, so "lines
-changed" shows each version's recorded range. `--diff` and `--session` read the history files and need the
-file host.
+With `--server URL --token T` (any token, a session token included) a listing comes from a remote `serve`
+through `HttpClient` (`Client.history`, the same call a local client makes); the remote contents are not
+fetched, so "lines changed" shows each version's recorded range. `--diff` and `--session` read the history
+files and need the file host.
 
 "Lines changed" is a line diff of a version's pre-image and result, when both are still known (the history
 keeps them until gc; the file itself serves for its current content) and text; past `MAX_DIFF_LINES` lines,

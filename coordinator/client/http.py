@@ -204,7 +204,7 @@ class HttpClient:
         return self._run(self.calls.restore(path, to_version, before_version=before_version, session=session))
 
     def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
-        """Versions of `path`, newest first (needs the admin token)."""
+        """Versions of `path`, newest first (any token: a session token sees every file's history)."""
         return self._run(self.calls.history(path, limit))
 
     # -- leases -------------------------------------------------------------------------------------------

@@ -128,8 +128,10 @@ ROUTES: tuple[Route, ...] = (
           WriteResult, _WRITE_ERRORS,
           lambda c, s, m: c.restore(m.path, m.to_version, before_version=m.before_version, session=s),
           mutating=True, tags=("admin",)),
-    Route("POST", "/v1/history", "history", "Recorded versions of a file, newest first (admin)", "admin",
-          HistoryRequest, HistoryResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503), _history, tags=("admin",)),
+    # Any token: a session may see the history of every file of the repository (docs/http.md, "Tokens").
+    Route("POST", "/v1/history", "history", "Recorded versions of a file, newest first: who wrote which lines "
+          "when (no contents)", "any", HistoryRequest, HistoryResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
+          _history),
     Route("POST", "/v1/leases", "lease", "Reserve paths or globs for a while, all or none", "any", LeaseRequest,
           LeasesResponse, (*_STATE_ERRORS, 423), lambda c, s, m: _leases(c.lease(s, m.paths, m.mode, m.ttl_s)),
           tags=("leases",)),

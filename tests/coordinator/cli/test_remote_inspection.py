@@ -69,9 +69,10 @@ def test_history_shows_an_edit_made_over_http(served: ServerProcess) -> None:
     with HttpClient(served.url, token=token("editor-9")) as client:
         client.read("editor-9", "notes.txt")
         client.edit("editor-9", "notes.txt", "beta", "gamma")
-    r = _cli(served, "history", "notes.txt", tok=token(admin=True))
-    assert r.returncode == 0, r.stderr
-    assert "editor-9" in r.stdout and "edit" in r.stdout and "notes.txt" in r.stdout
+    for tok in (token(admin=True), token("reader-3")):  # another session's token sees it too (docs/http.md)
+        r = _cli(served, "history", "notes.txt", tok=tok)
+        assert r.returncode == 0, r.stderr
+        assert "editor-9" in r.stdout and "edit" in r.stdout and "notes.txt" in r.stdout
 
 
 @pytest.mark.parametrize(

@@ -367,14 +367,19 @@ def test_lease_history_undo_tools_through_a_remote_service(tmp_path: Path) -> No
 
         async def main() -> None:
             errlog = tmp_path / "servers.log"
-            # a acts through an admin token (history needs it over HTTP); b through its own session token.
-            remote_a = (server.url, token(admin=True))
+            # Each agent acts through its own session token (history included).
+            remote_a = (server.url, token("agent-a"))
             remote_b = (server.url, token("agent-b"))
             async with (
                 agent(elsewhere, "agent-a", errlog, remote=remote_a) as a,
                 agent(elsewhere, None, errlog, remote=remote_b) as b,
             ):
                 await _lease_history_undo(a, b, "app.py", "agent-b")
+                # b's session token sees the whole file's history, a's writes included (docs/http.md)
+                seen_by_b = _ok(await b.call_tool("history", {"file_path": "app.py"}))
+                assert seen_by_b.startswith("v3 ") and "agent-a  undo" in seen_by_b and "agent-a  edit" in seen_by_b
+                code, _ = _err(await b.call_tool("history", {"file_path": "../outside.py"}))
+                assert code == "outside_root"
 
         anyio.run(main)
     finally:

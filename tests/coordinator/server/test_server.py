@@ -376,7 +376,6 @@ def test_token_misuse_gets_401_or_403_and_does_nothing(http: httpx.Client, serve
     assert r.json()["code"] == "not_read"
     # Admin-only endpoints refuse session tokens.
     for method, endpoint, body in [
-        ("POST", "/v1/history", {"path": name}),
         ("GET", "/v1/sessions", None),
         ("POST", "/v1/tokens", {"session": "x"}),
         ("POST", "/v1/admin/shutdown", None),
@@ -385,6 +384,11 @@ def test_token_misuse_gets_401_or_403_and_does_nothing(http: httpx.Client, serve
         assert (r.status_code, r.json()["code"]) == (403, "forbidden"), endpoint
     assert (served.root / name).read_text() == "alpha\nbeta\ngamma\n"
     assert versions(served, name) == 0
+    # The history is open to a session token (it lists who wrote which lines when, no contents).
+    r = http.post("/v1/history", json={"path": name}, headers=owner)
+    assert r.status_code == 200 and r.json() == {"path": name, "entries": []}, r.text
+    r = http.post("/v1/history", json={"path": "../elsewhere.txt"}, headers=owner)
+    assert r.json()["code"] == "outside_root"
     assert http.get("/v1/health").json()["status"] == "ok"  # still serving
 
 
