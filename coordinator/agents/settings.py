@@ -172,6 +172,7 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
         Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write)$", handler(False)),
         Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write)$", handler(False)),
         Wanted("Stop", None, handler(False)),
+        Wanted("SubagentStop", None, handler(False)),  # a subagent is a session of its own: its end too
         Wanted("SessionEnd", None, handler(False, SESSION_END_TIMEOUT_S)),
     )
 

@@ -71,14 +71,14 @@ def test_merge_into_existing_claude_settings_keeps_every_user_part() -> None:
     # everything of the user's is still there, in its order
     cleaned = user_parts_of(merged, "claude-code")
     cleaned["permissions"]["deny"].remove("NotebookEdit")
-    for event in ("PostToolUseFailure", "Stop", "SessionEnd"):
+    for event in ("PostToolUseFailure", "Stop", "SubagentStop", "SessionEnd"):
         assert cleaned["hooks"].pop(event) == []
     assert cleaned == USER_CLAUDE
     assert list(merged) == list(USER_CLAUDE)
     assert merged["hooks"]["PreToolUse"][:2] == USER_CLAUDE["hooks"]["PreToolUse"]
     assert manifest.deny_added == ["NotebookEdit"]
     assert "deny rule NotebookEdit" in changes.added
-    assert len([c for c in changes.added if "hook" in c]) == 5
+    assert len([c for c in changes.added if "hook" in c]) == 6
 
 
 def test_handlers_are_what_the_agent_needs() -> None:
@@ -91,7 +91,14 @@ def test_handlers_are_what_the_agent_needs() -> None:
     assert handler["timeout"] >= 10
     assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^(Read|Edit|MultiEdit|Write)$"
     assert "onFailure" not in merged["hooks"]["PostToolUse"][0]["hooks"][0]
-    assert set(merged["hooks"]) == {"PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd"}
+    assert set(merged["hooks"]) == {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "Stop",
+        "SubagentStop",
+        "SessionEnd",
+    }
     assert merged["permissions"] == {"deny": ["NotebookEdit"]}
 
 
@@ -132,8 +139,8 @@ def test_an_older_handler_of_ours_is_replaced_in_place_of_being_duplicated() -> 
     new, changes, _ = st.merge(old, claude_plan())
     assert st.missing(new, claude_plan()) == []
     assert "/old/bin" not in json.dumps(new)
-    assert len(st.ours(new, "claude-code")) == 5
-    assert len(changes.updated) == 5 and not changes.added and not changes.removed
+    assert len(st.ours(new, "claude-code")) == 6
+    assert len(changes.updated) == 6 and not changes.added and not changes.removed
     assert user_parts_of(new, "claude-code") == user_parts_of(old, "claude-code")
 
 
