@@ -196,7 +196,8 @@ def run_cell(
         if column.kind == KIND_HTTP:
             from coordinator_bench.httpserver import HttpService
 
-            service = HttpService(root, rds.url, cell_dir / "service", durability=column.durability or "none")
+            durability, uds = column.durability or "none", column.listener == "uds"
+            service = HttpService(root, rds.url, cell_dir / "service", durability=durability, uds=uds)
             service.start()
             url, token = service.url, service.token
         spec = spec_for(column, str(root), rds.url, url=url, token=token)
@@ -256,6 +257,7 @@ def _resource_figures(rec: dict[str, Any], server: dict[str, Any] | None, busy: 
     acked = rec["acknowledged"]
     rec["cpu_ms_per_edit"] = cpu["total_s"] / acked * 1000.0 if acked else None
     rec["cpu_ms_per_edit_clients"] = (cpu["clients_s"] or 0.0) / acked * 1000.0 if acked else None
+    rec["cpu_ms_per_edit_server"] = cpu["server_s"] / acked * 1000.0 if acked and server else None
     if server:
         rec["server"] = server
 

@@ -92,7 +92,7 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="NAME",
         help="run only this column (repeatable): unsafe, naive-lock, strict-none, strict-fsync, rebase-none, "
-        "rebase-fsync, http-plain, http-strict-none, redis-server, redis-sentinel, redis-cluster, async",
+        "rebase-fsync, http-plain, http-strict-none, http-uds, redis-server, redis-sentinel, redis-cluster, async",
     )
     p.add_argument("--no-http", action="store_true", help="leave out the HTTP column even if the service is installed")
     p.add_argument("--no-profile", action="store_true", help="do not profile the cells of missed targets")

@@ -3,7 +3,8 @@
 A column is one way of doing the same edits: `unsafe` (no lock, no check), `naive-lock` (a redis-py Lock
 per file plus an mtime check, see `coordinator_bench.naive`), the coordinator in-process with each policy it
 offers and durability `none` or `fsync`, the coordinator over HTTP (`edit-coordinator serve`, one worker)
-through the project's `HttpClient` or a plain httpx client (`coordinator_bench.plainhttp`), the coordinator on
+through the project's `HttpClient` (over TCP, or a unix socket: `serve --uds`) or a plain httpx client
+(`coordinator_bench.plainhttp`), the coordinator on
 other Redis deployments (one redis-server, Sentinel, a 3-primary cluster: `coordinator_bench.deployments`), and
 `AsyncClient` in-process (the asyncio scenario). Which of them exist is found out at run time, so the suite
 runs on any build; the ones missing are reported with the reason.
@@ -43,6 +44,7 @@ class Column:
     durability: str | None = None
     deployment: str | None = None  # Redis: None (the suite's embedded server) | server | sentinel | cluster
     http_client: str | None = None  # http: "project" (HttpClient) | "plain" (httpx)
+    listener: str | None = None  # http: None (TCP on 127.0.0.1) | "uds" (`serve --uds`, a unix socket)
 
     @property
     def is_coordinator(self) -> bool:
@@ -61,6 +63,7 @@ class Column:
             "durability": self.durability,
             "deployment": self.deployment,
             "http_client": self.http_client,
+            "listener": self.listener,
         }
 
 
@@ -68,6 +71,7 @@ UNSAFE = Column("unsafe", KIND_UNSAFE)
 NAIVE = Column("naive-lock", KIND_NAIVE)
 HTTP_PROJECT = Column("http-strict-none", KIND_HTTP, "strict", "none", http_client="project")
 HTTP_PLAIN = Column("http-plain", KIND_HTTP, "strict", "none", http_client="plain")
+HTTP_UDS = Column("http-uds", KIND_HTTP, "strict", "none", http_client="project", listener="uds")
 ASYNC = Column("async", KIND_ASYNC, "strict", "none")
 DEPLOYMENTS = ("server", "sentinel", "cluster")
 
@@ -200,7 +204,7 @@ def all_columns(redis_url: str, with_http: bool = True) -> tuple[list[Column], l
     if "rebase" not in policies:
         absent.append({"column": "rebase-*", "why": "this build's Coordinator does not accept policy='rebase'"})
     if with_http and http_available():
-        cols += [HTTP_PROJECT, HTTP_PLAIN]
+        cols += [HTTP_PROJECT, HTTP_PLAIN, HTTP_UDS]
     else:
         why = "not asked for (--no-http)" if not with_http else "the HTTP service or its client is not installed"
         absent.append({"column": "http-*", "why": why})

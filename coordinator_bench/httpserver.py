@@ -1,8 +1,9 @@
 """Start and stop `edit-coordinator serve` on a benchmark root, for the HTTP column.
 
-The service runs as a child process (its own workers below it) on a free port, with a secret file of its
-own; the benchmark's agents use the admin token, which may act as any session. The service's CPU seconds
-and peak RSS are read from /proc, so the CPU per edit of the HTTP column includes the service's share.
+The service runs as a child process (its own workers below it) on a free port, or on a unix socket
+(`uds=True`: `serve --uds`), with a secret file of its own; the benchmark's agents use the admin token,
+which may act as any session. The service's CPU seconds and peak RSS are read from /proc, so the CPU per
+edit of the HTTP column includes the service's share.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,8 +28,18 @@ _START_TIMEOUT_S = 30.0
 class HttpService:
     """A running `edit-coordinator serve` for one root. Use as a context manager."""
 
-    def __init__(self, root: Path, redis_url: str, work_dir: Path, durability: str = "none", workers: int = 2) -> None:
+    def __init__(
+        self,
+        root: Path,
+        redis_url: str,
+        work_dir: Path,
+        durability: str = "none",
+        workers: int = 2,
+        uds: bool = False,
+    ) -> None:
         self.root = root
+        self.uds = uds
+        self.socket_path: str | None = None
         self.redis_url = redis_url
         self.work_dir = work_dir
         self.durability = durability
@@ -48,11 +61,15 @@ class HttpService:
         url_file = self.work_dir / "url"
         log = open(self.work_dir / "serve.log", "wb")  # noqa: SIM115 - closed with the process
         env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+        listener = ["--port", "0"]
+        if self.uds:
+            self.socket_path = _socket_path(self.work_dir)
+            listener = ["--uds", self.socket_path]
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "coordinator.cli", "serve",
                 "--root", str(self.root), "--redis-url", self.redis_url,
-                "--port", "0", "--workers", str(self.workers), "--durability", self.durability,
+                *listener, "--workers", str(self.workers), "--durability", self.durability,
                 "--secret-file", str(secret_file), "--url-file", str(url_file),
                 "--graceful-timeout", "2", "--log-level", "error",
             ],
@@ -77,9 +94,11 @@ class HttpService:
         import httpx
 
         ok = 0
+        base = "http://localhost" if self.socket_path else self.url
         while ok < 4 * self.workers:
             try:
-                r = httpx.get(self.url + "/v1/health", timeout=2.0)
+                with httpx.Client(transport=httpx.HTTPTransport(uds=self.socket_path), timeout=2.0) as probe:
+                    r = probe.get(base + "/v1/health")
                 ok += 1 if r.status_code == 200 else 0
             except httpx.HTTPError:
                 pass
@@ -112,9 +131,22 @@ class HttpService:
         # Workers left behind by a supervisor that died first share its process group.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        if self.socket_path is not None and os.path.dirname(self.socket_path) != str(self.work_dir):
+            shutil.rmtree(os.path.dirname(self.socket_path), ignore_errors=True)
 
     def __enter__(self) -> HttpService:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _socket_path(work_dir: Path) -> str:
+    """The service's socket in its work folder, or in a short folder of its own under /tmp when that path would
+    pass the 107 bytes a unix socket's path may hold."""
+    from coordinator.endpoint import MAX_UNIX_PATH_BYTES
+
+    path = str(work_dir / "serve.sock")
+    if len(os.fsencode(path)) <= MAX_UNIX_PATH_BYTES:
+        return path
+    return os.path.join(tempfile.mkdtemp(prefix="ec-bench-", dir="/tmp"), "serve.sock")

@@ -34,6 +34,7 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "rebase-fsync": ("#93c47d", "^", "-."),
     "http-strict-none": ("#8e44ad", "D", "-"),
     "http-plain": ("#c27ba0", "D", "--"),
+    "http-uds": ("#5b2c6f", "P", "-."),
     "redis-server": ("#674ea7", "o", "-"),
     "redis-sentinel": ("#b45f06", "s", "-"),
     "redis-cluster": ("#38761d", "^", "-"),

@@ -41,6 +41,8 @@ COLUMN_TEXT = {
     "rebase-fsync": "the coordinator in-process, policy `rebase`, durability `fsync`",
     "http-strict-none": "the coordinator over HTTP (`edit-coordinator serve`, one server worker, the "
     "project's `HttpClient`), policy `strict`, durability `none`; its CPU includes the service's",
+    "http-uds": "the same as `http-strict-none` on a unix socket (`edit-coordinator serve --uds PATH`, the URL "
+    "`unix:///PATH`) instead of TCP",
     "http-plain": "the coordinator over HTTP (`edit-coordinator serve`, one server worker) through a plain "
     "`httpx.Client` with keep-alive and no idempotency key (`coordinator_bench.plainhttp`); its CPU includes the "
     "service's",

@@ -113,10 +113,11 @@ def full_scenarios() -> list[Scenario]:
             "http: the same bare loop over HTTP and in-process",
             "The solo bare loop (one session, consecutive edits of a 200-line file) in-process and through "
             "`edit-coordinator serve` with one worker: `http-plain` is a plain httpx client with keep-alive "
-            "and no idempotency key, `http-strict-none` the project's `HttpClient`. Durability none. The "
-            "service's CPU counts in the CPU per edit.",
+            "and no idempotency key, `http-strict-none` the project's `HttpClient` over TCP, `http-uds` the "
+            "same client on a unix socket (`serve --uds`). Durability none. The service's CPU counts in the "
+            "CPU per edit.",
             (Row("raw", "counters", 1, 1, 1, mode="raw"),),
-            columns=("strict-none", "http-plain", "http-strict-none"),
+            columns=("strict-none", "http-plain", "http-strict-none", "http-uds"),
             durability=("none",),
         ),
         Scenario(

@@ -67,6 +67,7 @@ METRICS: dict[str, str] = {
     "lock_hold_p50_ms": "lock_hold_ms.p50",
     "cpu_ms_per_edit": "cpu_ms_per_edit",
     "cpu_ms_per_edit_clients": "cpu_ms_per_edit_clients",
+    "cpu_ms_per_edit_server": "cpu_ms_per_edit_server",
     "rss_max_mib": "rss_mib.max",
     "redis_memory_mib": "redis.used_memory_mib",
     "redis_delta_bytes": "redis.delta_bytes",

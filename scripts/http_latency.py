@@ -18,6 +18,10 @@ row: each edit increments the next slot line), durability none. Columns, run int
                     the bench's column) against ``edit-coordinator serve --workers 1``;
 - ``http-project``: the project's HttpClient without idempotency keys, same service;
 - ``http-stdlib``:  ``http.client.HTTPConnection`` (keep-alive), same service;
+- ``http-project-uds`` / ``http-stdlib-uds``: the same two clients against a second service, ``serve --workers 1
+                    --uds PATH`` (a unix socket instead of TCP; http.client through ``coordinator.endpoint``);
+- ``http-project-keys``: the project's HttpClient as it comes (an Idempotency-Key with every edit: one
+                    Redis round trip more in the service), on TCP;
 - ``floor-httpx`` / ``floor-stdlib``: the same requests (same body, an answer of the same size) to an ASGI
                     app that does nothing, under uvicorn with the service's options: the floor of any Python
                     service with that client.
@@ -35,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import http.client
 import json
 import os
 import statistics
@@ -51,6 +54,7 @@ import redis
 
 from coordinator import Coordinator, HttpClient
 from coordinator.client.local import LocalClient
+from coordinator.endpoint import parse_service_url
 from coordinator.server import ServerConfig, create_app, mint_token
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator_bench.httpserver import HttpService
@@ -61,8 +65,8 @@ LINES = 200
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 PACED_S = 0.0003
 COLUMNS = (
-    "inproc", "inproc-paced", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "floor-httpx",
-    "floor-stdlib",
+    "inproc", "inproc-paced", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "http-project-uds",
+    "http-stdlib-uds", "http-project-keys", "floor-httpx", "floor-stdlib",
 )  # fmt: skip
 
 
@@ -98,8 +102,7 @@ class StdlibClient:
     """http.client.HTTPConnection with keep-alive: the standard library's client, JSON in and out."""
 
     def __init__(self, url: str, token: str) -> None:
-        host, _, port = url.removeprefix("http://").partition(":")
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.conn = parse_service_url(url).http_connection(timeout=30)  # TCP, or the unix socket of unix://
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     def post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +241,7 @@ def pct(xs: list[float], q: float) -> float:
 def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
     base = statistics.median(cols["inproc"].lat) if "inproc" in cols else None
     print(f"load average {load[0]:.2f} before, {load[1]:.2f} after (1 min); {os.cpu_count()} CPUs")
-    head = f"{'column':<14}{'edits':>7}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}"
+    head = f"{'column':<18}{'edits':>7}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}"
     print(head + f"{'client CPU ms':>15}{'server CPU ms':>15}{'redis CPU ms':>14}{'total CPU ms':>14}  (per edit)")
     for name, col in cols.items():
         n = len(col.lat)
@@ -249,7 +252,7 @@ def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
             added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
         cpu = [col.client_cpu / n * 1e3, col.server_cpu / n * 1e3, col.redis_cpu / n * 1e3]
         print(
-            f"{name:<14}{n:>7}{p50:>9.3f}{pct(col.lat, 0.99) * 1e3:>9.3f}{added:>9}"
+            f"{name:<18}{n:>7}{p50:>9.3f}{pct(col.lat, 0.99) * 1e3:>9.3f}{added:>9}"
             f"{cpu[0]:>15.3f}{cpu[1]:>15.3f}{cpu[2]:>14.3f}{sum(cpu):>14.3f}"
         )
 
@@ -258,7 +261,7 @@ Edit = Callable[[str, str, str], Any]
 
 
 def build(
-    names: list[str], root: Path, coord: Coordinator, service: HttpService | None, floor: tuple[str, int] | None
+    names: list[str], root: Path, coord: Coordinator, services: dict[str, HttpService], floor: tuple[str, int] | None
 ) -> tuple[dict[str, Column], list[Callable[[], None]]]:
     """Each column's file (same session), client and the process whose CPU is its server's."""
     cols: dict[str, Column] = {}
@@ -285,9 +288,10 @@ def build(
             pid = floor[1]
             edit = remote_client(name, floor[0], "x", path, closers)
         else:
-            assert service is not None and service.proc is not None
+            service = services["uds" if name.endswith("-uds") else "tcp"]
+            assert service.proc is not None
             pid = service.proc.pid
-            edit = remote_client(name, service.url, service.token, path, closers)
+            edit = remote_client(name.removesuffix("-uds"), service.url, service.token, path, closers)
         cols[name] = Column(Editor(name, path, edit), pid, pause)
     return cols, closers
 
@@ -319,8 +323,8 @@ def remote_client(name: str, url: str, token: str, path: str, closers: list[Call
             return lambda p, a, b: plain.http.post("/v1/edit", json=_body(p, a, b)).json()
         plain.read(SESSION, path)
         return functools.partial(plain.edit, SESSION)
-    if name == "http-project":
-        project = HttpClient(url, token=token, idempotency_keys=False)
+    if name in ("http-project", "http-project-keys"):
+        project = HttpClient(url, token=token, idempotency_keys=name == "http-project-keys")
         closers.append(project.close)
         project.read(SESSION, path)
         return functools.partial(project.edit, SESSION)
@@ -342,11 +346,13 @@ def measure(names: list[str], edits: int, rounds: int) -> None:
         coord = stack.enter_context(Coordinator(root, durability="none"))
         stack.callback(stop_embedded_redis, root / ".edit-coordinator")
         redis_pid = int(redis.Redis.from_url(str(coord.redis_url)).info("server")["process_id"])
-        service = None
-        if any(n.startswith("http") for n in names):
-            service = stack.enter_context(HttpService(root, str(coord.redis_url), work / "serve", workers=1))
+        services: dict[str, HttpService] = {}
+        for listener in ("tcp", "uds"):
+            if any(n.startswith("http") and n.endswith("-uds") == (listener == "uds") for n in names):
+                service = HttpService(root, str(coord.redis_url), work / listener, workers=1, uds=listener == "uds")
+                services[listener] = stack.enter_context(service)
         floor = stack.enter_context(floor_server(work)) if any(n.startswith("floor") for n in names) else None
-        cols, closers = build(names, root, coord, service, floor)
+        cols, closers = build(names, root, coord, services, floor)
         for close in reversed(closers):
             stack.callback(close)
         for col in cols.values():  # warm-up: connections, caches, scripts

@@ -42,7 +42,8 @@ def test_quick_suite_runs_and_loses_nothing_through_the_coordinator(tmp_path: Pa
     else:
         cell = results["asyncio"]["cells"][0]
         assert cell["reps"][0]["acknowledged"] > 0 and cell["reps"][0]["loop_stall_ms"] >= 0
-    assert {c["name"] for c in results["http"]["columns"]} == {"strict-none", "http-plain", "http-strict-none"}
+    http_columns = {c["name"] for c in results["http"]["columns"]}
+    assert http_columns == {"strict-none", "http-plain", "http-strict-none", "http-uds"}
     for res in results.values():
         for t in res.get("targets", []):
             if not t["id"].startswith("lost-"):
