@@ -95,6 +95,11 @@ def register(subparsers: Any) -> None:
     who = t.add_mutually_exclusive_group(required=True)
     who.add_argument("--session", help="a session token for this session id")
     who.add_argument("--admin", action="store_true", help="an admin token")
+    who.add_argument(
+        "--viewer",
+        action="store_true",
+        help="a read-only token: the dashboard (/dashboard) and the inspection routes, nothing that changes state",
+    )
     t.add_argument("--ttl", type=int, default=24 * 3600, help="seconds until it expires")
     t.set_defaults(func=cmd_common.guarded(_cmd_token))
 
@@ -103,7 +108,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     if args.ttl < 1:
         return cmd_common.usage_error(f"--ttl must be at least 1 second (got {args.ttl}): a token's lifetime.")
     secret, _ = load_secret(args.root, args.secret_file, create=True)
-    print(mint_token(secret, session=args.session, admin=args.admin, ttl_s=args.ttl))
+    print(mint_token(secret, session=args.session, admin=args.admin, viewer=args.viewer, ttl_s=args.ttl))
     return 0
 
 

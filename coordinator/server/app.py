@@ -239,8 +239,7 @@ class App:
         headers = header_map(scope)
         # Authentication first: an unauthenticated request is answered before its body is even read.
         principal = self._authenticate(headers.get("authorization"))
-        if route.auth == "admin" and not principal.is_admin:
-            raise ServiceError("forbidden", f"{route.path} needs the admin token; a session token cannot use it.")
+        _authorize(route, principal)
         if route.mutating and self.draining:
             raise _shutting_down()
         model: BaseModel | None = None
@@ -394,14 +393,16 @@ class App:
 
     # -- handlers -----------------------------------------------------------------------------------------
     async def op_call(self, route: Route, p: Principal, m: Any, scope: Any, h: dict[str, str]) -> Answer:
-        """A route of one `Client` call (`route.call`), acting as the session the request names."""
+        """A route of one `Client` call (`route.call`), acting as the session the request names (a viewer acts
+        as none: its routes are inspection calls that take no session)."""
         call = route.call
         assert call is not None
-        session = self._acting_session(p, getattr(m, "session", None))
+        session = None if p.is_viewer else self._acting_session(p, getattr(m, "session", None))
         client = self.clients[(getattr(m, "policy", None), getattr(m, "match", None))]
         if route.long_poll and m.wait_s > self.config.max_poll_wait_s:
             m = m.model_copy(update={"wait_s": self.config.max_poll_wait_s})
         if route.mutating:
+            assert session is not None  # no viewer route mutates (Route.viewer, checked by _authorize)
             return await self._mutate(route, session, m, h, lambda: call(client, session, m))
         if route.long_poll:
             return await self._run(lambda: self._call_engine(lambda: call(client, session, m)), long_poll=True)
@@ -456,9 +457,15 @@ class App:
         )
 
     async def op_token(self, route: Route, p: Principal, m: TokenRequest, scope: Any, h: Any) -> Answer:
-        token = mint_token(self._secret, session=m.session, ttl_s=m.ttl_s)
+        viewer = m.role == "viewer"
+        token = mint_token(self._secret, session=None if viewer else m.session, viewer=viewer, ttl_s=m.ttl_s)
         principal = verify_token(self._secret, token)
-        return 200, dumps({"token": token, "session": m.session, "expires_at": principal.expires_at}), []
+        expires_at = principal.expires_at
+        return (
+            200,
+            dumps({"token": token, "role": principal.role, "session": principal.session, "expires_at": expires_at}),
+            [],
+        )
 
     async def op_shutdown(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         self.draining = True
@@ -535,6 +542,21 @@ def _footprint(meter: FootprintMeter) -> dict[str, float]:
         log.warning("the history's size could not be measured", exc_info=True)
         return {}
     return {"history_entries": float(size.entries), "history_bytes": float(size.bytes)}
+
+
+def _authorize(route: Route, principal: Principal) -> None:
+    """Invariant: a viewer token reaches only the routes declared open to it (`Route.viewer`), and an
+    admin route only the admin token (or a viewer, where declared)."""
+    if principal.is_viewer:
+        if not route.viewer:
+            raise ServiceError(
+                "forbidden",
+                f"{route.path} is not open to a viewer token (read-only: inspection routes only); nothing was "
+                "done. Use a session token or the admin token.",
+            )
+        return
+    if route.auth == "admin" and not principal.is_admin:
+        raise ServiceError("forbidden", f"{route.path} needs the admin token; a session token cannot use it.")
 
 
 def _shutting_down() -> ServiceError:

@@ -3,7 +3,9 @@
 A coordinator secret (``--secret-file``, ``$EDIT_COORDINATOR_SECRET``, ``$EDIT_COORDINATOR_SECRET_FILE``,
 or one generated on first use in ``<state dir>/server.secret``) signs tokens with HMAC-SHA256. A session
 token names one session id and an expiry; whoever holds it acts as that session and no other. An admin
-token may act as any session.
+token may act as any session. A viewer token names no session and may call only the routes declared open
+to it (`Route.viewer`: inspection, nothing that changes state or reads a file as a session), such as the
+dashboard's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.common import (
@@ -26,20 +27,25 @@ from coordinator.server.common import (
     SECRET_FILE_NAME,
     ServiceError,
 )
-from coordinator.tokens import TOKEN_VERSION, signature_of, unb64
+from coordinator.tokens import ROLES, TOKEN_VERSION, Role, signature_of, unb64
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a session (acting only as `session`) or the admin (acting as anyone)."""
+    """Who is calling: a session (acting only as `session`), the admin (acting as anyone), or a viewer
+    (acting as nobody: inspection routes only)."""
 
-    role: Literal["session", "admin"]
+    role: Role
     session: str | None
     expires_at: float
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def is_viewer(self) -> bool:
+        return self.role == "viewer"
 
 
 def verify_token(secret: bytes, token: str, now: float | None = None) -> Principal:
@@ -70,7 +76,7 @@ def verify_token(secret: bytes, token: str, now: float | None = None) -> Princip
         role = payload["r"]
         exp = float(payload["e"])
         session = payload.get("s")
-        if role not in ("session", "admin") or (role == "session" and not isinstance(session, str)):
+        if role not in ROLES or (role == "session" and not isinstance(session, str)):
             raise ValueError(role)
     except (ValueError, TypeError, KeyError):
         raise ServiceError("unauthorized", "The bearer token's content is malformed.", reason="malformed") from None

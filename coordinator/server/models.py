@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coordinator.history import HistoryEntry
 from coordinator.server.common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
@@ -146,8 +146,21 @@ class HistoryRequest(BaseModel):
 
 class TokenRequest(BaseModel):
     model_config = _STRICT
-    session: str = Field(pattern=SESSION_PATTERN)
+    role: Literal["session", "viewer"] = Field(
+        default="session",
+        description="'session': a token acting only as `session`; 'viewer': a read-only token for inspection "
+        "routes (the dashboard), naming no session.",
+    )
+    session: str | None = Field(default=None, pattern=SESSION_PATTERN, description="Needed for a session token.")
     ttl_s: int = Field(default=24 * 3600, ge=1, le=366 * 24 * 3600)
+
+    @model_validator(mode="after")
+    def _session_matches_role(self) -> TokenRequest:
+        if self.role == "session" and self.session is None:
+            raise ValueError("a session token needs 'session' (the session id it acts as)")
+        if self.role == "viewer" and self.session is not None:
+            raise ValueError("a viewer token names no session; omit 'session'")
+        return self
 
 
 class LeaseRequest(BaseModel):
@@ -278,7 +291,8 @@ class SessionsResponse(BaseModel):
 
 class TokenResponse(BaseModel):
     token: str
-    session: str
+    role: Literal["session", "viewer"]
+    session: str | None = Field(description="The session a session token acts as; null for a viewer token.")
     expires_at: float
 
 

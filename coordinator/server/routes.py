@@ -72,6 +72,9 @@ class Route:
     tags: tuple[str, ...] = field(default=("files",))
     limited: bool = True  # counts against max_concurrency (shutdown does not: an overloaded service can be stopped)
     long_poll: bool = False  # may wait (seconds) for something to happen: runs in its own thread pool
+    # A viewer token may call it (besides the tokens `auth` admits). Only inspection routes: a viewer changes
+    # nothing and reads no file as a session (tests/coordinator/server/test_viewer.py lists them).
+    viewer: bool = False
 
     @property
     def handler(self) -> str:
@@ -131,7 +134,7 @@ ROUTES: tuple[Route, ...] = (
     # Any token: a session may see the history of every file of the repository (docs/http.md, "Tokens").
     Route("POST", "/v1/history", "history", "Recorded versions of a file, newest first: who wrote which lines "
           "when (no contents)", "any", HistoryRequest, HistoryResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
-          _history),
+          _history, viewer=True),
     Route("POST", "/v1/leases", "lease", "Reserve paths or globs for a while, all or none", "any", LeaseRequest,
           LeasesResponse, (*_STATE_ERRORS, 423), lambda c, s, m: _leases(c.lease(s, m.paths, m.mode, m.ttl_s)),
           tags=("leases",)),
@@ -142,26 +145,26 @@ ROUTES: tuple[Route, ...] = (
           "any", ReleaseRequest, ReleaseResponse, _STATE_ERRORS,
           lambda c, s, m: {"released": c.release(s, m.lease_id, m.pattern)}, tags=("leases",)),
     Route("GET", "/v1/leases", "leases", "Live leases (all, or one session's with ?session=)", "any", None,
-          LeasesResponse, _STATE_ERRORS, query=(("session", SESSION_PATTERN),), tags=("leases",)),
+          LeasesResponse, _STATE_ERRORS, query=(("session", SESSION_PATTERN),), tags=("leases",), viewer=True),
     Route("POST", "/v1/admin/leases/break", "break_lease", "End a lease, or all of a session's, whoever holds "
           "it (admin)", "admin", BreakLeaseRequest, LeasesResponse, _STATE_ERRORS,
           lambda c, s, m: _leases(c.break_lease(m.lease_id, m.session)), tags=("admin",)),
     Route("POST", "/v1/events", "events", "Change events after a cursor; waits up to wait_s for the first "
           "(long poll)", "any", EventsRequest, EventsResponse, _STATE_ERRORS,
           lambda c, s, m: c.poll_events(m.since, m.paths, m.wait_s, m.limit).to_dict(), tags=("events",),
-          long_poll=True),
+          long_poll=True, viewer=True),
     Route("POST", "/v1/events/recent", "recent_events", "The newest change events, oldest first", "any",
           RecentEventsRequest, EventsResponse, _STATE_ERRORS, lambda c, s, m: _recent(c.recent_events(m.count)),
-          tags=("events",)),
+          tags=("events",), viewer=True),
     Route("POST", "/v1/notices", "notices", "Files the session read that others have written since", "any",
           NoticesRequest, NoticesResponse, _STATE_ERRORS, lambda c, s, m: _notice(c.notices(s)),
           tags=("sessions",)),
     Route("GET", "/v1/session", "session", "The calling session's status and leases", "any", None,
           SessionStatusResponse, (*_AUTH_ERRORS, 422, 503), query=(("session", SESSION_PATTERN),),
           tags=("sessions",)),
-    Route("GET", "/v1/sessions", "sessions", "Sessions seen recently (admin)", "admin", None,
-          SessionsResponse, (*_AUTH_ERRORS, 503), tags=("admin",)),
-    Route("POST", "/v1/tokens", "token", "Issue a session token (admin)", "admin", TokenRequest,
+    Route("GET", "/v1/sessions", "sessions", "Sessions seen recently (admin or viewer)", "admin",
+          None, SessionsResponse, (*_AUTH_ERRORS, 503), tags=("admin",), viewer=True),
+    Route("POST", "/v1/tokens", "token", "Issue a session or viewer token (admin)", "admin", TokenRequest,
           TokenResponse, (*_AUTH_ERRORS, *_BODY_ERRORS), tags=("admin",)),
     Route("POST", "/v1/admin/shutdown", "shutdown", "Stop the service gracefully (admin)", "admin", None,
           ShutdownResponse, _AUTH_ERRORS, ok_status=202, tags=("admin",), limited=False),
