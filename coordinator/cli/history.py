@@ -30,24 +30,16 @@ from coordinator.cli.repo import ContentLookup, Repo, find_version, open_repo, r
 from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
+from coordinator.text.diffs import text_lines, unified_diff
 
 MAX_DIFF_LINES = 50_000  # beyond this, "lines changed" shows the changed range instead of a diff count
-
-
-def _text_lines(data: bytes) -> list[str] | None:
-    from coordinator.text.codecs import decode_bytes
-
-    try:
-        return decode_bytes(data).text.splitlines(keepends=True)
-    except CoordinatorError:
-        return None
 
 
 def lines_changed(before: bytes | None, after: bytes | None) -> tuple[int, int] | None:
     """(added, removed) lines between two contents; None if either is unknown or not text."""
     if before is None or after is None:
         return None
-    a, b = _text_lines(before), _text_lines(after)
+    a, b = text_lines(before), text_lines(after)
     if a is None or b is None or len(a) + len(b) > MAX_DIFF_LINES:
         return None
     added = removed = 0
@@ -179,21 +171,13 @@ def diff_text(repo: Repo, key: str, entry: HistoryEntry, context: int = 3) -> st
             f"The content written by version {entry.version} of {key} is no longer available: the file was "
             "changed outside the coordinator before a later write kept it, or gc removed it.",
         )
-    a, b = _text_lines(before), _text_lines(after)
-    if a is None or b is None:
+    who = f"version {entry.version}: {entry.operation} by {entry.session}, {when(entry.time)}"
+    text = unified_diff(before, after, f"a/{key} (before version {entry.version})", f"b/{key} ({who})", context=context)
+    if text is None:
         return f"Binary or undecodable content; version {entry.version} changed {key} " + (
             f"from {len(before)} to {len(after)} bytes.\n"
         )
-    who = f"version {entry.version}: {entry.operation} by {entry.session}, {when(entry.time)}"
-    out: list[str] = []
-    for line in difflib.unified_diff(
-        a, b, fromfile=f"a/{key} (before version {entry.version})", tofile=f"b/{key} ({who})", n=context
-    ):
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    return text
 
 
 def _show_diff(repo: Repo, key: str, entries: list[HistoryEntry], version: int, args: Any) -> int:

@@ -37,6 +37,7 @@ from coordinator.client.local import LocalClient
 from coordinator.engine import LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history.footprint import FootprintMeter
+from coordinator.server import dashboard
 from coordinator.server.auth import Principal, load_secret, verify_token
 from coordinator.server.common import (
     CONFIG_ENV,
@@ -53,7 +54,7 @@ from coordinator.server.hooks import answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from coordinator.server.metrics import MULTIPROC_ENV, ServiceMetrics, TimedCache
-from coordinator.server.models import ServerConfig, TokenRequest, UndoRequest
+from coordinator.server.models import DiffRequest, ServerConfig, TokenRequest, UndoRequest
 from coordinator.server.requests import (
     Disconnected,
     check_limits,
@@ -65,6 +66,7 @@ from coordinator.server.requests import (
 from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document
 from coordinator.state.connection import observe_redis
 from coordinator.state.leases import MODES as LEASE_MODES
+from coordinator.state.refusals import FileRefusals
 from coordinator.tokens import mint_token
 from coordinator.version import __version__
 
@@ -75,6 +77,7 @@ _JSON = (b"content-type", b"application/json")
 _NO_STORE = (b"cache-control", b"no-store")
 _POLL_THREADS = 16
 METRICS_PATH = "/metrics"
+_LIBRARY_CODES = frozenset(code.value for code in ErrorCode)
 _INTERNAL = (
     "The coordinator failed while handling this call (the error is in the server's log). Read the file again "
     "to see whether the change was applied before you retry."
@@ -192,6 +195,9 @@ class App:
             return await self._scrape(scope)
         if is_hook_path(path):
             return await self._hook(scope, receive)
+        if path == dashboard.DASHBOARD_PATH and method in ("GET", "HEAD"):
+            body, headers = dashboard.page()  # no token: the page holds no data, it asks with the user's token
+            return 200, body, headers
         by_method = ROUTE_BY_PATH.get(path)
         if by_method is None:
             message = f"There is no endpoint {path[:200]!r}. The API is described at {OPENAPI_PATH}."
@@ -254,7 +260,10 @@ class App:
         if self.coord is None:
             await asyncio.get_running_loop().run_in_executor(self.executor, self.open)
         handler: Callable[..., Awaitable[Answer]] = getattr(self, route.handler)
-        return await handler(route, principal, model, scope, headers)
+        answer = await handler(route, principal, model, scope, headers)
+        if answer[0] >= 400 and "files" in route.tags and model is not None:
+            self._count_refusal(route, principal, model, answer)
+        return answer
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _error(self, exc: ServiceError | CoordinatorError) -> Answer:
@@ -304,6 +313,23 @@ class App:
             self._tokens.clear()
         self._tokens[token] = principal
         return principal
+
+    def _count_refusal(self, route: Route, principal: Principal, model: BaseModel, answer: Answer) -> None:
+        """Count a refused file call by file and code, for the dashboard (coordinator.state.refusals), in the
+        background: the answer does not wait for it, and losing the count loses nothing else."""
+        code = _code_of(answer[0], answer[1])
+        path = getattr(model, "path", None)
+        if code not in _LIBRARY_CODES or not isinstance(path, str):
+            return
+        session = principal.session or getattr(model, "session", None) or "admin"
+        tally = FileRefusals(self.coord.redis, self.coord.state.ns)
+
+        def record() -> None:
+            with contextlib.suppress(CoordinatorError):
+                tally.record(code, self.coord.resolve(path).key, session, route.name)
+
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: the service is stopping
+            self.executor.submit(record)
 
     def _acting_session(self, principal: Principal, requested: str | None) -> str:
         """The session a call acts as. Invariant: a session token acts only as its own session."""
@@ -465,6 +491,18 @@ class App:
             200,
             dumps({"token": token, "role": principal.role, "session": principal.session, "expires_at": expires_at}),
             [],
+        )
+
+    async def op_dashboard(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
+        client = self.clients[(None, None)]
+        return await self._run(
+            lambda: self._call_engine(lambda: dashboard.snapshot(self.coord, client, p.role, p.expires_at))
+        )
+
+    async def op_version_diff(self, route: Route, p: Principal, m: DiffRequest, scope: Any, h: Any) -> Answer:
+        # In the thread pool: a diff of a large file takes a while, and must not stall the event loop.
+        return await self._run(
+            lambda: self._call_engine(lambda: dashboard.version_diff(self.coord, m.path, m.version, m.context))
         )
 
     async def op_shutdown(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:

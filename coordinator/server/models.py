@@ -309,6 +309,67 @@ class ShutdownResponse(BaseModel):
     message: str
 
 
+class DiffRequest(BaseModel):
+    model_config = _STRICT
+    path: str = PathField
+    version: int = Field(ge=1, le=MAX_INT, description="The recorded version whose change to show.")
+    context: int = Field(default=3, ge=0, le=100, description="Unchanged lines shown around each change.")
+
+
+class DiffResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")  # every field of the history entry comes along
+    path: str
+    version: int
+    session: str
+    operation: str
+    time: float
+    first_line: int
+    last_line: int
+    diff: str | None = Field(
+        description="Unified diff from the content before the version to its own; null "
+        "when it cannot be shown (`note` says why)."
+    )
+    note: str
+    truncated: bool = Field(description="The diff was longer than the service shows (200,000 characters).")
+
+
+class RefusalByFile(BaseModel):
+    path: str
+    code: str
+    count: int
+
+
+class RefusalEntry(BaseModel):
+    time: float
+    session: str
+    operation: str
+    code: str
+    path: str
+
+
+class RefusalsInfo(BaseModel):
+    by_code: dict[str, int] = Field(
+        description="Refused writes by code, every process of the repository (each process adds its counts "
+        "with its next write)."
+    )
+    by_code_here: dict[str, int] = Field(description="Refused file calls answered by this service, by code.")
+    by_file: list[RefusalByFile] = Field(description="Refused file calls answered by this service, most first.")
+    recent: list[RefusalEntry] = Field(description="The newest refused file calls answered by this service.")
+
+
+class DashboardResponse(BaseModel):
+    now: float
+    role: Literal["session", "admin", "viewer"]
+    token_expires_at: float
+    health: dict[str, Any] = Field(description="`redis` (reachable), `ping_ms`, and INFO fields when given.")
+    sessions: list[SessionInfo] = Field(description="The most recently active sessions, oldest first.")
+    leases: list[LeaseInfo] = Field(description="Live leases, write tickets of the hook adapter included.")
+    events: list[ChangeEventInfo] = Field(description="The newest change events, oldest first.")
+    cursor: str = Field(description="Pass as `since` to POST /v1/events to follow from here.")
+    refusals: RefusalsInfo
+    notes: dict[str, str] = Field(description="Parts that could not be read, and why.")
+
+
 class ErrorResponse(BaseModel):
     code: str = Field(
         description="A library error code (coordinator.ErrorCode) or one of the service's own: "

@@ -20,6 +20,9 @@ from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, 
 from coordinator.server.models import (
     BreakLeaseRequest,
     CommitRequest,
+    DashboardResponse,
+    DiffRequest,
+    DiffResponse,
     EditRequest,
     ErrorResponse,
     EventsRequest,
@@ -168,6 +171,12 @@ ROUTES: tuple[Route, ...] = (
           TokenResponse, (*_AUTH_ERRORS, *_BODY_ERRORS), tags=("admin",)),
     Route("POST", "/v1/admin/shutdown", "shutdown", "Stop the service gracefully (admin)", "admin", None,
           ShutdownResponse, _AUTH_ERRORS, ok_status=202, tags=("admin",), limited=False),
+    Route("GET", "/v1/dashboard", "dashboard", "What the dashboard shows: health, sessions, leases, refusals, "
+          "recent change events (admin or viewer)", "admin", None, DashboardResponse, (*_AUTH_ERRORS, 503),
+          tags=("dashboard",), viewer=True),
+    Route("POST", "/v1/dashboard/diff", "version_diff", "The unified diff of one recorded version of a file "
+          "(admin or viewer)", "admin", DiffRequest, DiffResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
+          tags=("dashboard",), viewer=True),
     Route("GET", "/v1/health", "health", "Liveness and Redis reachability (no token needed)", "none",
           None, HealthResponse, (503,), tags=("service",)),
 )  # fmt: skip

@@ -67,3 +67,10 @@ def test_both_packages_ship_py_typed() -> None:
         assert (ROOT / pkg / "py.typed").is_file()
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "py.typed" in package_data["*"]
+
+
+def test_the_dashboard_page_is_package_data() -> None:
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    server = ROOT / "coordinator" / "server"
+    shipped = {p for glob in package_data["coordinator.server"] for p in server.glob(glob)}
+    assert server / "pages" / "dashboard.html" in shipped

@@ -1,0 +1,153 @@
+"""The live dashboard: the page served at ``GET /dashboard`` and the data behind it (docs/dashboard.md).
+
+The page (``pages/dashboard.html``, package data) is one self-contained file: inline script and style, no
+request to any other origin. It holds no data; it asks the JSON routes with the token the user gives it:
+``GET /v1/dashboard`` (this module's `snapshot`), ``POST /v1/dashboard/diff`` (`version_diff`),
+``POST /v1/history`` and the change-event long poll ``POST /v1/events``, all open to a viewer token.
+
+Invariant: the page runs only its own script. It is answered with a Content-Security-Policy that allows
+exactly the hashes of its inline script and style, connections to this origin only, and no framing; the
+script writes data into the page as text, never as markup (file names and session ids come from callers).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
+
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.history import content_hash
+from coordinator.history.retention import read_on_disk
+from coordinator.state.connection import redis_call
+from coordinator.state.refusals import FileRefusals
+from coordinator.text.diffs import unified_diff
+
+DASHBOARD_PATH = "/dashboard"
+MAX_SESSIONS = 200  # the most recently active; a stress fleet may have thousands
+RECENT_EVENTS = 300
+MAX_DIFF_LINES = 20_000  # difflib is quadratic at worst: larger versions are diffed by `history --diff`
+MAX_DIFF_CHARS = 200_000
+
+_T = TypeVar("_T")
+
+
+@cache
+def page() -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """The page and its headers (read once per process)."""
+    html = resources.files("coordinator.server").joinpath("pages/dashboard.html").read_bytes()
+    return html, [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-security-policy", content_security_policy(html).encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+        (b"x-frame-options", b"DENY"),
+    ]
+
+
+def content_security_policy(html: bytes) -> str:
+    """Only this page's own inline script and style run; requests go to this origin only."""
+
+    def hashes(tag: bytes) -> str:
+        bodies = re.findall(rb"<" + tag + rb">(.*?)</" + tag + rb">", html, re.DOTALL)
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b).digest()).decode()}'" for b in bodies)
+
+    return (
+        f"default-src 'none'; script-src {hashes(b'script')}; style-src {hashes(b'style')}; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dict[str, Any]:
+    """Everything the page shows except the timeline: health, sessions, leases, refusals, recent change
+    events with the cursor to follow them. A part Redis cannot give is empty, with a note saying so."""
+    notes: dict[str, str] = {}
+    started = time.perf_counter()
+    redis_ok = _part(notes, "redis", lambda: bool(coord.state.ping()), False)
+    ping_ms = (time.perf_counter() - started) * 1000
+    recent: list[Any] = _part(notes, "events", lambda: client.recent_events(RECENT_EVENTS), [])
+    seen: list[tuple[str, float]] = _part(notes, "sessions", lambda: coord.state.sessions(), [])
+    leases: list[Any] = _part(notes, "leases", lambda: client.leases(None), [])
+    counts = FileRefusals(coord.redis, coord.state.ns)
+    return {
+        "now": time.time(),
+        "role": role,
+        "token_expires_at": token_expires_at,
+        "health": {"redis": redis_ok, "ping_ms": round(ping_ms, 2) if redis_ok else None, **_redis_info(coord)},
+        "sessions": [{"session": s, "last_seen": t} for s, t in seen[-MAX_SESSIONS:]],
+        "leases": [x.to_dict() for x in leases],
+        "events": [e.to_dict() for e in recent],
+        "cursor": recent[-1].id if recent else _part(notes, "cursor", lambda: client.poll_events("$").cursor, "$"),
+        "refusals": {
+            "by_code": _part(notes, "refusals", coord.state.error_counts, {}),
+            **_part(notes, "refusals_by_file", counts.snapshot, {"by_file": [], "by_code_here": {}, "recent": []}),
+        },
+        "notes": notes,
+    }
+
+
+def _part(notes: dict[str, str], name: str, fn: Callable[[], _T], default: _T) -> _T:
+    try:
+        return fn()
+    except CoordinatorError as exc:
+        notes[name] = exc.message
+        return default
+
+
+def _redis_info(coord: Any) -> dict[str, Any]:
+    """A few INFO fields of the Redis server (one server or the Sentinel primary; on a Cluster, none)."""
+    try:
+        info = redis_call(coord.redis.info)
+    except CoordinatorError:  # health is reported, never raised
+        return {}
+    if not isinstance(info, dict) or "redis_version" not in info:
+        return {}
+    names = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory_human", "role")
+    return {name: info[name] for name in names if name in info}
+
+
+def version_diff(coord: Any, path: str, version: int, context: int = 3) -> dict[str, Any]:
+    """The unified diff of one recorded version of `path` against the content before it."""
+    key = coord.resolve(path).key
+    entry = next((e for e in coord.history(path) if e.version == version), None)
+    if entry is None:
+        raise CoordinatorError(
+            ErrorCode.FILE_NOT_FOUND,
+            f"{key} has no recorded version {version}. List its versions with POST /v1/history.",
+            path=key,
+        )
+    out: dict[str, Any] = {**entry.to_dict(), "path": key, "diff": None, "note": "", "truncated": False}
+    before, after = _content(coord, key, entry.before), _content(coord, key, entry.after)
+    if before is None or after is None:
+        out["note"] = "The content of this version is no longer kept (removed by gc, or changed outside)."
+        return out
+    if before.count(b"\n") + after.count(b"\n") > MAX_DIFF_LINES:
+        out["note"] = f"Too large to diff here; run `edit-coordinator history {key} --diff {version}`."
+        return out
+    text = unified_diff(before, after, f"a/{key}", f"b/{key} (version {version})", context=context)
+    if text is None:
+        out["note"] = f"Binary or undecodable content ({len(before)} -> {len(after)} bytes)."
+        return out
+    out["diff"], out["truncated"] = text[:MAX_DIFF_CHARS], len(text) > MAX_DIFF_CHARS
+    return out
+
+
+def _content(coord: Any, key: str, digest: str | None) -> bytes | None:
+    """A version's bytes: from the history, else the file itself when it still holds them (the newest
+    version's content is kept in the history only once a later write replaces it)."""
+    if digest is None:
+        return b""
+    try:
+        return bytes(coord.history_store.load(digest, key))
+    except CoordinatorError:
+        pass
+    try:
+        data = read_on_disk(coord.root, key)
+    except CoordinatorError:
+        return None
+    return data if data is not None and content_hash(data) == digest else None
