@@ -5,9 +5,11 @@ exit 0 to let the call go on, a deny on stdout, or exit 2 with the reason on std
 of its own (bad JSON, an unreachable service, a timeout, an exception) exits 2 with the reason on stderr,
 which blocks the call.
 
-Where it decides: with `--server URL` (or $EDIT_COORDINATOR_SERVER) and `--token T` ($EDIT_COORDINATOR_TOKEN)
-the running service does (`POST /v1/hooks/AGENT`, over the standard library's http.client); otherwise a
-coordinator in this process, on the root found from the event's `cwd` (or --root), with the embedded Redis.
+Where it decides: with `--server URL` (or $EDIT_COORDINATOR_SERVER; http://, https:// or unix:///path.sock)
+and `--token T` ($EDIT_COORDINATOR_TOKEN) the running service does (`POST /v1/hooks/AGENT`, over the
+standard library's http.client); otherwise the repository's own hook service on a unix socket in its state
+folder, started by the first hook that finds none (coordinator/cli/hookservice.py), for the root found from
+the event's `cwd` (or --root); a coordinator in this process when that service cannot be had.
 
 It runs once per tool call, so its path is kept free of heavy imports: `main` in coordinator.cli sends
 `hook` here before building the full command line, and talking to a service loads neither the engine nor
@@ -128,32 +130,58 @@ def _answer(args: Any, raw: bytes) -> HookAnswer:
         if not token:
             return failed_closed(f"--server is given but no token (--token or ${TOKEN_ENV}).")
         return _remote(server, token, args.agent, raw, args.timeout)
-    return _local(args.root, call, module)
+    return _embedded(args, call, raw, module)
+
+
+def _embedded(args: Any, call: Any, raw: bytes, module: Any) -> HookAnswer:
+    """No service named: the repository's hook service on its unix socket (hookservice.py), started when
+    none answers; in this process when it cannot be (or $EDIT_COORDINATOR_HOOK_SERVICE=0)."""
+    from coordinator.cli import hookservice
+
+    if not hookservice.enabled():
+        return _local(args.root, call, module)
+    service = None if args.root else hookservice.find_running(call.cwd or os.getcwd())
+    answered = hookservice.ask(service, args.agent, raw, args.timeout) if service is not None else None
+    if answered is not None and answered.get("code") != "unauthorized":
+        return _command_answer(answered)
+    from coordinator.cli.config import find_root
+
+    root = args.root or find_root(call.cwd or None)
+    try:
+        service = hookservice.start(root, refresh=answered is not None)
+        answered = hookservice.ask(service, args.agent, raw, args.timeout)
+    except Exception:  # no service to be had: decide here, as before there was one
+        answered = None
+    return _command_answer(answered) if answered is not None else _local(root, call, module)
+
+
+def _command_answer(data: dict[str, Any]) -> HookAnswer:
+    return HookAnswer(int(data["exit_code"]), str(data.get("stdout", "")), str(data.get("stderr", "")))
 
 
 def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> HookAnswer:
-    """The service's answer (`?answer=command`), over http.client (no httpx on this path)."""
-    import http.client
-    from urllib.parse import urlsplit
+    """The service's answer (`?answer=command`) over the standard library's http.client (no httpx on this
+    path): http://, https:// or unix:///path.sock (coordinator.endpoint)."""
+    from coordinator.endpoint import parse_service_url
 
-    url = urlsplit(server)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        return failed_closed(f"the server {server!r} is not an http:// or https:// URL.")
-    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-    conn = kind(url.hostname, url.port, timeout=timeout)
+    endpoint = parse_service_url(server)
+    conn = endpoint.http_connection(timeout=timeout)
     try:
-        path = f"{url.path.rstrip('/')}/v1/hooks/{agent}?answer=command"
-        conn.request("POST", path, raw, {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            f"/v1/hooks/{agent}?answer=command",
+            raw,
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         resp = conn.getresponse()
         body = resp.read()
     except OSError as exc:
-        return failed_closed(f"the coordinator service at {server} cannot be reached ({exc}).")
+        return failed_closed(f"the coordinator service at {endpoint.describe()} cannot be reached ({exc}).")
     finally:
         conn.close()
     if resp.status != 200:
         return failed_closed(f"the coordinator service at {server} answered {resp.status}: {body[:300]!r}.")
-    data = json.loads(body)
-    return HookAnswer(int(data["exit_code"]), str(data.get("stdout", "")), str(data.get("stderr", "")))
+    return _command_answer(json.loads(body))
 
 
 def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:

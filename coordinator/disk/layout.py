@@ -38,6 +38,7 @@ __all__ = [
     "epoch_file",
     "fences_dir",
     "history_dir",
+    "hook_service_dir",
     "is_state_key",
     "locks_dir",
     "metrics_dir",
@@ -58,9 +59,15 @@ METRICS = "metrics"
 RETENTION_CONFIG = "retention.json"
 REPOSITORY_ID = "repository-id"
 EPOCH = "epoch"
+HOOK_SERVICE = "hook-service"  # the per-repository hook service (coordinator/cli/hookservice.py)
 _PRIOR_STATE = (LOCKS, HISTORY, FENCES, REDIS)
 
 PathLike = str | os.PathLike[str]
+
+
+def hook_service_dir(state_dir: PathLike) -> Path:
+    """The hook service's folder: its socket `sock`, its token `token`, `pid`, `log` and the start lock."""
+    return Path(state_dir) / HOOK_SERVICE
 
 
 def state_dir_of(root: PathLike) -> Path:

@@ -5,7 +5,8 @@ The body is the agent's hook payload, as its hooks send it. The answer is always
 hook answer in the body: Claude Code treats a non-2xx status, a connection failure or a timeout of an
 `http` hook as a non-blocking error and lets the tool call go on, so every refusal, a bad token, a bad
 payload and a failure of the coordinator's own are all a deny in a 200 body here. `?answer=command` gives
-instead what a command hook process would give (`{"exit_code", "stdout", "stderr"}`).
+instead what a command hook process would give (`{"exit_code", "stdout", "stderr"}`, and `code`: the
+refusal's code, "unauthorized" for a token the service does not take).
 
 Token: the admin token (`edit-coordinator token --admin`, or the one `serve` prints), since an agent's
 sessions are named by the agent at run time (Claude Code's `session_id`) and the hook acts for each; or a
@@ -77,7 +78,8 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         decision = Decision.deny(_failed("the coordinator failed on this call (see its log)."), "internal")
     answer: HookAnswer = module.render(call, decision)
     if as_command:
-        return 200, dumps({"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}), []
+        command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
+        return 200, dumps({**command, "code": decision.code}), []
     return 200, dumps(app._public(answer.body)), []
 
 

@@ -4,8 +4,10 @@ Every refusal of the route is a 200 with a deny body; the command fails closed (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -128,21 +130,38 @@ def test_command_hook_fails_closed(tmp_path, stdin, args, said):
     assert r.returncode == 2 and said in r.stderr and r.stdout == ""
 
 
-@pytest.mark.slow  # each event is a process that opens a coordinator: ~15 s on 2 loaded cores
-def test_command_hook_on_the_embedded_default_found_from_cwd(real_redis_root):
+def _stop_hook_service(root: Path) -> None:
+    pid_file = root / ".edit-coordinator" / "hook-service" / "pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+
+
+@pytest.mark.slow  # starts a hook service, then a process per event: ~20 s on 2 loaded cores
+@pytest.mark.parametrize("service", ["1", "0"])
+def test_command_hook_on_the_embedded_default_found_from_cwd(real_redis_root, service):
+    """No service named: the repository's own hook service on its unix socket (started by the first hook),
+    or with EDIT_COORDINATOR_HOOK_SERVICE=0 a coordinator in the hook's process; the same answers."""
     root = real_redis_root
     (root / ".git").mkdir()
     (root / "src").mkdir()
     f = root / "src" / "app.py"
     f.write_text("def main():\n    return 1\n")
+    env = {"EDIT_COORDINATOR_HOOK_SERVICE": service}
     ids = {"session_id": "local-1", "tool_use_id": "toolu_l1"}
-    assert _hook(payload("post_read", root, **ids)).returncode == 0
-    first = _hook(payload("pre_edit", root, **ids))
-    assert (first.returncode, first.stdout) == (0, ""), first.stderr
-    f.write_text("def main():\n    return 2\n")
-    assert _hook(payload("post_edit", root, **ids)).returncode == 0
-    stale = _hook(payload("pre_edit", root, session_id="local-2", tool_use_id="toolu_l2"))
-    assert "has not been read" in json.loads(stale.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    try:
+        elsewhere = root / "src"  # the hook runs in a subfolder: the root is found upwards
+        assert _hook(payload("post_read", root, **ids, cwd=str(elsewhere)), env=env).returncode == 0
+        first = _hook(payload("pre_edit", root, **ids), env=env)
+        assert (first.returncode, first.stdout) == (0, ""), first.stderr
+        f.write_text("def main():\n    return 2\n")
+        assert _hook(payload("post_edit", root, **ids), env=env).returncode == 0
+        other = _hook(payload("pre_edit", root, session_id="local-2", tool_use_id="toolu_l2"), env=env)
+        assert "has not been read" in json.loads(other.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+        sock = root / ".edit-coordinator" / "hook-service" / "sock"
+        assert sock.exists() == (service == "1")
+    finally:
+        _stop_hook_service(root)
     history = subprocess.run(
         [sys.executable, "-m", "coordinator.cli", "history", "src/app.py", "--root", str(root)],
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=60,

@@ -1,0 +1,140 @@
+"""The per-repository hook service: `edit-coordinator serve --uds <state>/hook-service/sock`, started by the
+first command hook that finds none (like the embedded Redis), so that every later hook pays a connection
+on a unix socket instead of opening a coordinator in its own process (~1-2 s of imports and set-up).
+
+Files, in the state folder's `hook-service/` (disk/layout.py): `sock` (the service's socket, mode 0600),
+`token` (an admin token for it, mode 0600, minted from the repository's secret by the hook that started
+it), `pid`, `log` and `start.lock` (held while one hook starts it: the others wait for it, then use it).
+The service runs until it is stopped (`kill $(cat .edit-coordinator/hook-service/pid)`); a hook that finds
+its socket dead starts a new one. $EDIT_COORDINATOR_HOOK_SERVICE=0 keeps hooks in their own process.
+
+`find_running` and `ask` are the every-call path: standard library and coordinator.endpoint only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from coordinator.disk.layout import STATE_DIR_NAME, hook_service_dir
+from coordinator.endpoint import MAX_UNIX_PATH_BYTES, UnixHTTPConnection
+
+SWITCH_ENV = "EDIT_COORDINATOR_HOOK_SERVICE"
+TOKEN_TTL_S = 30 * 24 * 3600.0  # the service's token; a refused one is minted again (`start(refresh=True)`)
+START_TIMEOUT_S = 60.0
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def find_running(cwd: str) -> Path | None:
+    """The hook-service folder of the nearest state folder upwards from `cwd` whose service has a socket
+    and a token (the root finder's first rule, for a repository that has a state folder); None: none."""
+    here = Path(os.path.realpath(cwd))
+    for folder in (here, *here.parents):
+        state = folder / STATE_DIR_NAME
+        if state.is_dir():
+            service = hook_service_dir(state)
+            return service if (service / "sock").exists() and (service / "token").exists() else None
+    return None
+
+
+def ask(service: Path, agent: str, raw: bytes, timeout: float) -> dict[str, Any] | None:
+    """The service's command-form answer to one event; None when no service answers on the socket."""
+    try:
+        token = (service / "token").read_text().strip()
+    except OSError:
+        return None
+    conn = UnixHTTPConnection(str(service / "sock"), timeout=timeout)
+    try:
+        conn.request(
+            "POST",
+            f"/v1/hooks/{agent}?answer=command",
+            raw,
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        body = resp.read()
+    except (ConnectionRefusedError, FileNotFoundError):
+        return None  # the service is gone: the caller starts another
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise OSError(f"the hook service answered {resp.status}: {body[:300]!r}")
+    return dict(json.loads(body))
+
+
+def start(root: str, *, refresh: bool = False, timeout: float = START_TIMEOUT_S) -> Path:
+    """Start the hook service of `root` unless one answers (under the start lock); its folder. `refresh`:
+    mint its token again (the service refused the old one). Raises OSError or CoordinatorError when it
+    cannot be started (the caller then decides in its own process)."""
+    import fcntl
+
+    from coordinator.disk.layout import ensure_state_dir, state_dir_of
+
+    service = hook_service_dir(ensure_state_dir(state_dir_of(root)))
+    service.mkdir(mode=0o700, exist_ok=True)
+    sock = service / "sock"
+    if len(os.fsencode(sock)) > MAX_UNIX_PATH_BYTES:
+        raise OSError(f"the hook service's socket path would be over {MAX_UNIX_PATH_BYTES} bytes: {sock}")
+    with open(service / "start.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if refresh or not (service / "token").exists():
+            _write_token(root, service)
+        if not _healthy(sock):
+            _spawn(root, service)
+            _wait_healthy(sock, timeout, service)
+    return service
+
+
+def _write_token(root: str, service: Path) -> None:
+    from coordinator.server.auth import load_secret
+    from coordinator.tokens import mint_token
+
+    secret, _ = load_secret(root)
+    token = mint_token(secret, admin=True, ttl_s=TOKEN_TTL_S)
+    tmp = service / f".token-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, service / "token")
+
+
+def _healthy(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    conn = UnixHTTPConnection(str(sock), timeout=5)
+    try:
+        conn.request("GET", "/v1/health")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+def _spawn(root: str, service: Path) -> None:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "coordinator.cli", "serve", "--root", root, "--uds", str(service / "sock"),
+            "--workers", "1"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN")}
+    with open(service / "log", "ab") as log:
+        proc = subprocess.Popen(
+            argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
+    (service / "pid").write_text(f"{proc.pid}\n")
+
+
+def _wait_healthy(sock: Path, timeout: float, service: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _healthy(sock):
+            return
+        time.sleep(0.05)
+    raise OSError(f"the hook service did not start within {timeout:g} s (see {service / 'log'})")
