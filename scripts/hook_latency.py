@@ -13,8 +13,10 @@ the example payloads of tests/data/hooks/claude-code/. Columns, interleaved in R
                     ``sys.executable``: a pyenv shim in front would add its own ~150 ms to both);
 - ``command-hook``: ``python -m coordinator.cli hook claude-code --server URL --token T`` per event,
                     against the same ``serve``;
-- ``command-embedded``: the same with no service named: a coordinator opened in the hook's own process
-                    on the root found from the event's cwd (the embedded Redis already running).
+- ``command-service``: the same with no service named: the repository's own hook service on a unix
+                    socket in its state folder (started by the first hook, during the warm-up);
+- ``command-embedded``: no service named and EDIT_COORDINATOR_HOOK_SERVICE=0: a coordinator opened in the
+                    hook's own process on the root found from the event's cwd (the embedded Redis running).
 
 Printed per column: p50 / p99 per hook event and per tool call (the three events of a cycle), and p50
 added over the no-op of its type. Every cycle's edit is checked to be in the file at the end (a hook that
@@ -24,9 +26,12 @@ let a lost update through would show). Wall time on a shared 2-core machine is n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
+import resource
+import signal
 import socket
 import statistics
 import subprocess
@@ -51,7 +56,7 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b"{}"})
 """
-COLUMNS = ("http-noop", "http-hook", "command-noop", "command-hook", "command-embedded")
+COLUMNS = ("http-noop", "http-hook", "command-noop", "command-hook", "command-service", "command-embedded")
 Send = Callable[[bytes], dict[str, Any]]
 
 
@@ -90,9 +95,20 @@ def http_sender(port: int, path: str, token: str) -> Send:
     return send
 
 
-def command_sender(argv: list[str], env: dict[str, str], cwd: Path) -> Send:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def command_sender(argv: list[str], env: dict[str, str], cwd: Path, cpu: list[float] | None = None) -> Send:
+    """A process per event; `cpu` gets each process's own CPU time (user + system), which load moves far
+    less than its wall time."""
+
     def send(raw: bytes) -> dict[str, Any]:
+        before = _children_cpu()
         r = subprocess.run(argv, input=raw, capture_output=True, env=env, cwd=cwd, timeout=120)
+        if cpu is not None:
+            cpu.append(_children_cpu() - before)
         if r.returncode != 0:
             raise SystemExit(f"{argv[:4]} exited {r.returncode}: {r.stderr.decode()[-500:]}")
         return dict(json.loads(r.stdout or b"{}"))
@@ -149,7 +165,9 @@ def _ms(values: list[float], q: float) -> float:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def summarize(timings: dict[str, list[list[float]]]) -> dict[str, dict[str, float]]:
+def summarize(
+    timings: dict[str, list[list[float]]], cpu: dict[str, list[float]] | None = None
+) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for column, cycles in timings.items():
         events = [t for cycle in cycles for t in cycle]
@@ -164,13 +182,18 @@ def summarize(timings: dict[str, list[list[float]]]) -> dict[str, dict[str, floa
             "call_p99_ms": _ms(calls, 0.99),
             "event_mean_ms": 1000 * statistics.fmean(events),
         }
+        if cpu and cpu.get(column):
+            out[column]["cpu_p50_ms"] = _ms(cpu[column], 0.5)
     for column, noop in (
         ("http-hook", "http-noop"),
         ("command-hook", "command-noop"),
+        ("command-service", "command-noop"),
         ("command-embedded", "command-noop"),
     ):
         if column in out and noop in out:
             out[column]["added_event_p50_ms"] = out[column]["event_p50_ms"] - out[noop]["event_p50_ms"]
+            if "cpu_p50_ms" in out[column] and "cpu_p50_ms" in out[noop]:
+                out[column]["added_cpu_p50_ms"] = out[column]["cpu_p50_ms"] - out[noop]["cpu_p50_ms"]
     return out
 
 
@@ -187,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(root, args)
     for column, f in figures.items():
         added = f" +{f['added_event_p50_ms']:.2f} ms p50 over its no-op" if "added_event_p50_ms" in f else ""
+        if "cpu_p50_ms" in f:
+            more = f" (+{f['added_cpu_p50_ms']:.1f})" if "added_cpu_p50_ms" in f else ""
+            added += f"; process CPU p50 {f['cpu_p50_ms']:.1f} ms{more}"
         print(f"{column:17} {int(f['events']):4} events  per event p50 {f['event_p50_ms']:8.2f} ms  p99 "
               f"{f['event_p99_ms']:8.2f} ms  per tool call p50 {f['call_p50_ms']:8.2f} ms  p99 "
               f"{f['call_p99_ms']:8.2f} ms{added}")  # fmt: skip
@@ -222,23 +248,35 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
         token = mint_token(SECRET.encode(), admin=True, ttl_s=3600)
         url = f"http://127.0.0.1:{sport}"
         hook = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code"]
+        cpu: dict[str, list[float]] = {name: [] for name in COLUMNS if name.startswith("command")}
         senders: dict[str, tuple[Send, int]] = {
             "http-noop": (http_sender(nport, "/hooks", token), args.cycles),
             "http-hook": (http_sender(sport, "/v1/hooks/claude-code", token), args.cycles),
             "command-noop": (
-                command_sender([sys.executable, "-c", "import json, sys; json.load(sys.stdin)"], env, root),
+                command_sender(
+                    [sys.executable, "-c", "import json, sys; json.load(sys.stdin)"], env, root, cpu["command-noop"]
+                ),
                 args.command_cycles,
             ),
             "command-hook": (
                 command_sender([*hook, "--server", url, "--token", token], env, root),
                 args.command_cycles,
             ),
-            "command-embedded": (command_sender(hook, env, root), max(args.command_cycles // 2, 1)),
+            "command-service": (
+                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "1"}, root),
+                args.command_cycles,
+            ),
+            "command-embedded": (
+                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "0"}, root, cpu["command-embedded"]),
+                max(args.command_cycles // 2, 1),
+            ),
         }
         cycles = {name: Cycle(root, f"{name}.py", f"s_{name.replace('-', '_')}") for name in senders}
         timings: dict[str, list[list[float]]] = {name: [] for name in senders}
         for name, (send, _) in senders.items():  # warm-up: connections, the embedded Redis, caches
             cycles[name].run(send, [])
+        for values in cpu.values():
+            values.clear()
         for r in range(args.rounds):
             order = list(senders)[r % len(senders) :] + list(senders)[: r % len(senders)]
             for name in order:
@@ -247,8 +285,12 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
                     cycles[name].run(send, timings[name])
         for cycle in cycles.values():
             cycle.check()
-        return summarize(timings)
+        return summarize(timings, cpu)
     finally:
+        pid = root / ".edit-coordinator" / "hook-service" / "pid"
+        if pid.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid.read_text()), signal.SIGTERM)
         for proc in (serve, noop):
             proc.terminate()
             try:

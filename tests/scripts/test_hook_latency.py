@@ -37,4 +37,8 @@ def test_every_column_runs_its_guarded_edits(tmp_path: Path) -> None:
     assert "every guarded edit is in its file" in out.stdout
     data = json.loads(figures.read_text())
     assert set(data) == set(hook_latency.COLUMNS)
-    assert data["http-hook"]["events"] == 9 and data["command-hook"]["events"] == 3
+    assert (
+        data["http-hook"]["events"] == 9
+        and data["command-hook"]["events"] == 3
+        and data["command-service"]["events"] == 3
+    )
