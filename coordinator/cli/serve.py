@@ -77,6 +77,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="run every engine call in the thread pool (default: on the event loop unless it must wait for a lock)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="an OpenTelemetry span per call, with the session id as an attribute (needs the otel extra and a "
+        "tracer provider, e.g. run under opentelemetry-instrument; see docs/http.md)",
+    )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument(
@@ -193,6 +199,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         inline=not args.no_inline,
         state_check=args.state_check,
         supervisor_pid=os.getpid(),
+        otel=args.otel,
     )
     try:
         config.validate()
@@ -220,6 +227,12 @@ def _check_listener_options(args: argparse.Namespace) -> None:
     """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
     if args.workers < 1:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
+    if args.otel and importlib.util.find_spec("opentelemetry") is None:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--otel needs the OpenTelemetry API, which is not installed: pip install 'edit-coordinator[otel]' "
+            "(or leave --otel out).",
+        )
     if args.uds is not None:
         clashing = [name for name, value in (("--host", args.host), ("--port", args.port)) if value is not None]
         if args.tls_cert or args.tls_key:

@@ -2,9 +2,11 @@
 
 For the service's metrics, asked at every scrape (server/metrics.py caches the answer for a few seconds
 too). Bytes are the sizes of the history's files (indexes, packs, loose objects): a stat each, no read.
-Entries are the index lines: an index is append-only between two gc runs, so each index file's count is
-kept with the (size, mtime) it was made at and an index is parsed again only when that changed. The cost
-of a measure is one stat per history file plus the parse of the indexes written since the last measure.
+Entries are the index's entry lines, counted as complete lines (`count_entry_lines`: no JSON parsed; a
+damaged line counts as one). An index only grows between two gc runs (appends under the path's lock; a
+taken-back entry truncates it; gc replaces the file), so each index's count is kept with its inode and
+size: a grown file has only its new bytes counted, a replaced or shrunk one is counted again. A measure
+costs one stat per history file plus a read of the index bytes written since the last one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import threading
 from dataclasses import dataclass
 
+from coordinator.history._format import count_entry_lines
 from coordinator.history._store import History
 
 
@@ -29,7 +32,7 @@ class FootprintMeter:
 
     def __init__(self, history: History) -> None:
         self.history = history
-        self._counts: dict[str, tuple[int, int, int]] = {}  # index name -> (size, mtime_ns, entries)
+        self._counts: dict[str, tuple[int, int, int]] = {}  # index name -> (inode, size, entries)
         self._lock = threading.Lock()
 
     def measure(self) -> Footprint:
@@ -52,12 +55,29 @@ class FootprintMeter:
             if name is None:
                 continue
             known = self._counts.get(name)
-            if known is None or known[:2] != (st.st_size, st.st_mtime_ns):
-                known = (st.st_size, st.st_mtime_ns, len(self.history.read_index(name).lines))
+            if known is None or known[0] != st.st_ino or st.st_size < known[1]:
+                known = (st.st_ino, 0, 0)  # new, replaced by gc, or an entry taken back: count it all
+            if st.st_size > known[1]:
+                counted, upto = _count_from(item.path, known[1], st.st_size)
+                known = (st.st_ino, upto, known[2] + counted)
             seen[name] = known
             entries += known[2]
         self._counts = seen  # indexes removed since are forgotten
         return entries, total
+
+
+def _count_from(path: str, start: int, end: int) -> tuple[int, int]:
+    """The entry lines of an index's complete lines from byte `start` (0, or where an earlier count
+    stopped: a line's end) up to `end`, and the offset after the last of them, where the next count starts
+    (a line still being appended is counted once it is whole)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+    except FileNotFoundError:
+        return 0, start
+    whole = data[: data.rfind(b"\n") + 1]
+    return count_entry_lines(whole), start + len(whole)
 
 
 def _files_in(folder: str) -> list[os.DirEntry[str]]:

@@ -64,6 +64,7 @@ from coordinator.server.requests import (
     validation_message,
 )
 from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document
+from coordinator.server.tracing import CallTracer
 from coordinator.state.connection import observe_redis
 from coordinator.state.leases import MODES as LEASE_MODES
 from coordinator.state.refusals import FileRefusals
@@ -110,6 +111,7 @@ class App:
         self.metrics = ServiceMetrics(self._scrape_gauges, os.environ.get(MULTIPROC_ENV) or None)
         self._history_size: TimedCache | None = None
         self.hooks: Any = None  # the agents' hook adapter (server/hooks.py), made on first use
+        self.tracer = CallTracer() if config.otel else None  # OpenTelemetry spans (tracing.py), off by default
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -222,13 +224,24 @@ class App:
         started = time.perf_counter()
         self.in_flight += 1
         try:
-            answer = await self._handle(route, scope, receive)
-        except (ServiceError, CoordinatorError) as exc:
-            answer = self._error(exc)
+            if self.tracer is None:
+                answer = await self._answer(route, scope, receive)
+                code = _code_of(answer[0], answer[1])
+            else:
+                with self.tracer.call(route.name) as span:
+                    answer = await self._answer(route, scope, receive)
+                    code = _code_of(answer[0], answer[1])
+                    self.tracer.answered(span, answer[0], code)
         finally:
             self.in_flight -= 1
-        self.metrics.observe(route.name, _code_of(answer[0], answer[1]), time.perf_counter() - started)
+        self.metrics.observe(route.name, code, time.perf_counter() - started)
         return answer
+
+    async def _answer(self, route: Route, scope: dict[str, Any], receive: Any) -> Answer:
+        try:
+            return await self._handle(route, scope, receive)
+        except (ServiceError, CoordinatorError) as exc:
+            return self._error(exc)
 
     async def _hook(self, scope: dict[str, Any], receive: Any) -> Answer:
         """An agent's hook event (server/hooks.py), counted in the metrics like a route."""
@@ -334,15 +347,19 @@ class App:
     def _acting_session(self, principal: Principal, requested: str | None) -> str:
         """The session a call acts as. Invariant: a session token acts only as its own session."""
         if principal.is_admin:
-            return requested or "admin"
-        assert principal.session is not None
-        if requested is not None and requested != principal.session:
-            raise ServiceError(
-                "forbidden",
-                f"This token belongs to session {principal.session!r}; it cannot act as {requested!r}. "
-                "Omit 'session' or use that session's own token.",
-            )
-        return principal.session
+            session = requested or "admin"
+        else:
+            assert principal.session is not None
+            if requested is not None and requested != principal.session:
+                raise ServiceError(
+                    "forbidden",
+                    f"This token belongs to session {principal.session!r}; it cannot act as {requested!r}. "
+                    "Omit 'session' or use that session's own token.",
+                )
+            session = principal.session
+        if self.tracer is not None:
+            self.tracer.acting_as(session)
+        return session
 
     async def _run(self, fn: Callable[[], _T], long_poll: bool = False) -> _T:
         """Run a call that may wait (a long poll, a call with no inline attempt) in a worker thread."""

@@ -404,6 +404,7 @@ class ServerConfig:
     max_poll_wait_s: float = 30.0  # a long poll for change events waits at most this long
     supervisor_pid: int | None = None
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
+    otel: bool = False  # an OpenTelemetry span per answered call (server/tracing.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
