@@ -223,16 +223,20 @@ def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str,
     }
 
 
-def _check_listener_options(args: argparse.Namespace) -> None:
-    """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
-    if args.workers < 1:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
+def _check_otel(args: argparse.Namespace) -> None:
+    """--otel needs the OpenTelemetry API: refused before anything starts when it cannot be imported."""
     if args.otel and importlib.util.find_spec("opentelemetry") is None:
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
             "--otel needs the OpenTelemetry API, which is not installed: pip install 'edit-coordinator[otel]' "
             "(or leave --otel out).",
         )
+
+
+def _check_listener_options(args: argparse.Namespace) -> None:
+    """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
+    if args.workers < 1:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
     if args.uds is not None:
         clashing = [name for name, value in (("--host", args.host), ("--port", args.port)) if value is not None]
         if args.tls_cert or args.tls_key:
@@ -274,6 +278,7 @@ def _listen(args: argparse.Namespace, tls: dict[str, str]) -> tuple[socket.socke
 def _cmd_serve(args: argparse.Namespace) -> int:
     root = os.path.realpath(args.root)
     try:
+        _check_otel(args)
         _check_listener_options(args)
         tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
         sock, url, unix = _listen(args, tls)  # before the state folder, the secret and Redis
