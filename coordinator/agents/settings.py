@@ -474,8 +474,18 @@ def _drop_empty(out: dict[str, Any], created: list[str] | None) -> None:
             del out["permissions"]
 
 
-def render(settings: dict[str, Any]) -> str:
-    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+def render(settings: dict[str, Any], indent: int | str = 2) -> str:
+    return json.dumps(settings, indent=indent, ensure_ascii=False) + "\n"
+
+
+def indent_of(text: str) -> int | str:
+    """The indentation the file uses (its first indented line's), so that a merge rewrites as little of it
+    as it can: 2 for a new or flat file."""
+    m = re.search(r"^([ \t]+)\S", text, re.MULTILINE)
+    if m is None:
+        return 2
+    lead = m.group(1)
+    return lead if "\t" in lead else len(lead)
 
 
 def program_of(handler: dict[str, Any]) -> str | None:

@@ -85,7 +85,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     manifest.created_file = not exists
     if changes.any:
         _save_record(record, _load_record(record).joined(manifest) if exists else manifest)
-        st.save(path, st.render(merged))
+        st.save(path, st.render(merged, _indent(path)))
     report = {
         "agent": args.agent,
         "settings": plan.path,
@@ -196,7 +196,7 @@ def _remove(
         if not cleaned and manifest is not None and manifest.created_file:
             path.unlink()
         else:
-            st.save(path, st.render(cleaned))
+            st.save(path, st.render(cleaned, _indent(path)))
     record.unlink(missing_ok=True)
     if args.json:
         print(json.dumps({"settings": plan.path, "removed": changes.removed}, indent=2))
@@ -210,6 +210,15 @@ def _remove(
     if manifest is None and plan.deny:
         print(f"  kept: the deny rules ({', '.join(plan.deny)}): no record says init added them")
     return 0
+
+
+def _indent(path: Path) -> int | str:
+    from coordinator.agents.settings import indent_of
+
+    try:
+        return indent_of(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError):
+        return 2
 
 
 def _broken_programs(current: dict[str, Any], agent: str) -> list[str]:

@@ -302,3 +302,11 @@ def test_load_refuses_a_folder_and_non_utf8(tmp_path: Path) -> None:
         st.load(tmp_path / "bin.json", "bin.json")
     assert "UTF-8" in info.value.message
     assert st.load(tmp_path / "absent.json", "absent.json") == ({}, False)
+
+
+def test_the_files_indentation_is_kept() -> None:
+    assert st.indent_of('{\n    "a": 1\n}') == 4
+    assert st.indent_of('{\n\t"a": 1\n}') == "\t"
+    assert st.indent_of('{"a": 1}') == 2
+    text = st.render({"a": {"b": 1}}, st.indent_of('{\n    "x": 0\n}'))
+    assert text == '{\n    "a": {\n        "b": 1\n    }\n}\n'

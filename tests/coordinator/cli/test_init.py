@@ -62,7 +62,7 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     assert "every hook is in place" in check.stdout
 
     del merged["hooks"]["PostToolUse"]
-    (repo / ".claude" / "settings.local.json").write_text(json.dumps(merged))
+    (repo / ".claude" / "settings.local.json").write_text(json.dumps(merged, indent=4))
     check = run(repo, "claude-code", "--check")
     assert check.returncode == 1
     assert "missing: PostToolUse hook for ^(Read|Edit|MultiEdit|Write)$" in check.stdout
@@ -75,6 +75,8 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     removed = run(repo, "claude-code", "--remove")
     assert removed.returncode == 0, removed.stderr
     assert settings_of(repo) == EXISTING
+    # byte for byte what the user had, but for the final newline: the file's 4-space indentation is kept
+    assert (repo / ".claude" / "settings.local.json").read_text() == json.dumps(EXISTING, indent=4) + "\n"
     assert run(repo, "claude-code", "--check").returncode == 1
 
 
