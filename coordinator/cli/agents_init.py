@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
             "into its settings in this repository, merged into what is there: other hooks, permissions and "
             "unknown keys are kept, and a second run adds nothing. Claude Code: .claude/settings.local.json "
             "(this machine's; --scope project writes the shared .claude/settings.json), plus a deny rule for "
-            "NotebookEdit, which no hook guards. Codex: .codex/hooks.json. Gemini CLI: .gemini/settings.json. "
+            "NotebookEdit (Read shows a notebook's cells, not its bytes, so its edits cannot be judged). "
+            "Codex: .codex/hooks.json. Gemini CLI: .gemini/settings.json. "
             "--check reports what is missing (exit 1 if anything is); --remove takes out what init added."
         ),
         formatter_class=cmd_common.DefaultsFormatter,
