@@ -203,11 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--command-cycles", type=int, default=8, help="per command column and round")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", default=None, help="write the figures here too")
+    p.add_argument("--plot", default=None, help="a PNG of the figures (p50 and p99 per hook event)")
+    p.add_argument("--from-json", default=None, help="no measuring: plot or print the figures of an earlier --json")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="hook-latency-") as tmp:
-        root = Path(tmp) / "repo"
-        (root / ".git").mkdir(parents=True)
-        figures = measure(root, args)
+    if args.from_json:
+        figures = json.loads(Path(args.from_json).read_text())
+    else:
+        with tempfile.TemporaryDirectory(prefix="hook-latency-") as tmp:
+            root = Path(tmp) / "repo"
+            (root / ".git").mkdir(parents=True)
+            figures = measure(root, args)
     for column, f in figures.items():
         added = f" +{f['added_event_p50_ms']:.2f} ms p50 over its no-op" if "added_event_p50_ms" in f else ""
         if "cpu_p50_ms" in f:
@@ -220,7 +225,33 @@ def main(argv: list[str] | None = None) -> int:
     print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    if args.plot:
+        plot(figures, Path(args.plot))
     return 0
+
+
+def plot(figures: dict[str, dict[str, float]], out: Path) -> None:
+    """Two panels (the http hooks, the command hooks): p50 and p99 per hook event, each beside its no-op."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [("http hook", ["http-noop", "http-hook"]),
+              ("command hook", ["command-noop", "command-hook", "command-service", "command-embedded"])]  # fmt: skip
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, (title, names) in zip(axes, groups, strict=True):
+        shown = [n for n in names if n in figures]
+        xs = range(len(shown))
+        ax.bar([x - 0.2 for x in xs], [figures[n]["event_p50_ms"] for n in shown], 0.4, label="p50")
+        ax.bar([x + 0.2 for x in xs], [figures[n]["event_p99_ms"] for n in shown], 0.4, label="p99")
+        ax.set_xticks(list(xs), shown, rotation=15)
+        ax.set_ylabel("ms per hook event")
+        ax.set_title(title)
+        ax.legend()
+    fig.suptitle("Latency per hook event, beside a no-op hook of the same type")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
 
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -259,11 +290,11 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
                 args.command_cycles,
             ),
             "command-hook": (
-                command_sender([*hook, "--server", url, "--token", token], env, root),
+                command_sender([*hook, "--server", url, "--token", token], env, root, cpu["command-hook"]),
                 args.command_cycles,
             ),
             "command-service": (
-                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "1"}, root),
+                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "1"}, root, cpu["command-service"]),
                 args.command_cycles,
             ),
             "command-embedded": (

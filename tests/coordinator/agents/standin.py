@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     acknowledged: list[str] = []
     denied: dict[str, int] = {}
     attempts = calls = 0
+    while time.time() < args.start_at:  # all agents of a run begin together, whenever each process started
+        time.sleep(0.005)
     for i in range(args.edits):
         marker = f"{args.session} edit {i}"
         for _ in range(args.retries):
@@ -152,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retries", type=int, default=200)
     p.add_argument("--think-s", type=float, default=0.002)
     p.add_argument("--hold-after-pre", action="store_true")
+    p.add_argument("--start-at", type=float, default=0.0, help="wall-clock time (time.time()) to begin at")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     result = run(args)

@@ -65,7 +65,8 @@ def _fleet(
     """Run `agents` stand-ins on one new file; (acknowledged markers, the file's lines, denials by word)."""
     file = served.root / name
     file.write_text("")
-    started = [_start(served, hooks, f"{hooks}-agent-{k}", file, edits) for k in range(agents)]
+    begin = str(time.time() + 3.0)  # every agent's loop starts together, after the processes are up
+    started = [_start(served, hooks, f"{hooks}-agent-{k}", file, edits, "--start-at", begin) for k in range(agents)]
     acknowledged: list[str] = []
     denied: dict[str, int] = {}
     for proc, out in started:
