@@ -10,7 +10,7 @@ import pytest
 from coordinator import Coordinator
 from coordinator.agents import adapter as adapter_mod
 from coordinator.agents.adapter import HookAdapter
-from coordinator.errors import ErrorCode
+from coordinator.errors import CoordinatorError, ErrorCode
 from tests.coordinator.agents.hooking import Agent, payload, run
 
 
@@ -163,3 +163,23 @@ def test_session_end_calls_the_auto_commit_and_never_blocks(coord, root):
     hooks = HookAdapter(coord, session_end=end)
     assert run(hooks, payload("session_end", root)).allow
     assert ended == [(coord.root, "9ecf22fa-edf8-4332-ae85-b6d5456eda64")]
+
+
+def test_the_coordinators_own_writers_honour_a_held_ticket(hooks, coord, root, app):
+    """The ticket is a lease like any other: a session writing through the coordinator's own tools is
+    refused while a hooked agent is between its hooks, and goes through once the ticket is released."""
+    Agent(hooks, root, "alice").read("src/app.py")
+    ids = {"session_id": "alice", "tool_use_id": "toolu_between"}
+    assert run(hooks, payload("pre_edit", root, **ids)).allow
+    coord.lease_gate.invalidate()  # another process's lease snapshot, taken after the grant
+    bob = coord.session("bob")
+    bob.read("src/app.py")
+    with pytest.raises(CoordinatorError) as refused:
+        bob.edit("src/app.py", "return 1", "return 5")
+    assert refused.value.code is ErrorCode.LEASED and "alice" in refused.value.message
+    app.write_text(app.read_text().replace("return 1", "return 2"))
+    run(hooks, payload("post_edit", root, **ids))
+    coord.lease_gate.invalidate()
+    bob.read("src/app.py")
+    bob.edit("src/app.py", "return 2", "return 5")
+    assert [e.session for e in coord.history("src/app.py")] == ["bob", "alice"]
