@@ -5,21 +5,25 @@
 Timed figures of an HTTP edit move with the machine's load (on the shared 2-core machine the p50 of one edit
 doubles from one minute to the next); the number of user-space instructions a process executes does not. So
 the service's cost is counted here as scripts/engine_ab.py counts the engine's: `edit-coordinator serve
---workers 1` (one process: uvicorn, the app and the engine) runs under valgrind's callgrind, once serving
-`--edits` consecutive edits of a 200-line counters file and once a quarter of them; the difference of the
-two processes' instruction counts, divided by the difference of their edits, is the service's instructions
-per edit (start-up, imports and the first calls cancel out). The client is the project's `HttpClient`
-(without idempotency keys unless `--keys`), in this process, outside valgrind. The engine's own figure is
-engine_ab's in-process loop counted the same way (`count_side`), so "the service beyond the engine" is the
-difference of the two: routing, the token, the body, validation, the JSON answer, uvicorn and its protocol.
+--workers 1` (one process: uvicorn, the app and the engine) runs under valgrind's callgrind; after its
+first calls its counters are zeroed, it serves `--edits` consecutive edits of a 200-line counters file, and
+the count is dumped (`callgrind_control`); then the same wall time with no request is counted and
+subtracted (a service does a little work while idle, uvicorn's tick every 0.1 s, and under callgrind an
+edit takes long enough for that to matter). What is left, divided by the edits, is the service's
+instructions per edit. The client is the project's `HttpClient` (without idempotency keys unless `--keys`), in
+this process, outside valgrind. The engine's own figure is engine_ab's in-process loop (`count_side`: a
+process of `--edits` edits and one of a quarter of them, the difference divided by the difference of edits; a
+tight loop, so nothing idles there), so "the service beyond the engine" is the difference of the two: routing,
+the token, the body, validation, the JSON answer, uvicorn and its protocol.
 
 `--client` also counts the client: the same loop run in a child process under callgrind against a service
 outside valgrind (`HttpClient` per edit: building the request, the one send, parsing the answer).
 
 Not counted: the kernel's work (system calls, the TCP or unix socket itself: what a unix socket saves is
 mostly there, so compare listeners by CPU time too, `scripts/http_latency.py`), and the Redis server's.
-Every run checks that the file holds every edit it made. A command, not a test: about a minute per run
-on the 2-core machine (four runs per listener, two more with --client).
+Every run checks that the file holds every edit it made. A command, not a test: a few minutes per listener
+under callgrind on the 2-core machine (one service start each), a minute or two for the engine and for
+--client.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 SLOTS = 200
 SESSION = "bench"
 COLLECTED = re.compile(r"Collected : (\d+)")
+TOTALS = re.compile(r"^(?:totals|summary): (\d+)", re.MULTILINE)
 _START_TIMEOUT_S = 600.0  # an interpreter under callgrind runs some 50 times slower
 
 
@@ -53,7 +58,9 @@ def counters(values: list[int]) -> str:
 class Service:
     """`edit-coordinator serve --workers 1` on `root`, under callgrind or not; the admin token."""
 
-    def __init__(self, root: Path, redis_url: str, work: Path, uds: bool, valgrind: bool) -> None:
+    def __init__(
+        self, root: Path, redis_url: str, work: Path, uds: bool, valgrind: bool, out_file: Path | None = None
+    ) -> None:
         from coordinator.tokens import mint_token
 
         work.mkdir(parents=True, exist_ok=True)
@@ -66,7 +73,7 @@ class Service:
                "--workers", "1", "--durability", "none", "--secret-file", str(work / "secret"), "--url-file",
                str(url_file), "--log-level", "error", "--graceful-timeout", "5", *listener]  # fmt: skip
         if valgrind:
-            cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file or '/dev/null'}", *cmd]
         env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
         env["PYTHONHASHSEED"] = "0"
         self.log = work / "serve.log"
@@ -117,18 +124,42 @@ def collected(output: str, what: str) -> int:
 
 
 def service_per_edit(root: Path, redis_url: str, work: Path, uds: bool, edits: int, keys: bool) -> float:
-    """The service's instructions per edit (module docstring)."""
-    counts = []
-    short = max(1, edits // 4)
-    for n in (short, edits):
-        tag = f"{'uds' if uds else 'tcp'}-{n}"
-        service = Service(root, redis_url, work / tag, uds, valgrind=True)
-        try:
-            edit_loop(service.url, service.token, root, f"{tag}.txt", n, keys)
-        finally:
-            output = service.stop()
-        counts.append(collected(output, f"the service ({tag})"))
-    return (counts[1] - counts[0]) / (edits - short)
+    """The service's instructions per edit (module docstring): one service under callgrind; its counters
+    zeroed, `edits` edits, a dump; zeroed again, as long a wait with no request, a dump. The service does
+    some work while idle (uvicorn's tick every 0.1 s, timers), which under callgrind's slowness would
+    otherwise be counted as the edits' own; the same wall time of idleness is subtracted."""
+    tag = "uds" if uds else "tcp"
+    out = work / f"callgrind-{tag}.out"
+    service = Service(root, redis_url, work / tag, uds, valgrind=True, out_file=out)
+    try:
+        edit_loop(service.url, service.token, root, f"{tag}-warm.txt", 4, keys)  # first calls: not counted
+        busy, took = window(service.proc.pid, out, lambda: edit_loop(service.url, service.token, root,
+                                                                      f"{tag}.txt", edits, keys))  # fmt: skip
+        idle, _ = window(service.proc.pid, out, lambda: time.sleep(took))
+    finally:
+        service.stop()
+    return (busy - idle) / edits
+
+
+def window(pid: int, out: Path, work: Callable[[], None]) -> tuple[int, float]:
+    """Instructions the process `pid` executes while `work` runs (callgrind_control: zero, then dump);
+    and how long `work` took."""
+    subprocess.run(["callgrind_control", "--zero", str(pid)], check=True, capture_output=True, timeout=600)
+    started = time.monotonic()
+    work()
+    took = time.monotonic() - started
+    before = set(out.parent.glob(out.name + "*"))
+    subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True, timeout=600)
+    deadline = time.monotonic() + 600
+    while True:
+        dumps = sorted(set(out.parent.glob(out.name + "*")) - before, key=lambda p: p.stat().st_mtime)
+        text = dumps[-1].read_text(errors="replace") if dumps else ""
+        found = TOTALS.search(text)
+        if found is not None:
+            return int(found.group(1)), took
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"callgrind wrote no dump with totals for {pid}")
+        time.sleep(0.2)
 
 
 def client_per_edit(root: Path, redis_url: str, work: Path, edits: int, keys: bool) -> float:

@@ -20,6 +20,13 @@ def test_the_count_is_read_from_valgrinds_summary() -> None:
         http_instructions.collected("serve crashed\n", "the service")
 
 
+def test_a_dumps_total_is_read_from_its_totals_line() -> None:
+    dump = "# callgrind format\nversion: 1\nevents: Ir\nfn=(1) main\n0 12\ntotals: 987654\n"
+    found = http_instructions.TOTALS.search(dump)
+    assert found is not None and int(found.group(1)) == 987654
+    assert http_instructions.TOTALS.search("fn=(1) totals: 5\n") is None  # only a line of its own
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_it_counts_the_service_on_a_unix_socket() -> None:
