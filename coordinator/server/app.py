@@ -541,12 +541,12 @@ class App:
         _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
 
     async def _scrape(self, scope: dict[str, Any]) -> Answer:
-        """GET /metrics: the admin token only (the figures describe the whole fleet; a session token acts
-        for one session). The text exposition format is made in a thread: its gauges read Redis."""
+        """GET /metrics: the admin or the viewer token (the figures describe the whole fleet; a session
+        token acts for one session). The text exposition format is made in a thread: its gauges read Redis."""
         try:
             principal = self._authenticate(header_map(scope).get("authorization"))
-            if not principal.is_admin:
-                message = f"{METRICS_PATH} needs the admin token; a session token cannot read it."
+            if not (principal.is_admin or principal.is_viewer):
+                message = f"{METRICS_PATH} needs the admin token or a viewer token; a session token cannot read it."
                 raise ServiceError("forbidden", message)
             if self.coord is None:
                 await self._run(self.open)

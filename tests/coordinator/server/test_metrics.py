@@ -16,7 +16,8 @@ import pytest
 from coordinator.server import ServerConfig, create_app
 from coordinator.server.metrics import ServiceMetrics
 from coordinator.state.embedded import stop_embedded_redis
-from tests.coordinator.server.test_server import ServerProcess, auth, token
+from coordinator.tokens import mint_token
+from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
 parser = pytest.importorskip("prometheus_client.parser")
@@ -122,13 +123,15 @@ def test_engine_lock_redis_and_history_figures(served: ServerProcess) -> None:
     assert ("edit_coordinator_history_bytes", ()) in after and ("edit_coordinator_history_entries", ()) in after
 
 
-def test_metrics_need_the_admin_token(served: ServerProcess) -> None:
+def test_metrics_need_the_admin_or_a_viewer_token(served: ServerProcess) -> None:
     with httpx.Client(base_url=served.url, timeout=30) as c:
         missing = c.get("/metrics")
         assert missing.status_code == 401 and missing.json()["code"] == "unauthorized"
         assert "bearer token" in missing.json()["message"]
         forbidden = c.get("/metrics", headers=auth(token("s-other")))
-        assert forbidden.status_code == 403 and "admin token" in forbidden.json()["message"]
+        assert forbidden.status_code == 403 and "admin token or a viewer token" in forbidden.json()["message"]
+        viewer = c.get("/metrics", headers=auth(mint_token(SECRET.encode(), viewer=True)))
+        assert viewer.status_code == 200 and "edit_coordinator_operations_total" in viewer.text
 
 
 def test_scrapes_total_the_calls_of_every_worker(served: ServerProcess) -> None:
