@@ -12,19 +12,23 @@ A unix socket's path may hold at most 107 bytes (the kernel's `sun_path` is 108 
 `check_socket_path` refuses longer ones, for the service and for its clients alike.
 
 Standard library only, and a ground module (it imports nothing of the package but `errors`): a short-lived
-process such as a command hook can open `ServiceEndpoint.http_connection()` (an `http.client.HTTPConnection`)
-without loading httpx, pydantic or the engine.
+process such as a command hook sends its one request with `request_once` (a bare socket: neither http.client,
+nor dataclasses, nor httpx, pydantic or the engine are loaded on that path; https goes through http.client).
+The rules of an answer's head (`status_of`, `add_header`, `is_final`, `chunk_size`) live here, once, for
+`request_once` and for the clients' keep-alive transports (client/transport.py, client/async_http.py).
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
-from coordinator.errors import CoordinatorError, ErrorCode
+if TYPE_CHECKING:
+    import http.client
+
+    from coordinator.errors import CoordinatorError
 
 UNIX_PREFIX = "unix://"
 MAX_UNIX_PATH_BYTES = 107
@@ -34,15 +38,18 @@ __all__ = [
     "MAX_UNIX_PATH_BYTES",
     "UNIX_PREFIX",
     "ServiceEndpoint",
-    "UnixHTTPConnection",
+    "add_header",
     "check_socket_path",
+    "chunk_size",
+    "is_final",
     "parse_service_url",
+    "request_once",
+    "status_of",
     "unix_url",
 ]
 
 
-@dataclass(frozen=True)
-class ServiceEndpoint:
+class ServiceEndpoint(NamedTuple):
     """A service's address: `scheme` is "http", "https" or "unix"; `socket_path` is set for "unix" only
     (then `host` is "localhost", the Host header, and `port` is 0)."""
 
@@ -72,22 +79,98 @@ class ServiceEndpoint:
     def http_connection(self, timeout: float | None = 10.0) -> http.client.HTTPConnection:
         """A standard-library HTTP connection to the service (not yet connected): on the unix socket, or
         TCP, or TLS with the system's trusted CAs. Requests on it are answered like any other client's."""
+        import http.client
+
         if self.socket_path is not None:
-            return UnixHTTPConnection(self.socket_path, timeout=timeout)
+            conn = http.client.HTTPConnection(UNIX_HOST, timeout=timeout)
+            path = self.socket_path
+            conn.connect = lambda: setattr(conn, "sock", connect(path, conn.timeout))  # type: ignore[method-assign]
+            return conn
         if self.scheme == "https":
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """`http.client.HTTPConnection` on a unix socket (`serve --uds PATH`); the Host header says localhost."""
+_MAX_LINE = 65536
+_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
-    def __init__(self, socket_path: str, timeout: float | None = 10.0) -> None:
-        super().__init__(UNIX_HOST, timeout=timeout)
-        self.socket_path = socket_path
 
-    def connect(self) -> None:
-        self.sock = connect(self.socket_path, self.timeout)
+def request_once(
+    endpoint: ServiceEndpoint, method: str, target: str, body: bytes | None, headers: dict[str, str], timeout: float
+) -> tuple[int, bytes]:
+    """One request on a connection of its own (closed after it): (status, body). For a process that makes
+    one call and exits, such as a command hook: plain http and unix sockets on a bare socket, https through
+    http.client. OSError when the service cannot be reached or the answer is cut short or malformed."""
+    if endpoint.scheme == "https":
+        conn = endpoint.http_connection(timeout)
+        try:
+            conn.request(method, target, body, headers)
+            answer = conn.getresponse()
+            return answer.status, answer.read()
+        finally:
+            conn.close()
+    payload = body or b""
+    head = f"{method} {target} HTTP/1.1\r\nHost: {endpoint.host}\r\nConnection: close\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    head += f"Content-Length: {len(payload)}\r\n\r\n"
+    with endpoint.connect(timeout) as sock:
+        sock.sendall(head.encode("latin-1") + payload)
+        with sock.makefile("rb") as rfile:
+            try:
+                return _read_answer(rfile)
+            except ValueError as exc:
+                raise OSError(f"the answer of {endpoint.describe()} cannot be read: {exc}") from None
+
+
+def _read_answer(rfile: Any) -> tuple[int, bytes]:
+    """The final answer's status and body, on a connection the service closes after it."""
+    while True:
+        _version, status = status_of(rfile.readline(_MAX_LINE))
+        headers: dict[str, str] = {}
+        while not add_header(headers, rfile.readline(_MAX_LINE)):
+            pass
+        if is_final(status):
+            break
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks: list[bytes] = []
+        while (size := chunk_size(rfile.readline(_MAX_LINE))) > 0:
+            chunks.append(rfile.read(size))
+            rfile.readline(_MAX_LINE)
+        return status, b"".join(chunks)
+    length = headers.get("content-length")
+    data = rfile.read(int(length) if length is not None else _MAX_ANSWER_BYTES)
+    if length is not None and len(data) != int(length):
+        raise ValueError("the answer was cut short")
+    return status, data
+
+
+def status_of(line: bytes) -> tuple[bytes, int]:
+    """An answer's status line: (HTTP version, status)."""
+    if not line:
+        raise ValueError("the connection closed before an answer")
+    version, _, rest = line.partition(b" ")
+    return version, int(rest[:3])
+
+
+def add_header(headers: dict[str, str], line: bytes) -> bool:
+    """Add one header line to `headers` (lower-case names); True at the blank line that ends the head."""
+    if line in (b"\r\n", b"\n"):
+        return True
+    if not line or len(headers) > 200:
+        raise ValueError("the answer's headers are cut short or too many")
+    name, _, value = line.partition(b":")
+    headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return False
+
+
+def is_final(status: int) -> bool:
+    """Not an interim (1xx) answer such as 100 Continue; 101 Switching Protocols is final."""
+    return status >= 200 or status == 101
+
+
+def chunk_size(line: bytes) -> int:
+    """The size of a chunk of a chunked body, from its size line (extensions ignored)."""
+    return int(line.split(b";", 1)[0].strip() or b"x", 16)
 
 
 def connect(key: tuple[str, int] | str, timeout: float | None) -> socket.socket:
@@ -118,11 +201,10 @@ def unix_url(socket_path: str) -> str:
 def check_socket_path(path: str, what: str = "The unix socket path") -> str:
     """`path` if it fits a unix socket address (at most 107 bytes, no NUL); else `invalid_argument`."""
     if "\x00" in path:
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{what} {path!r} holds a NUL byte: give a plain path.")
+        raise _invalid(f"{what} {path!r} holds a NUL byte: give a plain path.")
     size = len(os.fsencode(path))
     if size > MAX_UNIX_PATH_BYTES:
-        raise CoordinatorError(
-            ErrorCode.INVALID_ARGUMENT,
+        raise _invalid(
             f"{what} {path!r} is {size} bytes long; a unix socket's path may hold at most {MAX_UNIX_PATH_BYTES} "
             "bytes (the kernel's limit). Choose a shorter path, e.g. in /tmp or $XDG_RUNTIME_DIR.",
         )
@@ -132,7 +214,7 @@ def check_socket_path(path: str, what: str = "The unix socket path") -> str:
 def parse_service_url(url: str) -> ServiceEndpoint:
     """The endpoint of a service URL (see the module docstring); `invalid_argument` for anything else."""
     if not isinstance(url, str):
-        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"The service URL must be a string (got {url!r}).")
+        raise _invalid(f"The service URL must be a string (got {url!r}).")
     url = url.strip()
     if url[: len(UNIX_PREFIX)].lower() == UNIX_PREFIX:
         return _unix_endpoint(url)
@@ -160,8 +242,15 @@ def _unix_endpoint(url: str) -> ServiceEndpoint:
 
 def _not_a_service_url(url: str, why: str | None = None) -> CoordinatorError:
     reason = f" ({why})" if why else ""
-    return CoordinatorError(
-        ErrorCode.INVALID_ARGUMENT,
+    return _invalid(
         f"{url!r} is not a service URL{reason}: give http://HOST:PORT, https://HOST:PORT or "
         "unix:///ABSOLUTE/PATH.sock (the socket of `edit-coordinator serve --uds PATH`).",
     )
+
+
+def _invalid(message: str) -> CoordinatorError:
+    """`invalid_argument`, imported only when raised: coordinator.errors loads dataclasses (and inspect),
+    which a command hook's start does not need when its URL is good."""
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    return CoordinatorError(ErrorCode.INVALID_ARGUMENT, message)

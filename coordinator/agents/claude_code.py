@@ -18,7 +18,6 @@ its model. An error of the hook's own exits 2 (`core.failed_closed`).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from coordinator.agents.core import BLOCK_EXIT, Decision, HookAnswer, Kind, Phase, ToolCall
@@ -88,13 +87,13 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     )
     if kind == "shell":
         command = tool_input.get("command")
-        return replace(base, command=command if isinstance(command, str) else None)
+        return base._replace(command=command if isinstance(command, str) else None)
     path = tool_input.get(path_field)
     if not isinstance(path, str) or not path:
         raise PayloadError(f"the {event} payload of {tool} has no tool_input.{path_field}")
     if kind == "read":
         return _read_call(base, path, tool_input, payload.get("tool_response"))
-    return replace(base, path=path)
+    return base._replace(path=path)
 
 
 def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: object) -> ToolCall:
@@ -109,7 +108,7 @@ def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: 
             num, total = _int(file.get("numLines")), _int(file.get("totalLines"))
             start = offset or 1
             limit = num if num is not None and total is not None and start - 1 + num < total else None
-    return replace(base, path=path, shown=shown, offset=offset, limit=limit)
+    return base._replace(path=path, shown=shown, offset=offset, limit=limit)
 
 
 def _int(value: object) -> int | None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import replace
 from typing import Any
 
 from coordinator.agents import claude_code
@@ -72,7 +71,7 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     if tool == "apply_patch" or "*** Begin Patch" in command:
         return _patch_call(base, command, payload.get("tool_response"))
     if base.phase == "before":
-        return replace(base, kind="shell", operation="shell", command=command)
+        return base._replace(kind="shell", operation="shell", command=command)
     return _shell_read(base, command, payload.get("tool_response"))
 
 
@@ -88,7 +87,7 @@ def _patch_call(base: ToolCall, patch: str, response: object) -> ToolCall:
         )
     action, path = files[0]
     phase = "failed" if base.phase == "after" and _failed(response) else base.phase
-    return replace(base, phase=phase, kind="write", operation=_OPERATIONS[action], path=_absolute(path, base.cwd))
+    return base._replace(phase=phase, kind="write", operation=_OPERATIONS[action], path=_absolute(path, base.cwd))
 
 
 def _absolute(path: str, cwd: str | None) -> str:
@@ -125,7 +124,7 @@ def _shell_read(base: ToolCall, command: str, response: object) -> ToolCall | No
     path, offset, limit, numbered = read
     if numbered:
         shown = _NL_PREFIX.sub("", shown)
-    return replace(base, kind="read", operation="read", path=_absolute(path, base.cwd), shown=shown,
+    return base._replace(kind="read", operation="read", path=_absolute(path, base.cwd), shown=shown,
                    offset=offset, limit=limit)  # fmt: skip
 
 

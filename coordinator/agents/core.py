@@ -4,21 +4,20 @@ coordinator answers (`Decision`), and what goes back to the agent (`HookAnswer`)
 A front end is a module with `parse(payload: dict) -> ToolCall | None` (None: an event the coordinator has
 nothing to do with) and `render(call: ToolCall | None, decision: Decision) -> HookAnswer`. The adapter that
 decides (`coordinator.agents.adapter`) and the ways in (the `hook` command, the HTTP route) sit on either
-side of it. This module imports nothing heavy: the command hook loads it on every tool call.
+side of it. This module imports nothing heavy: the command hook loads it on every tool call (so the three
+types are NamedTuples: `dataclasses` alone would load `inspect`, about a tenth of a hook's start).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Phase = Literal["before", "after", "failed", "end"]
 Kind = Literal["read", "write", "shell", "session", "other"]
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     """One native tool call (or a session's end), as a front end reads it from its hook payload.
 
     session: the coordinator session (a subagent's is `session_id/agent_id`).
@@ -47,16 +46,15 @@ class ToolCall:
     event: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None and v != ""}
+        return {k: v for k, v in self._asdict().items() if v is not None and v != ""}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known = {k: data[k] for k in cls._fields if k in data}
         return cls(**known)
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """Allow, or deny with the reason the agent's model is shown. `code`: the refusal's ErrorCode value
     (for logs and tests; the agent sees only the reason)."""
 
@@ -79,18 +77,17 @@ class Decision:
 ALLOW = Decision(True)
 
 
-@dataclass(frozen=True)
-class HookAnswer:
+class HookAnswer(NamedTuple):
     """What a command hook process gives back: its exit code, stdout and stderr. `body` is the JSON an
-    `http` hook answers with (always with a 2xx status: a refusal is a deny inside the body)."""
+    `http` hook answers with (always with a 2xx status: a refusal is a deny inside the body); None: `{}`."""
 
     exit_code: int
     stdout: str = ""
     stderr: str = ""
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
 
     def http_body(self) -> bytes:
-        return json.dumps(self.body).encode()
+        return json.dumps(self.body or {}).encode()
 
 
 # Exit code of a command hook that blocks the call; Claude Code, Codex and Gemini CLI all read 2 so.

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 from coordinator.agents import claude_code
@@ -74,15 +73,15 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
                     tool_use_id=_call_id(payload, tool_input))  # fmt: skip
     if kind == "shell":
         command = tool_input.get("command")
-        return replace(base, command=command if isinstance(command, str) else None)
+        return base._replace(command=command if isinstance(command, str) else None)
     path = next((tool_input[f] for f in _PATH_FIELDS if isinstance(tool_input.get(f), str) and tool_input[f]), None)
     if path is None:
         raise PayloadError(f"the {event} payload of {tool} has no tool_input.file_path")
     if tool == "replace" and tool_input.get("old_string") == "":
-        base = replace(base, operation="write")  # creates the file: a whole write
+        base = base._replace(operation="write")  # creates the file: a whole write
     if kind == "read":
         return _read_call(base, path, tool_input, response)
-    return replace(base, path=path)
+    return base._replace(path=path)
 
 
 def _call_id(payload: dict[str, Any], tool_input: dict[str, Any]) -> str:
@@ -104,11 +103,11 @@ def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: 
         start, limit = first, (last - first + 1 if last and last >= first else None)
     content = response.get("llmContent") if isinstance(response, dict) else response
     if not isinstance(content, str) or base.phase != "after":
-        return replace(base, path=path, offset=start, limit=limit)
+        return base._replace(path=path, offset=start, limit=limit)
     shown, window = _without_notice(content)
     if window is not None:
         start, limit = window
-    return replace(base, path=path, shown=shown, offset=start, limit=limit)
+    return base._replace(path=path, shown=shown, offset=start, limit=limit)
 
 
 def _without_notice(content: str) -> tuple[str, tuple[int, int | None] | None]:

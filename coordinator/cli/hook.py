@@ -160,27 +160,18 @@ def _command_answer(data: dict[str, Any]) -> HookAnswer:
 
 
 def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> HookAnswer:
-    """The service's answer (`?answer=command`) over the standard library's http.client (no httpx on this
-    path): http://, https:// or unix:///path.sock (coordinator.endpoint)."""
-    from coordinator.endpoint import parse_service_url
+    """The service's answer (`?answer=command`), one request on a bare socket (coordinator.endpoint's
+    `request_once`: no http.client, no httpx on this path): http://, https:// or unix:///path.sock."""
+    from coordinator.endpoint import parse_service_url, request_once
 
     endpoint = parse_service_url(server)
-    conn = endpoint.http_connection(timeout=timeout)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     try:
-        conn.request(
-            "POST",
-            f"/v1/hooks/{agent}?answer=command",
-            raw,
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        resp = conn.getresponse()
-        body = resp.read()
+        status, body = request_once(endpoint, "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout)
     except OSError as exc:
         return failed_closed(f"the coordinator service at {endpoint.describe()} cannot be reached ({exc}).")
-    finally:
-        conn.close()
-    if resp.status != 200:
-        return failed_closed(f"the coordinator service at {server} answered {resp.status}: {body[:300]!r}.")
+    if status != 200:
+        return failed_closed(f"the coordinator service at {server} answered {status}: {body[:300]!r}.")
     return _command_answer(json.loads(body))
 
 

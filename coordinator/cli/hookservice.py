@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.disk.layout import STATE_DIR_NAME, hook_service_dir
-from coordinator.endpoint import MAX_UNIX_PATH_BYTES, UnixHTTPConnection
+from coordinator.endpoint import MAX_UNIX_PATH_BYTES, UNIX_HOST, ServiceEndpoint, request_once, unix_url
 
 SWITCH_ENV = "EDIT_COORDINATOR_HOOK_SERVICE"
 TOKEN_TTL_S = 30 * 24 * 3600.0  # the service's token; a refused one is minted again (`start(refresh=True)`)
@@ -49,23 +49,20 @@ def ask(service: Path, agent: str, raw: bytes, timeout: float) -> dict[str, Any]
         token = (service / "token").read_text().strip()
     except OSError:
         return None
-    conn = UnixHTTPConnection(str(service / "sock"), timeout=timeout)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     try:
-        conn.request(
-            "POST",
-            f"/v1/hooks/{agent}?answer=command",
-            raw,
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        status, body = request_once(
+            _socket_endpoint(service / "sock"), "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout
         )
-        resp = conn.getresponse()
-        body = resp.read()
     except (ConnectionRefusedError, FileNotFoundError):
         return None  # the service is gone: the caller starts another
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise OSError(f"the hook service answered {resp.status}: {body[:300]!r}")
+    if status != 200:
+        raise OSError(f"the hook service answered {status}: {body[:300]!r}")
     return dict(json.loads(body))
+
+
+def _socket_endpoint(sock: Path) -> ServiceEndpoint:
+    return ServiceEndpoint(unix_url(str(sock)), "unix", UNIX_HOST, 0, str(sock))
 
 
 def start(root: str, *, refresh: bool = False, timeout: float = START_TIMEOUT_S) -> Path:
@@ -107,14 +104,10 @@ def _write_token(root: str, service: Path) -> None:
 def _healthy(sock: Path) -> bool:
     if not sock.exists():
         return False
-    conn = UnixHTTPConnection(str(sock), timeout=5)
     try:
-        conn.request("GET", "/v1/health")
-        return conn.getresponse().status == 200
+        return request_once(_socket_endpoint(sock), "GET", "/v1/health", None, {}, 5.0)[0] == 200
     except OSError:
         return False
-    finally:
-        conn.close()
 
 
 def _spawn(root: str, service: Path) -> None:

@@ -32,8 +32,8 @@ import httpx
 
 from coordinator.client.calls import Call, Calls, headers_for, payload_for, timeout_for
 from coordinator.client.http import HttpClient
-from coordinator.client.transport import PoolKey, Reply, add_header, chunk_size, is_final, status_of
-from coordinator.endpoint import describe
+from coordinator.client.transport import PoolKey, Reply
+from coordinator.endpoint import add_header, chunk_size, describe, is_final, status_of
 
 T = TypeVar("T")
 

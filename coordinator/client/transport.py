@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from coordinator.endpoint import connect, describe
+from coordinator.endpoint import add_header, chunk_size, connect, describe, is_final, status_of
 
 PoolKey = tuple[str, int] | str  # (host, port), or a unix socket's path (`coordinator.endpoint`)
 _IDLE_EXPIRY_S = 4.0  # under uvicorn's default keep-alive (5 s): a pooled connection is never stale
@@ -175,36 +175,6 @@ def _read_reply(rfile: Any, method: str) -> tuple[int, dict[str, str], bytes, bo
             raise ValueError("the answer was cut short")
         return status, headers, content, will_close
     return status, headers, rfile.read(), True  # delimited by the end of the connection
-
-
-def status_of(line: bytes) -> tuple[bytes, int]:
-    """An answer's status line: (HTTP version, status). The rules of the answer's head live here, once, for
-    the blocking reader below and the asyncio one (async_http.py)."""
-    if not line:
-        raise ValueError("the connection closed before an answer")
-    version, _, rest = line.partition(b" ")
-    return version, int(rest[:3])
-
-
-def add_header(headers: dict[str, str], line: bytes) -> bool:
-    """Add one header line to `headers` (lower-case names); True at the blank line that ends the head."""
-    if line in (b"\r\n", b"\n"):
-        return True
-    if not line or len(headers) > 200:
-        raise ValueError("the answer's headers are cut short or too many")
-    name, _, value = line.partition(b":")
-    headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return False
-
-
-def is_final(status: int) -> bool:
-    """Not an interim (1xx) answer such as 100 Continue; 101 Switching Protocols is final."""
-    return status >= 200 or status == 101
-
-
-def chunk_size(line: bytes) -> int:
-    """The size of a chunk of a chunked body, from its size line (extensions ignored)."""
-    return int(line.split(b";", 1)[0].strip() or b"x", 16)
 
 
 def _read_head(rfile: Any) -> tuple[bytes, int, dict[str, str]]:

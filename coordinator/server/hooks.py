@@ -80,7 +80,7 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
     if as_command:
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []
-    return 200, dumps(app._public(answer.body)), []
+    return 200, dumps(app._public(answer.body or {})), []
 
 
 def _failed(message: str) -> str:
