@@ -80,7 +80,7 @@ def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dic
         "token_expires_at": token_expires_at,
         "health": {"redis": redis_ok, "ping_ms": round(ping_ms, 2) if redis_ok else None, **_redis_info(coord)},
         "sessions": [{"session": s, "last_seen": t} for s, t in seen[-MAX_SESSIONS:]],
-        "leases": [x.to_dict() for x in leases],
+        "leases": [{**x.to_dict(), "ticket": looks_like_ticket(x)} for x in leases],
         "events": [e.to_dict() for e in recent],
         "cursor": recent[-1].id if recent else _part(notes, "cursor", lambda: client.poll_events("$").cursor, "$"),
         "refusals": {
@@ -89,6 +89,16 @@ def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dic
         },
         "notes": notes,
     }
+
+
+def looks_like_ticket(lease: Any) -> bool:
+    """Whether a lease has the shape of the hook adapter's write ticket: exclusive, one file (no glob), a
+    life no longer than a ticket's. A lease is not marked as a ticket, so this is the shape only: a session's
+    own lease of that shape is shown as a ticket too (docs/dashboard.md says so)."""
+    from coordinator.agents.adapter import TICKET_TTL_S
+
+    one_file = not any(ch in lease.pattern for ch in "*?[") and not lease.pattern.endswith("/")
+    return bool(lease.mode == "exclusive" and one_file and lease.ends_at - lease.granted_at <= TICKET_TTL_S + 1)
 
 
 def _part(notes: dict[str, str], name: str, fn: Callable[[], _T], default: _T) -> _T:

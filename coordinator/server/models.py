@@ -357,13 +357,17 @@ class RefusalsInfo(BaseModel):
     recent: list[RefusalEntry] = Field(description="The newest refused file calls answered by this service.")
 
 
+class DashboardLease(LeaseInfo):
+    ticket: bool = Field(description="Shaped like a hook write ticket: exclusive, one file, at most its life.")
+
+
 class DashboardResponse(BaseModel):
     now: float
     role: Literal["session", "admin", "viewer"]
     token_expires_at: float
     health: dict[str, Any] = Field(description="`redis` (reachable), `ping_ms`, and INFO fields when given.")
     sessions: list[SessionInfo] = Field(description="The most recently active sessions, oldest first.")
-    leases: list[LeaseInfo] = Field(description="Live leases, write tickets of the hook adapter included.")
+    leases: list[DashboardLease] = Field(description="Live leases, write tickets of the hook adapter included.")
     events: list[ChangeEventInfo] = Field(description="The newest change events, oldest first.")
     cursor: str = Field(description="Pass as `since` to POST /v1/events to follow from here.")
     refusals: RefusalsInfo

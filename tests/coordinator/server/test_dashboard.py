@@ -29,6 +29,7 @@ from coordinator.client import HttpClient
 from coordinator.server.dashboard import MAX_DIFF_CHARS
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tokens import mint_token
+from tests.coordinator.agents.standin import event
 from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
@@ -102,8 +103,8 @@ def test_snapshot_shows_sessions_events_leases_and_refusals_by_file(served: Serv
     assert snap["role"] == "viewer" and snap["health"]["redis"] is True and snap["notes"] == {}
     assert "s-snap" in {s["session"] for s in snap["sessions"]}
     assert ("s-snap", "snap.txt", "edit") in {(e["session"], e["path"], e["operation"]) for e in snap["events"]}
-    assert [(x["session"], x["pattern"]) for x in snap["leases"] if x["session"] == "s-snap"] == [
-        ("s-snap", "snap-dir/**")
+    assert [(x["session"], x["pattern"], x["ticket"]) for x in snap["leases"] if x["session"] == "s-snap"] == [
+        ("s-snap", "snap-dir/**", False)
     ]
     assert {"path": "snap.txt", "code": "stale", "count": 1} in snap["refusals"]["by_file"]
     assert snap["refusals"]["recent"][0]["session"] == "s-snap" and snap["refusals"]["by_code_here"]["stale"] >= 1
@@ -180,6 +181,18 @@ def _fleet(served: ServerProcess, stop: threading.Event, errors: list[BaseExcept
     return [threading.Thread(target=run, args=(s,), daemon=True) for s in FLEET]
 
 
+def _hooked_agent_holds_a_ticket(served: ServerProcess, session: str, file: Path) -> None:
+    """Claude Code's hook events for a Read, then the PreToolUse of an Edit (no PostToolUse yet)."""
+    file.write_text("return 1\n")
+    admin = auth(token(admin=True))
+    shown = {"type": "text", "file": {"filePath": str(file), "content": "return 1\n", "numLines": 1,
+                                      "startLine": 1, "totalLines": 1}}  # fmt: skip
+    for name, extra in (("post_read", {"tool_response": shown}), ("pre_edit", {})):
+        data = event(name, session, f"toolu_{name}", file, **extra)
+        answer = httpx.post(f"{served.url}/v1/hooks/claude-code", json=data, headers=admin, timeout=30)
+        assert answer.status_code == 200 and answer.json() == {}, answer.text  # {}: allowed
+
+
 @pytest.mark.slow  # 12-18 s on 2 busy cores, most of it chromium's start
 def test_page_follows_a_fleet_live_and_refuses_a_wrong_token(served: ServerProcess) -> None:
     driver = _browser()
@@ -228,9 +241,14 @@ def test_page_follows_a_fleet_live_and_refuses_a_wrong_token(served: ServerProce
             c.edit("fleet-a", "fleet-fleet-a.txt", f"n {EDITS_EACH}\n", "x\n")
         wait.until(ec.text_to_be_present_in_element((By.ID, "refusal-files"), "fleet-fleet-a.txt"))
         wait.until(ec.text_to_be_present_in_element((By.ID, "refusal-codes"), "stale"))
+        # An agent guarded by its hooks, between its PreToolUse and PostToolUse: its write ticket is shown.
+        _hooked_agent_holds_a_ticket(served, "hooked-agent", served.root / "hooked.txt")
+        wait.until(ec.text_to_be_present_in_element((By.ID, "leases"), "write ticket"))
+        assert "hooked-agent" in driver.find_element(By.ID, "leases").text
         if os.environ.get("EDIT_COORDINATOR_SCREENSHOT"):
+            driver.set_window_size(1400, 1250)
             click('#overlap tr[data-path="fleet-shared.txt"]')
-            wait.until(ec.text_to_be_present_in_element((By.ID, "diff"), "+fleet-"))
+            wait.until(ec.text_to_be_present_in_element((By.ID, "diff-head"), f"v{shared_edits} edit"))
             driver.save_screenshot(str(Path(os.environ["EDIT_COORDINATOR_SCREENSHOT"])))
 
         # A wrong token: the page says so and shows nothing.

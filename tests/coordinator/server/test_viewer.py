@@ -17,6 +17,7 @@ from coordinator import CoordinatorError, ErrorCode
 from coordinator.server import ROUTES, verify_token
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tokens import claimed_session, mint_token
+from tests.coordinator.agents.standin import event
 from tests.coordinator.server.test_server import REPO, SECRET, ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
@@ -185,3 +186,12 @@ def test_remote_inspection_commands_take_a_viewer_token(served: ServerProcess) -
         assert r.returncode == 0, (command, r.stderr)
         if command[0] != "leases":
             assert "s-inspected" in r.stdout, command
+
+
+def test_viewer_cannot_act_through_the_hook_route(served: ServerProcess, http: httpx.Client) -> None:
+    (served.root / "hooked.txt").write_text("return 1\n")
+    data = event("pre_write", "s-hooked", "toolu_v", served.root / "hooked.txt")
+    answer = http.post("/v1/hooks/claude-code", json=data, headers=auth(viewer_token()))
+    assert answer.json()["hookSpecificOutput"]["permissionDecision"] == "deny", answer.text
+    admin = auth(token(admin=True))
+    assert http.get("/v1/leases", params={"session": "s-hooked"}, headers=admin).json()["leases"] == []
