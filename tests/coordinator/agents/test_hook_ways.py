@@ -115,6 +115,27 @@ def test_command_hook_against_the_service(served):
     assert (allowed.returncode, allowed.stdout) == (0, ""), allowed.stderr
 
 
+def test_command_hook_against_the_service_loads_nothing_heavy(served):
+    """The command hook runs once per tool call: on its way to a service it loads neither the engine, nor
+    Redis, httpx, pydantic, http.client, nor dataclasses (which alone brings inspect)."""
+    f = _file(served, "light.py")
+    raw = payload("pre_edit", served.root, session_id="light-1", tool_use_id="toolu_l1", tool_input__file_path=str(f))
+    probe = (
+        "import io, sys\n"
+        "from coordinator.cli import main\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(raw).encode()!r}))\n"
+        f"code = main(['hook', 'claude-code', '--server', {served.url!r}, '--token', {token(admin=True)!r}])\n"
+        "heavy = ('coordinator.engine', 'redis', 'httpx', 'pydantic', 'http.client', 'dataclasses', 'inspect')\n"
+        "print(code, sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "has not been read" in r.stdout, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "0 []", r.stderr
+
+
 @pytest.mark.parametrize(
     ("stdin", "args", "said"),
     [
