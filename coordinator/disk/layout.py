@@ -10,8 +10,8 @@ Every process that touches a repository's coordination state on disk finds it th
         history/                         pre-images and indexes (the history/ package owns what is inside)
         redis/                           the embedded server's pid, log, socket record (state/embedded.py)
         retention.json                   the history retention policy (history/retention.py)
-        metrics/                         a multi-worker serve's Prometheus counts, one file per worker
-                                         (server/metrics.py; emptied when serve starts)
+        metrics/<pid>/                   a multi-worker serve's Prometheus counts (its supervisor's pid),
+                                         one file per worker (server/metrics.py; new when serve starts)
         repository-id                    the repository's Redis namespace (`namespace_for`)
         epoch                            the Redis state generation last seen (state/views.py, reset detection)
 

@@ -13,7 +13,7 @@ never a path, a session or a message.
 One process or several. With one worker, the registry is this object's own (not prometheus_client's
 global one), so that two apps in one process (tests) never share or clash over counts. With several
 workers (`serve --workers N`), the supervisor gives every worker `PROMETHEUS_MULTIPROC_DIR`, a private
-folder under the state folder that it clears at start (`prepare_multiprocess_dir`): prometheus-client's
+folder of its own under the state folder, new at start (`prepare_multiprocess_dir`): prometheus-client's
 multiprocess mode then keeps each process's counts in a file of its own there, and a scrape, whichever
 worker answers it, adds up the files of every worker, those of workers that exited included, so the
 totals never go back when a worker is restarted.
@@ -32,6 +32,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
+
+from coordinator.disk.fsio import pid_alive
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -204,12 +206,18 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
 
-def prepare_multiprocess_dir(folder: Path) -> str:
-    """Make `folder` the service's multiprocess folder: emptied (counts of an earlier run are not this
-    run's), private to the user, and named in this process's environment so that every worker started
-    from now on inherits it (prometheus-client reads it when it is first imported). Returns its path."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(mode=0o700, parents=True)
+def prepare_multiprocess_dir(metrics_dir: Path) -> str:
+    """This service's multiprocess folder, `<metrics_dir>/<this process's pid>`: new and empty (counts of
+    an earlier run are not this run's), private to the user, and named in this process's environment so
+    that every worker started from now on inherits it (prometheus-client reads it when it is first
+    imported). Folders of services that are no longer running are removed; those of a live one (a second
+    `serve` on the same root, say over a unix socket beside TCP) are left alone. Returns its path."""
+    metrics_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for old in metrics_dir.iterdir():
+        if not old.name.isdigit() or not pid_alive(int(old.name)) or int(old.name) == os.getpid():
+            shutil.rmtree(old, ignore_errors=True)
+    folder = metrics_dir / str(os.getpid())
+    folder.mkdir(mode=0o700)
     os.environ[MULTIPROC_ENV] = str(folder)
     return str(folder)
 

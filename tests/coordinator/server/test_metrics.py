@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from coordinator.server import ServerConfig, create_app
-from coordinator.server.metrics import ServiceMetrics
+from coordinator.server.metrics import ServiceMetrics, prepare_multiprocess_dir
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tokens import mint_token
 from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
@@ -164,7 +164,8 @@ def test_scrapes_total_the_calls_of_every_worker(served: ServerProcess) -> None:
         if answered_by >= set(writes_by_pid):
             break
     assert answered_by >= set(writes_by_pid)
-    folder = served.root / ".edit-coordinator" / "metrics"
+    [folder] = (served.root / ".edit-coordinator" / "metrics").iterdir()  # the supervisor's own
+    assert folder.name == str(served.proc.pid)
     assert {p.name for p in folder.iterdir()} >= {f"counter_{pid}.db" for pid in writes_by_pid}
 
     os.kill(next(iter(writes_by_pid)), signal.SIGKILL)  # the supervisor starts another worker
@@ -200,6 +201,23 @@ def test_history_size_gauges(tmp_path: Path) -> None:
         stop_embedded_redis(root / ".edit-coordinator")
     assert got[("edit_coordinator_history_entries", ())] == 2
     assert got[("edit_coordinator_history_bytes", ())] >= 2 * 3001  # both versions' contents, at least
+
+
+def test_a_service_keeps_its_counts_apart_from_another_live_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two services on one root (TCP and a unix socket, say): each has a folder of its own, and a starting
+    one removes only the folders of services that have exited."""
+    metrics_dir = tmp_path / "metrics"
+    live, dead = metrics_dir / str(os.getppid()), metrics_dir / "999999999"
+    for folder in (live, dead):
+        folder.mkdir(parents=True)
+        (folder / "counter_1.db").write_bytes(b"x")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # put back as it was after the test
+    mine = prepare_multiprocess_dir(metrics_dir)
+    assert mine == os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(metrics_dir / str(os.getpid()))
+    assert sorted(p.name for p in metrics_dir.iterdir()) == sorted([live.name, str(os.getpid())])
+    assert (live / "counter_1.db").exists() and list(Path(mine).iterdir()) == []
 
 
 def test_one_process_counts_in_a_registry_of_its_own() -> None:
