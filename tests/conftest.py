@@ -36,6 +36,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "topology: run the test once per Redis deployment (default, sentinel, cluster)")
 
 
+@pytest.fixture(autouse=True)
+def _slow_gate(request: pytest.FixtureRequest) -> None:
+    """Tests marked slow run only when selected with -m slow (or EC_SLOW=1): the default run stays short.
+    .ci/run runs the slow tests of tests/coordinator as a step of their own."""
+    if request.node.get_closest_marker("slow") is None:
+        return
+    if "slow" in (request.config.getoption("markexpr") or "") or os.environ.get("EC_SLOW"):
+        return
+    pytest.skip("slow: run with `pytest -m slow` or EC_SLOW=1")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("topology") and "redis_topology" in metafunc.fixturenames:
         metafunc.parametrize("redis_topology", TOPOLOGIES, indirect=True)

@@ -40,7 +40,6 @@ STATE = ".edit-coordinator"
 run_fleet = fleet_tests.run_fleet
 # The fixtures of the fleet tests: a root with its embedded Redis, the slow gate, the fork server's end.
 redis_root = fleet_tests.redis_root
-_slow_gate = fleet_tests._slow_gate
 _fork_server = fleet_tests._fork_server
 
 

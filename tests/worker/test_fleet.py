@@ -14,7 +14,6 @@ Longer variants are marked `slow` and run only when asked for (`pytest -m slow`,
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,16 +49,6 @@ from worker.fleet import (
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def _slow_gate(request: pytest.FixtureRequest) -> None:
-    """Tests marked slow run only when selected with -m slow (or EC_SLOW=1): the default run stays short."""
-    if request.node.get_closest_marker("slow") is None:
-        return
-    if "slow" in (request.config.getoption("markexpr") or "") or os.environ.get("EC_SLOW"):
-        return
-    pytest.skip("slow: run with `pytest -m slow` or EC_SLOW=1")
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _fork_server() -> Iterator[None]:
     yield
