@@ -39,8 +39,8 @@ Modules: results (ReadResult, WriteResult), plan (CurrentFile, WritePlan: the pu
 `Coordinator.check_then_write`; `_view_refusal`, the staleness rule), calls (CallOptions, LockBusy,
 PostWriteHook), caches, base (`_CoordinatorBase`: the attributes and cross-calls the step mixins share,
 declared for the type checker), leasing, reading, steps (what a call carries between the steps), write
-(the general path), hot (the hot path: the common write, through the same steps, handing every other call
-to the general path before anything is written), rebasing, record, intervening, coordinator
+(the check-then-write: the common path, straight through, handing every other call to the general path
+before anything is written, and the general path), rebasing, record, intervening, coordinator
 (Coordinator), session (Session).
 """
 

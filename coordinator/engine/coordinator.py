@@ -157,6 +157,7 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self._texts = _TextCache()
         self._seen_writes: dict[tuple[str, str], _Intervening] = {}
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
+        self._known_paths = {}  # path -> what the common path keeps of it (write.py)
         self._call_local = threading.local()  # CallOptions of this thread (see call_options)
 
     # -- lifecycle ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What one call of the check-then-write carries from step to step (write.py, hot.py, record.py): the
+"""What one call of the check-then-write carries from step to step (write.py, record.py): the
 request as asked, what step 1 found out, what step 3 did; and the lock's release."""
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""The check-then-write, in named steps (see the package docstring for the why).
+"""The check-then-write: one class, its common path beside its general path, in named steps (see the
+package docstring for the why).
 
 check_then_write                       public entry: the request, refusal counting
-  hot_write          (hot.py)          the common case, in one short sequence of the same steps
+  _common_write                        the common case, straight through (below)
+    _known_path                          the path's resolution, kept per path
+    _common_locked, _common_read         the lock, the read, the view, the plan, history, the replace
   _with_cache_retry                    the general path: the cached-view retry
   _attempt
     _pre_lock                          1. before the lock: the session's view and the leases (LeaseGate)
@@ -11,6 +14,35 @@ check_then_write                       public entry: the request, refusal counti
         _history_first
         _replace
     _after_lock      (record.py)       4. after the lock: one round trip records the write
+
+The common case: a file that exists, written by a session whose view of it this process recorded (its
+last read or write of it was made here) and is still current, on a path whose views have not gone out
+of date in this process lately (`_is_contended`), with no lease anywhere (the lease snapshot is fresh and
+empty, and this process granted the session none), a lock that is free when the caller asked not to wait
+for it, and `state_check="cached"`. `_common_write` runs such a call straight through, without the
+general path's layers for what the common case does not have (the cached-view retry, the early rebase,
+LockBusy, the lease decision and the fence, the refusal of a missing file), and with what it needs
+computed once: the path's resolution is kept (`_KnownPath`), the history's head record is read once
+under the lock for both the reconcile and the new entry. The text of the content written last is not
+kept by its hash: proving that its bytes decode to exactly that text (no byte order mark, no control
+byte) scans them as the decode does, and with a regular expression it cost more instructions than the
+decode it saved. Call options are the general path's too: a busy lock under `wait_for_lock=False` is
+handed over (the general path raises LockBusy, whose resume waits), and a post-write hook rides the
+record (`_after_lock`). The HTTP service makes every call with
+both options (it runs calls inline on its event loop), so it takes this path as well.
+
+One owner per decision: the common path makes none of its own. Every rule is applied by the function the
+general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `fsio.read_at` and
+`fsio.check_writable` for the read under the lock, the history's `reconcile` and `begin`, the staleness
+rule's comparison of hashes, the caller's transform for the change, `_write_planned` for the size limit,
+history and the replace, `_after_lock` for the record and the result). Where the common case does not
+hold, it hands the call over before anything is written: `_common_write` returns None, and the general
+path runs the call from the start (resolving the path and reading the file again under the lock, where it
+gives the refusal, the rebase or the creation). What the common path finds out before that is not kept: a
+view that is not current costs one more read of the file, never a wrong answer; and since a contended path
+is left to the general path from the start, the lock is taken twice only for the first stale view of a
+while. tests/coordinator/engine/test_hot.py and test_fastpath_differential.py pin that both paths give the
+same results, refusals, files, history, views and events.
 """
 
 from __future__ import annotations
@@ -25,7 +57,6 @@ from collections.abc import Callable, Sequence
 from coordinator.disk import fsio
 from coordinator.disk.locks import HeldLock
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
-from coordinator.engine.hot import hot_write
 from coordinator.engine.intervening import _InterveningSteps
 from coordinator.engine.observer import APPLIED, REBASED, refusal_outcome
 from coordinator.engine.options import Policy
@@ -35,7 +66,7 @@ from coordinator.engine.record import UNRECORDED_WARNING, _RecordSteps
 from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
-from coordinator.history import content_hash
+from coordinator.history import HeadRecord, content_hash
 from coordinator.state.leases import Lease, LeaseCheck
 from coordinator.state.views import ReadState, reset_note
 from coordinator.text import semantics
@@ -45,9 +76,23 @@ os.umask(_UMASK)
 
 log = logging.getLogger("coordinator.engine")
 
+_NO_LEASE = LeaseCheck(None, None)
+_KNOWN_PATHS_MAX = 1024
+
+
+class _KnownPath:
+    """One path as the common path keeps it: its resolution (see `_WriteSteps._known_path`)."""
+
+    __slots__ = ("rp",)
+
+    def __init__(self, rp: fsio.ResolvedPath) -> None:
+        self.rp = rp
+
 
 class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
-    """Coordinator methods: the check-then-write."""
+    """Coordinator methods: the check-then-write, its common path beside its general one."""
+
+    _known_paths: dict[str, _KnownPath]  # set by Coordinator._init_process_state
 
     def check_then_write(
         self,
@@ -96,13 +141,111 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         return self._counted(lambda: self._hot_or_general(req), operation)
 
     def _hot_or_general(self, req: _Request) -> WriteResult:
-        """The hot path (hot.py) under `state_check="cached"`, when the call is the common case; otherwise,
-        or when the hot path hands it over, the general path."""
+        """The common path under `state_check="cached"`, when the call is the common case; otherwise, or
+        when the common path hands it over, the general path."""
         if self.state_check == "cached":
-            done = hot_write(self, req)
+            done = self._common_write(req)
             if done is not None:
                 return done
         return self._with_cache_retry(req)
+
+    # -- the common path ----------------------------------------------------------------------------------
+    def _common_write(self, req: _Request) -> WriteResult | None:
+        """`req` through the common path (module docstring); None when it is not the common case, with
+        nothing written (the caller then runs the general path from the start)."""
+        known = self._known_path(req.path)
+        rp = known.rp
+        recorded = self._views.get(req.session, rp.key)
+        gate = self.lease_gate
+        if (
+            recorded is None
+            or self._is_contended(rp.key)  # views of it go stale here lately: the general path, lock taken once
+            or gate.fresh() != []
+            or gate.granted_any(req.session)
+        ):
+            return None
+        self._state_call(self.state.alive)  # fail closed when Redis is gone, as the general path does
+        try:
+            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+        except CoordinatorError:
+            return None  # a missing folder, a link swapped in on the way: the general path resolves again
+        try:
+            written = self._common_locked(req, known, recorded, dfd)
+        except CoordinatorError as exc:
+            raise self._decorate_refusal(exc, rp.key, recorded, req.session) from None
+        finally:
+            with contextlib.suppress(OSError):  # after a rename, nothing may turn the write into a failure
+                os.close(dfd)
+        if written is None:
+            return None
+        return self._after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)
+
+    def _known_path(self, path: str) -> _KnownPath:
+        """What the common path keeps per path: its resolution.
+
+        A resolution is kept only for a path given as its own key (relative, plain names, no link on the
+        way when it was resolved): every later write walks that key from the root's descriptor with
+        O_NOFOLLOW (`fsio.open_parent`) and refuses a link in the file's place (`fsio.read_at`), so while
+        the walk succeeds, the key is still what `fsio.resolve` would give, and when it fails the call is
+        handed to the general path, which resolves the path again."""
+        known = self._known_paths.get(path)
+        if known is not None:
+            return known
+        rp = fsio.resolve(self.root, path)
+        known = _KnownPath(rp)
+        if rp.key == rp.shown:
+            if len(self._known_paths) >= _KNOWN_PATHS_MAX:
+                self._known_paths.clear()
+            self._known_paths[path] = known
+        return known
+
+    def _common_locked(self, req: _Request, known: _KnownPath, recorded: ReadState, dfd: int) -> _Written | None:
+        """The lock, the file read under it, the view judged, the plan written. None (nothing written)
+        when the lock is busy and the caller does not wait for it, the file is missing or not a plain file
+        in place, the view is not current, or the plan removes the file."""
+        rp = known.rp
+        held = self.locks.acquire(rp.key) if req.options.wait_for_lock else self.locks.try_acquire(rp.key)
+        if held is None:
+            return None  # the general path raises LockBusy, with what its resume needs
+        try:
+            found = self._common_read(dfd, known, held)
+            if found is None or found[0].digest != recorded.hash:
+                return None
+            cur, head = found
+            plan = req.transform(cur)
+            if plan.new_data is None:
+                return None
+            written = self._write_planned(req, rp, dfd, held, cur, plan, None, head)
+        finally:
+            hold_s = _release(held)
+        written.wait_s, written.hold_s = held.wait_s, hold_s
+        return written
+
+    def _common_read(self, dfd: int, known: _KnownPath, held: HeldLock) -> tuple[CurrentFile, HeadRecord | None] | None:
+        """`_read_current` for the common path, with the history's head read once (reconciled here, then
+        given to `begin`). None: not the common case (the general path reads again and gives the refusal)."""
+        rp = known.rp
+        try:
+            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        except CoordinatorError:
+            return None
+        if found is None:
+            return None
+        data, st = found
+        fsio.check_writable(dfd, rp, st)
+        digest = content_hash(data)
+        head: HeadRecord | None
+        try:
+            head = self.history_store.read_head(held)
+        except OSError:
+            head = None
+        self.history_store.reconcile(held, rp.key, digest, head)
+        return CurrentFile(
+            exists=True,
+            data=data,
+            st=st,
+            digest=digest,
+        ), head
 
     def _current_options(self) -> CallOptions:
         return getattr(self._call_local, "options", DEFAULT_OPTIONS)
@@ -248,8 +391,10 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         cur: CurrentFile,
         plan: WritePlan,
         own: Lease | None,
+        head: HeadRecord | None = None,
     ) -> _Written:
-        """The plan's size limit, the fence of the writer's own lease, history first, then the replace."""
+        """The plan's size limit, the fence of the writer's own lease, history first, then the replace.
+        `head`: the history's head record as read under this lock (the common path reads it once)."""
         if plan.new_data is not None and len(plan.new_data) > self.max_file_bytes:
             raise CoordinatorError(
                 ErrorCode.TOO_LARGE,
@@ -258,7 +403,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             )
         if own is not None:
             self.lease_gate.fence(req.session, rp.key, own)
-        written = self._history_first(req, rp, held, cur, plan)
+        written = self._history_first(req, rp, held, cur, plan, head)
         written.new_st = self._replace(rp, dfd, held, written)
         return written
 
@@ -312,7 +457,13 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         raise refusal
 
     def _history_first(
-        self, req: _Request, rp: fsio.ResolvedPath, held: HeldLock, cur: CurrentFile, plan: WritePlan
+        self,
+        req: _Request,
+        rp: fsio.ResolvedPath,
+        held: HeldLock,
+        cur: CurrentFile,
+        plan: WritePlan,
+        head: HeadRecord | None,
     ) -> _Written:
         """History first: the pre-image (the bytes read under this lock), the new content and the index
         entry go in before the file is replaced, so that even a crash right after the rename leaves the
@@ -335,6 +486,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
                 first_line=first_line,
                 last_line=last_line,
                 reverts=req.reverts,
+                head=head,
             )
         except OSError as exc:
             raise fsio.os_error(exc, rp) from exc

@@ -41,6 +41,7 @@ Invariants, each enforced here:
 from coordinator.hashing import file_stem as path_hash
 from coordinator.history._format import (
     FORMAT,
+    HeadRecord,
     HistoryEntry,
     IndexFile,
     Loc,
@@ -53,6 +54,7 @@ from coordinator.history._store import History
 
 __all__ = [
     "FORMAT",
+    "HeadRecord",
     "History",
     "HistoryEntry",
     "IndexFile",

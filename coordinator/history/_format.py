@@ -133,6 +133,8 @@ class LockFile(Protocol):
 
 @dataclass
 class _Head:
+    """The path's head record, kept in its lock file (see the package docstring, `locks/`)."""
+
     counter: int = 0  # the last version number given out
     applied: int = 0  # the last version known to have reached the file
     digest: str | None = None  # the content that version left (None: unknown, or no file)
@@ -153,6 +155,9 @@ class _Head:
         digest = bytes.fromhex(self.digest) if self.digest and self.at else _NO_DIGEST
         off, length = self.at if self.digest and self.at else (0, 0)
         os.pwrite(held.fd, _HEAD.pack(self.counter, self.applied, digest, off, length, self.generation), 0)
+
+
+HeadRecord = _Head  # the public name, for a caller that reads the head once (`History.read_head`)
 
 
 @dataclass

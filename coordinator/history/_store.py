@@ -102,15 +102,19 @@ class History(_Rewrite):
         before_digest: str | None,
         after: bytes | None,
         after_digest: str | None,
+        head: _Head | None = None,
         **fields: Any,
     ) -> PendingWrite:
         """Record a write of `key` before the file is replaced: reconcile the previous one (invariant 3),
         store the contents, give the next version number and append the index line.
 
         `before` is the file's content read under this lock (None: no file); `after` what it will hold.
-        Raises OSError on a disk failure; nothing is recorded then.
+        `head`: the head record as `read_head` gave it under this same lock (and `reconcile` left it), so
+        that the lock file is read once per write; None reads it here. Raises OSError on a disk failure;
+        nothing is recorded then.
         """
-        head = _Head.read(held)
+        if head is None:
+            head = _Head.read(held)
         h = self._acquire_handles(key, head.generation)
         try:
             self._reconcile(held, key, head, before_digest)
@@ -215,15 +219,23 @@ class History(_Rewrite):
         self.commit(held, pending)
         return pending.entry
 
-    def reconcile(self, held: LockFile, key: str, current_digest: str | None) -> bool:
+    def reconcile(self, held: LockFile, key: str, current_digest: str | None, head: _Head | None = None) -> bool:
         """Take back the newest entry of `key` if it was never applied (see invariant 3); True if one was.
-        `current_digest` is the hash of the file's bytes read under the lock (None: no file). Best effort:
-        a disk error leaves the entry pending (the next write's `begin` reports it)."""
+        `current_digest` is the hash of the file's bytes read under the lock (None: no file). `head`: the
+        head record from `read_head` under this lock, updated here as it is written (then given to
+        `begin`); None reads it. Best effort: a disk error leaves the entry pending (the next write's
+        `begin` reports it)."""
         try:
-            head = _Head.read(held)
+            if head is None:
+                head = _Head.read(held)
             return self._reconcile(held, key, head, current_digest)
         except OSError:
             return False
+
+    def read_head(self, held: LockFile) -> _Head:
+        """The path's head record, read from its held lock file (for `reconcile` and `begin`, which then
+        need not read it again). Raises OSError."""
+        return _Head.read(held)
 
     def pending(self, held: LockFile) -> bool:
         """Whether the newest version given out for this lock's path is not yet known to have been applied

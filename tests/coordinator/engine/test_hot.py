@@ -1,5 +1,6 @@
-"""The hot path (engine/hot.py) gives what the general path gives: the same results, files, history and
-refusals, call by call; and it hands every call that is not the common case over with nothing written."""
+"""The common path (`_WriteSteps._common_write`, engine/write.py) gives what the general path gives: the
+same results, files, history and refusals, call by call; and it hands every call that is not the common
+case over with nothing written."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class _Spy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, enabled: bool = True) -> None:
         self.taken = self.handed = self.raised = 0
-        real = write_mod.hot_write
+        real = write_mod._WriteSteps._common_write
 
         def spy(eng: Any, req: Any) -> WriteResult | None:
             try:
@@ -37,7 +38,7 @@ class _Spy:
                 self.taken += 1
             return done
 
-        monkeypatch.setattr(write_mod, "hot_write", spy)
+        monkeypatch.setattr(write_mod._WriteSteps, "_common_write", spy)
 
 
 @pytest.fixture
