@@ -133,7 +133,9 @@ class HookAdapter:
         ticket, prepared = remembered
         try:
             if succeeded:
-                native.record_write(self.coord, call.session, prepared, call.operation or "write")
+                native.record_write(
+                    self.coord, call.session, prepared, call.operation or "write", call=call.tool_use_id or None
+                )
         finally:
             self._release(call.session, ticket)
 

@@ -145,7 +145,9 @@ def prepare_write(
     raise explained
 
 
-def record_write(coord: Coordinator, session: str, prepared: NativeWrite, operation: str) -> HistoryEntry | None:
+def record_write(
+    coord: Coordinator, session: str, prepared: NativeWrite, operation: str, call: str | None = None
+) -> HistoryEntry | None:
     """After the agent's own write: the history entry (the pre-image `prepare_write` kept, and the bytes
     now on disk, attributed to `session`), then the session's new view, the path's version and the change
     event. None, and nothing recorded, when there is nothing to record: the file is unchanged or gone, or
@@ -169,6 +171,7 @@ def record_write(coord: Coordinator, session: str, prepared: NativeWrite, operat
                 after_digest=cur.digest,
                 session=session,
                 operation=operation,
+                call=call,
                 size_after=len(cur.data),
                 first_line=first,
                 last_line=last,

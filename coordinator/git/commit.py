@@ -31,6 +31,7 @@ from coordinator.history.retention import settle
 from coordinator.text.rebase import carry_change
 
 SESSION_TRAILER = "Coordinator-Session"
+TOOL_CALL_TRAILER = "Coordinator-Tool-Call"
 MAX_ATTEMPTS = 5
 
 
@@ -105,6 +106,7 @@ class _Plan:
     keys: dict[str, str]  # git path -> root key
     versions: dict[str, int]
     recognised: list[str]
+    calls: list[str]  # the agent's tool-call ids of the writes committed (hooked writes), in order
 
 
 def _plan(ledger: Ledger, git: Git, head: str | None, session_id: str, include_others: bool) -> _Plan:
@@ -125,7 +127,7 @@ def _plan(ledger: Ledger, git: Git, head: str | None, session_id: str, include_o
     gpaths = {w.key: _git_path(ledger.root, git.toplevel, w.key) for w, _ in mine}
     tree = git.tree_entries(head, list(gpaths.values()))
     blobs = git.cat_blobs([t.oid for t in tree.values()])
-    plan = _Plan({}, {}, {}, [])
+    plan = _Plan({}, {}, {}, [], [])
     for writes, pending in mine:
         gp = gpaths[writes.key]
         head_text = blobs[tree[gp].oid] if gp in tree else None
@@ -133,6 +135,8 @@ def _plan(ledger: Ledger, git: Git, head: str | None, session_id: str, include_o
         text = head_text
         for entry in pending:
             text = _carry(ledger, writes.key, entry, text, others, include_others)
+            if entry.call and entry.call not in plan.calls:
+                plan.calls.append(entry.call)
         plan.versions[writes.key] = pending[-1].version
         if text == head_text:
             plan.recognised.append(writes.key)
@@ -157,11 +161,14 @@ def _mode(root: str, toplevel: str, gp: str, old: TreeEntry | None) -> str:
         return "100644"
 
 
-def _message(message: str, session_id: str) -> str:
+def _message(message: str, session_id: str, calls: list[str] | None = None) -> str:
+    """The message with its trailers: the session, and the agent's tool-call ids of the hooked writes
+    committed (one `Coordinator-Tool-Call:` line each, where the history knows them)."""
     body = message.rstrip("\n")
     if not body.strip():
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The commit message is empty: pass -m MSG.")
-    return f"{body}\n\n{SESSION_TRAILER}: {session_id}\n"
+    trailers = [f"{SESSION_TRAILER}: {session_id}", *(f"{TOOL_CALL_TRAILER}: {c}" for c in calls or ())]
+    return body + "\n\n" + "\n".join(trailers) + "\n"
 
 
 def commit_session(
@@ -176,7 +183,7 @@ def commit_session(
 
     `before_ref_update`, a callable taking the attempt number, runs just before the compare-and-swap: tests use
     it to move the branch in between."""
-    full_message = _message(message, session_id)
+    _message(message, session_id)  # an empty message is refused before anything else is done
     git = Git(root)
     ledger = Ledger(root)
     scratch = tmp_dir(ledger.state_dir)
@@ -193,7 +200,7 @@ def commit_session(
             _finish(ledger, session_id, plan)
             return CommitResult(session_id, None, ref, (), tuple(plan.recognised), attempt, plan.versions)
         old = git.tree_entries(head, list(plan.contents))
-        new_commit, info = _build(git, head, plan, old, full_message, str(scratch))
+        new_commit, info = _build(git, head, plan, old, _message(message, session_id, plan.calls), str(scratch))
         if callable(before_ref_update):
             before_ref_update(attempt)
         if git.move_ref(ref, new_commit, head):

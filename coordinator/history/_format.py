@@ -53,6 +53,7 @@ class HistoryEntry:
     first_line: int
     last_line: int
     reverts: int | None = None  # an undo or redo: the version whose change it reverted (undoing.py)
+    call: str | None = None  # the agent's tool-call id: a write its own tool made, recorded through its hooks
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # flat fields only: cheaper than dataclasses.asdict on the write path
@@ -233,6 +234,7 @@ def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> byte
         f',"before":{_json_str(e.before)},"after":{_json_str(e.after)}',
         f',"size_before":{int(e.size_before)},"size_after":{int(e.size_after)}',
         f',"first_line":{int(e.first_line)},"last_line":{int(e.last_line)},"reverts":{_json_int(e.reverts)}',
+        f',"call":{_json_str(e.call)}',
     ]
     if b_at is not None:
         parts.append(f',"before_at":[{int(b_at[0])},{int(b_at[1])}]')

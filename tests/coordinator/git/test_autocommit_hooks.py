@@ -42,3 +42,20 @@ def test_off_by_default_nothing_is_committed(repo, gcoord, monkeypatch):
     head = git(repo, "rev-parse", "HEAD")
     assert run(hooks, payload("session_end", repo, session_id="mine")).allow
     assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_a_commit_of_hooked_writes_names_their_tool_calls_in_its_trailers(repo, gcoord, monkeypatch):
+    """Each hooked write's history entry keeps the agent's tool-call id, and the commit of the session's
+    writes carries one Coordinator-Tool-Call trailer per call, after the session's trailer."""
+    monkeypatch.setenv(AUTO_COMMIT_ENV, "1")
+    hooks = HookAdapter(gcoord)
+    mine = Agent(hooks, repo, "mine")
+    mine.read("a.py")
+    assert mine.edit("a.py", "a1\n", "A1\n").allow
+    mine.read("a.py")
+    assert mine.edit("a.py", "a2\n", "A2\n").allow
+    calls = [e.call for e in gcoord.history("a.py") if e.session == "mine"][::-1]  # oldest first
+    assert len(calls) == 2 and all(c and c.startswith("toolu_mine_") for c in calls) and calls[0] != calls[1]
+    assert run(hooks, payload("session_end", repo, session_id="mine")).allow
+    trailers = git(repo, "log", "-1", "--format=%(trailers:only,unfold)").strip().splitlines()
+    assert trailers == ["Coordinator-Session: mine", *(f"Coordinator-Tool-Call: {c}" for c in calls)]
