@@ -5,8 +5,8 @@ on a unix socket instead of opening a coordinator in its own process (~1-2 s of 
 Files, in the state folder's `hook-service/` (disk/layout.py): `sock` (the service's socket, mode 0600),
 `token` (an admin token for it, mode 0600, minted from the repository's secret by the hook that started
 it), `pid`, `log` and `start.lock` (held while one hook starts it: the others wait for it, then use it).
-The service runs until it is stopped (`kill $(cat .edit-coordinator/hook-service/pid)`); a hook that finds
-its socket dead starts a new one. $EDIT_COORDINATOR_HOOK_SERVICE=0 keeps hooks in their own process.
+The service runs until it is stopped (`stop(root)`, or `kill $(cat .edit-coordinator/hook-service/pid)`); a
+hook that finds its socket dead starts a new one. $EDIT_COORDINATOR_HOOK_SERVICE=0 keeps hooks in their own process.
 
 `find_running` and `ask` are the every-call path: standard library and coordinator.endpoint only.
 """
@@ -86,6 +86,39 @@ def start(root: str, *, refresh: bool = False, timeout: float = START_TIMEOUT_S)
             _spawn(root, service)
             _wait_healthy(sock, timeout, service)
     return service
+
+
+def stop(root: str | os.PathLike[str], timeout: float = 10.0) -> bool:
+    """Stop the hook service of `root` (SIGTERM, waited for up to `timeout`); True if one was running. The
+    pid file is trusted only while that process is the service of this socket (a reused pid is left alone)."""
+    import signal
+
+    service = hook_service_dir(Path(root) / STATE_DIR_NAME)
+    try:
+        pid = int((service / "pid").read_text())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            ours = os.fsencode(str(service / "sock")) in f.read().split(b"\0")
+    except (OSError, ValueError):
+        return False
+    if not ours:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.02)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, exited but not yet reaped by its parent, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _write_token(root: str, service: Path) -> None:

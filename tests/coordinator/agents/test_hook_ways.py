@@ -4,10 +4,8 @@ Every refusal of the route is a 200 with a deny body; the command fails closed (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -152,10 +150,9 @@ def test_command_hook_fails_closed(tmp_path, stdin, args, said):
 
 
 def _stop_hook_service(root: Path) -> None:
-    pid_file = root / ".edit-coordinator" / "hook-service" / "pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    from coordinator.cli import hookservice
+
+    assert hookservice.stop(root) or not (root / ".edit-coordinator" / "hook-service" / "pid").exists()
 
 
 @pytest.mark.slow  # starts a hook service, then a process per event: ~20 s on 2 loaded cores

@@ -211,5 +211,12 @@ def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
         gone = run_hook(claude.replace(program, "/nowhere/edit-coordinator", 1), edit)
         assert gone.returncode == 2
         assert (repo / "app.py").read_text() == "x = 1\n"
+        from coordinator.cli import hookservice
+
+        assert hookservice.stop(repo)  # the hooks above started the repository's hook service; it stops
+        assert hookservice.find_running(str(repo)) is None or not hookservice.stop(repo)
     finally:
+        from coordinator.cli import hookservice
+
+        hookservice.stop(repo)  # the first hook without a server started the repository's hook service
         stop_embedded_redis(repo / ".edit-coordinator")
