@@ -164,17 +164,12 @@ class HookAdapter:
         if ticket is not None:
             self.coord.lease_store.release(session, lease_id=ticket)
 
-    def _ticket_key(self, call: ToolCall) -> str:
-        return f"ec:{{{self.coord.namespace}}}:hook-ticket:{call.session}:{call.tool_use_id}"
-
     def _remember(self, call: ToolCall, ticket: str | None, prepared: native.NativeWrite) -> None:
         value = json.dumps({"ticket": ticket, "key": prepared.key, "before": prepared.before})
-        self.coord._state_call(
-            lambda: self.coord.lease_store.r.set(self._ticket_key(call), value, ex=int(TICKET_TTL_S) + 2)
-        )
+        native.keep_pending(self.coord, call.session, call.tool_use_id, value, TICKET_TTL_S)
 
     def _recall(self, call: ToolCall) -> tuple[str | None, native.NativeWrite] | None:
-        raw = self.coord._state_call(lambda: self.coord.lease_store.r.getdel(self._ticket_key(call)))
+        raw = native.take_pending(self.coord, call.session, call.tool_use_id)
         if raw is None:
             return None
         try:

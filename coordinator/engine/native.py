@@ -214,6 +214,26 @@ def record_write(
     return entry
 
 
+def keep_pending(coord: Coordinator, session: str, call_id: str, value: str, ttl_s: float) -> None:
+    """Keep `value` (what a write's after-hook needs: its ticket and pre-image) between the two hook calls
+    of one tool call, which may run in different processes, for `ttl_s` (the ticket's life). In Redis, like
+    the views: losing it (a flush) only loses the record of that write, the session's next write being
+    refused as stale."""
+    key = _pending_key(coord, session, call_id)
+    coord._state_call(lambda: coord.lease_store.r.set(key, value, ex=max(1, int(ttl_s) + 2)))
+
+
+def take_pending(coord: Coordinator, session: str, call_id: str) -> str | None:
+    """The value `keep_pending` kept for this tool call, removed as it is read (None: none, or it ran out)."""
+    key = _pending_key(coord, session, call_id)
+    raw = coord._state_call(lambda: coord.lease_store.r.getdel(key))
+    return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _pending_key(coord: Coordinator, session: str, call_id: str) -> str:
+    return f"ec:{{{coord.namespace}}}:hook-ticket:{session}:{call_id}"
+
+
 def forget_view(coord: Coordinator, session: str, path: str) -> None:
     """Drop `session`'s view of `path`: what it was shown is not the file (its next write is `not_read`)."""
     rp = fsio.resolve(coord.root, path)
