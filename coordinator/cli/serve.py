@@ -41,6 +41,19 @@ def register(subparsers: Any) -> None:
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
     cmd_common.add_tls(p)
+    _add_listener(p)
+    p.add_argument("--workers", type=int, default=2, help="worker processes")
+    p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
+    cmd_common.add_durability(p)
+    cmd_common.add_policy_match(p)
+    _add_engine_and_limits(p)
+    _add_operation(p)
+    p.set_defaults(func=_cmd_serve)
+    _register_token(subparsers)
+
+
+def _add_listener(p: argparse.ArgumentParser) -> None:
+    """Where serve listens: TCP (--host, --port) or a unix socket (--uds)."""
     p.add_argument(
         "--host", default=None, help=f"address to bind (another than loopback: with TLS) (default: {DEFAULT_HOST})"
     )
@@ -52,10 +65,10 @@ def register(subparsers: Any) -> None:
         help="listen on this unix socket instead of TCP (created 0600; clients use the URL unix:///ABS/PATH; "
         "tokens still needed; no TLS, no --host/--port)",
     )
-    p.add_argument("--workers", type=int, default=2, help="worker processes")
-    p.add_argument("--secret-file", default=None, help=f"file holding the coordinator secret (or ${SECRET_ENV})")
-    cmd_common.add_durability(p)
-    cmd_common.add_policy_match(p)
+
+
+def _add_engine_and_limits(p: argparse.ArgumentParser) -> None:
+    """The engine's options under serve, and the limits of a request."""
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file lock")
     p.add_argument(
         "--state-check",
@@ -72,6 +85,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--idempotency-ttl", type=int, default=24 * 3600, help="seconds answers are kept")
     p.add_argument("--max-poll-wait", type=float, default=30.0, help="longest wait of a long poll for events, s")
     p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let calls finish")
+
+
+def _add_operation(p: argparse.ArgumentParser) -> None:
+    """How the service runs and reports: inline calls, tracing, its URL file, logs."""
     p.add_argument(
         "--no-inline",
         action="store_true",
@@ -88,8 +105,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"), help="log level"
     )
-    p.set_defaults(func=_cmd_serve)
 
+
+def _register_token(subparsers: Any) -> None:
     t = subparsers.add_parser(
         "token",
         help="print a bearer token for the HTTP service",

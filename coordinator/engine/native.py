@@ -183,35 +183,44 @@ def record_write(
         held.release()
     if entry is None:
         return None
+    _record_state(coord, session, rp.key, entry, st, (first, last))
+    return entry
+
+
+def _record_state(
+    coord: Coordinator, session: str, key: str, entry: HistoryEntry, st: os.stat_result, lines: tuple[int, int]
+) -> None:
+    """The Redis side of a recorded agent write: the session's view, the path's version and the change
+    event in one round trip, then this process's cached view and the observer."""
     now = time.time()
-    rs = ReadState(cur.digest, st.st_mtime_ns, st.st_size, 0, 0, now, KIND_WRITE)
+    digest = entry.after
+    rs = ReadState(digest or "", st.st_mtime_ns, st.st_size, 0, 0, now, KIND_WRITE)
 
     def event(pipe: object) -> None:
         if coord.publish_events:
             events_mod.queue_event(
                 pipe,
                 coord.namespace,
-                path=rp.key,
+                path=key,
                 session=session,
                 version=entry.version,
-                operation=operation,
-                ranges=[(first, last)],
+                operation=entry.operation,
+                ranges=[lines],
                 when=now,
-                digest=cur.digest,
+                digest=digest,
                 rebased=False,
             )
 
-    coord._views.drop(session, rp.key)
+    coord._views.drop(session, key)
     coord._state_call(
-        lambda: coord.state.record_write(session, rp.key, rs, entry.version, operation, digest=cur.digest, extra=event)
+        lambda: coord.state.record_write(session, key, rs, entry.version, entry.operation, digest=digest, extra=event)
     )
-    coord._views.put(session, rp.key, rs)
+    coord._views.put(session, key, rs)
     observer = coord.observer
     if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
-        observer.write_finished(operation, APPLIED)
+        observer.write_finished(entry.operation, APPLIED)
         if coord.publish_events:
             observer.event_published()
-    return entry
 
 
 def keep_pending(coord: Coordinator, session: str, call_id: str, value: str, ttl_s: float) -> None:
