@@ -100,6 +100,13 @@ def _add_operation(p: argparse.ArgumentParser) -> None:
         help="an OpenTelemetry span per call, with the session id as an attribute (needs the otel extra and a "
         "tracer provider, e.g. run under opentelemetry-instrument; see docs/http.md)",
     )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop after this long without a request, or once the root folder is gone (0: never; --workers 1)",
+    )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument(
@@ -218,6 +225,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         state_check=args.state_check,
         supervisor_pid=os.getpid(),
         otel=args.otel,
+        idle_exit_s=args.idle_exit,
     )
     try:
         config.validate()
@@ -255,6 +263,12 @@ def _check_listener_options(args: argparse.Namespace) -> None:
     """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
     if args.workers < 1:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
+    if args.idle_exit and args.workers != 1:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--idle-exit needs --workers 1: each worker sees only its own requests, so one idle worker would "
+            "stop a service another is still answering.",
+        )
     if args.uds is not None:
         clashing = [name for name, value in (("--host", args.host), ("--port", args.port)) if value is not None]
         if args.tls_cert or args.tls_key:

@@ -105,6 +105,7 @@ class App:
         )
         self.in_flight = 0
         self.draining = False
+        self.last_request = time.monotonic()  # idle_exit_s counts from here
         self._openapi: bytes | None = None
         self._open_lock = threading.Lock()
         self._stopping: asyncio.Task[None] | None = None
@@ -163,6 +164,8 @@ class App:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
+                if self.config.idle_exit_s > 0:
+                    self._stopping = asyncio.get_running_loop().create_task(self._exit_when_unused())
             elif message["type"] == "lifespan.shutdown":
                 self.draining = True
                 await asyncio.get_running_loop().run_in_executor(None, self.close)
@@ -177,6 +180,7 @@ class App:
             return
         if kind != "http":
             return  # websockets are not served
+        self.last_request = time.monotonic()
         try:
             status, body, headers = await self._dispatch(scope, receive)
         except Disconnected:
@@ -530,6 +534,20 @@ class App:
             "message": "The service refuses new writes and stops once running calls have finished.",
         }
         return 202, dumps(body), []
+
+    async def _exit_when_unused(self) -> None:
+        """`idle_exit_s`: stop the service (gracefully, as a shutdown does) once no request has come for that
+        long, or once its repository's folder is gone, so that a service started on demand (the repository's
+        hook service) does not outlive its use. One worker only (serve refuses more): a worker sees only
+        its own requests."""
+        idle = self.config.idle_exit_s
+        while True:
+            await asyncio.sleep(min(idle / 4, 5.0))
+            gone = not os.path.isdir(self.config.root)
+            if gone or (self.in_flight == 0 and time.monotonic() - self.last_request >= idle):
+                self.draining = True
+                _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
+                return
 
     async def _stop_when_idle(self) -> None:
         """Once this worker's running calls have ended (new writes are refused meanwhile, on an open

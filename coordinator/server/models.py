@@ -409,6 +409,7 @@ class ServerConfig:
     supervisor_pid: int | None = None
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
     otel: bool = False  # an OpenTelemetry span per answered call (server/tracing.py)
+    idle_exit_s: float = 0.0  # > 0: stop after this long without a request, or once the root is gone (one worker)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -429,5 +430,7 @@ class ServerConfig:
         for name in ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.idle_exit_s < 0:
+            raise ValueError("idle_exit_s must be 0 (never) or a number of seconds")
         if self.max_path_chars > MAX_PATH_CHARS:
             raise ValueError(f"max_path_chars cannot exceed {MAX_PATH_CHARS}")

@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -326,3 +327,43 @@ def test_nobody_listening_is_unreachable_and_nothing_was_sent(short_dir: Path) -
             client.write("s", "f.txt", "x")
         assert refused.value.code == ErrorCode.STATE_UNAVAILABLE
         assert "the unix socket" in refused.value.message and "not sent" in refused.value.message
+
+
+# -- a service that stops by itself (the repository's hook service) -----------------------------------------
+def _exits_within(server: ServerProcess, seconds: float) -> int | None:
+    try:
+        return server.proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+@pytest.mark.parametrize("cause", ["idle", "root_gone"])
+def test_an_idle_exit_service_stops_by_itself(cause: str, tmp_path: Path, short_dir: Path) -> None:
+    """--idle-exit: stopped after that long without a request (requests keep it up), or once its root's
+    folder is gone; gracefully (exit 0), its socket removed."""
+    path = str(short_dir / f"idle-{cause}.sock")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "f.txt").write_text("v1\n")
+    idle = "1.5" if cause == "idle" else "60"
+    server = ServerProcess(root, "--idle-exit", idle, uds=path)
+    try:
+        with HttpClient(server.url, token=token("s")) as client:
+            for _ in range(4):  # requests 0.5 s apart, 2 s in all: longer than the idle time, and still up
+                assert client.read("s", "f.txt").content == "v1\n"
+                time.sleep(0.5)
+            assert server.proc.poll() is None
+        if cause == "root_gone":
+            stop_embedded_redis(root / ".edit-coordinator")
+            shutil.rmtree(root)
+        assert _exits_within(server, 30) == 0
+        assert not os.path.lexists(path)
+    finally:
+        server.stop()
+        if root.exists():
+            stop_embedded_redis(root / ".edit-coordinator")
+
+
+def test_idle_exit_needs_one_worker(tmp_path: Path) -> None:
+    status, err = _serve(tmp_path, "--workers", "2", "--idle-exit", "5")
+    assert status == 2 and "--idle-exit needs --workers 1" in err
