@@ -50,15 +50,21 @@ def session_of(payload: dict[str, Any]) -> str:
     return f"{sid}/{agent}" if isinstance(agent, str) and agent else sid
 
 
-def parse(payload: dict[str, Any]) -> ToolCall | None:
-    """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
-    Raises PayloadError for a payload that is not a hook event (not an object, no session_id, ...)."""
+def event_of(payload: dict[str, Any]) -> tuple[str, str | None]:
+    """(hook_event_name, cwd) of a hook payload, the fields every agent's events share; PayloadError for a
+    payload that is not a hook event. Used by every front end."""
     if not isinstance(payload, dict):
         raise PayloadError("the hook payload is not a JSON object")
     event = payload.get("hook_event_name")
     if not isinstance(event, str):
         raise PayloadError("the hook payload has no hook_event_name")
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    return event, payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+
+
+def parse(payload: dict[str, Any]) -> ToolCall | None:
+    """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
+    Raises PayloadError for a payload that is not a hook event (not an object, no session_id, ...)."""
+    event, cwd = event_of(payload)
     if event in _ENDS:
         phase: Phase = "end"
         return ToolCall(session_of(payload), phase, "session", cwd=cwd, event=event)

@@ -48,12 +48,7 @@ _CONTENT_MARK = "--- FILE CONTENT (truncated) ---\n"
 def parse(payload: dict[str, Any]) -> ToolCall | None:
     """The tool call of one hook event; None for an event or tool the coordinator has nothing to do with.
     Raises PayloadError for a payload that is not a hook event."""
-    if not isinstance(payload, dict):
-        raise PayloadError("the hook payload is not a JSON object")
-    event = payload.get("hook_event_name")
-    if not isinstance(event, str):
-        raise PayloadError("the hook payload has no hook_event_name")
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    event, cwd = claude_code.event_of(payload)
     session = claude_code.session_of(payload)
     if event in _ENDS:
         return ToolCall(session, "end", "session", cwd=cwd, event=event)
