@@ -43,7 +43,11 @@ SESSION_END_TIMEOUT_S = 3  # Codex caps SessionEnd hooks at 3 s
 GEMINI_NAME = "edit-coordinator"
 TOKEN_ENV_DEFAULT = "EDIT_COORDINATOR_TOKEN"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_OUR_COMMAND = re.compile(r"(?:edit-coordinator['\"]?|-m\s+coordinator\.cli)\s+hook\s+(claude-code|codex|gemini)\b")
+_OUR_COMMAND = re.compile(
+    r"(?:(?:edit-coordinator['\"]?|-m\s+coordinator\.cli)\s+hook|/coordinator/cli/hookclient\.py['\"]?)\s+"
+    r"(claude-code|codex|gemini)\b"
+)
+_FAST_COMMAND = re.compile(r"/coordinator/cli/hookclient\.py['\"]?\s")
 _OUR_URL = re.compile(r"/v1/hooks/(claude-code|codex|gemini)/?$")
 
 
@@ -56,6 +60,8 @@ class Target:
     program: tuple[str, ...]
     server: str | None = None
     token_env: str = TOKEN_ENV_DEFAULT
+    client: tuple[str, ...] = ()  # the fast client's argv (interpreter, flags, hookclient.py), used with `root`
+    root: str | None = None  # the repository whose hook service the fast client asks (an absolute real path)
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,9 @@ def settings_path(agent: str, scope: Scope = "local") -> str:
 def hook_command(agent: str, target: Target) -> str:
     """The shell command line a command hook runs. `|| exit 2` turns every other failure (the program
     missing: 127, a crash: 1) into the one exit status the agents treat as a refusal."""
+    if target.server is None and target.client and target.root is not None:
+        argv = [*target.client, agent, "--root", target.root]
+        return " ".join(shlex.quote(a) for a in argv) + " || exit 2"
     argv = [*target.program, "hook", agent]
     prefix = ""
     if target.server is not None:
@@ -222,9 +231,17 @@ def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
     )
 
 
+def is_fast(handler: Any) -> bool:
+    """A command handler of ours that runs the fast client (coordinator/cli/hookclient.py); False for the
+    `edit-coordinator hook AGENT` form earlier versions wrote (a process that loads more per call)."""
+    command = handler.get("command") if isinstance(handler, dict) else None
+    return isinstance(command, str) and _FAST_COMMAND.search(command) is not None
+
+
 def is_ours(handler: Any, agent: str) -> bool:
     """A handler `init` wrote for `agent`: it runs `edit-coordinator hook AGENT` (console script or
-    `python -m coordinator.cli`), or posts to a serve's `/v1/hooks/AGENT`."""
+    `python -m coordinator.cli`) or the fast client `.../coordinator/cli/hookclient.py AGENT`, or posts to a
+    serve's `/v1/hooks/AGENT`."""
     if not isinstance(handler, dict):
         return False
     command = handler.get("command")
@@ -499,6 +516,16 @@ def program_of(handler: dict[str, Any]) -> str | None:
         return None
     words = [w for w in words if not _is_assignment(w)]
     return words[0] if words else None
+
+
+def client_script_of(handler: dict[str, Any]) -> str | None:
+    """The fast client's script our command handler runs (.../coordinator/cli/hookclient.py), for --check."""
+    command = handler.get("command")
+    try:
+        words = shlex.split(command) if isinstance(command, str) else []
+    except ValueError:
+        return None
+    return next((w for w in words if w.endswith("/coordinator/cli/hookclient.py")), None)
 
 
 def _is_assignment(word: str) -> bool:

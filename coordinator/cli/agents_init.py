@@ -73,7 +73,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from coordinator.agents import settings as st
 
     root = Path(cmd_common.real_root(args.root))
-    target = _target(args)
+    target = _target(args, root)
     plan = st.plan(args.agent, target, args.scope)
     path = root / plan.path
     current, exists = st.load(path, plan.path, plan.events)
@@ -113,7 +113,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace) -> Any:
+def _target(args: argparse.Namespace, root: Path) -> Any:
     from coordinator.agents.settings import Target, valid_env_name
     from coordinator.errors import CoordinatorError, ErrorCode
 
@@ -131,7 +131,7 @@ def _target(args: argparse.Namespace) -> Any:
             ErrorCode.INVALID_ARGUMENT,
             f"--token-env {args.token_env!r} is not an environment variable name (letters, digits, _).",
         )
-    return Target(program=_program(), server=server, token_env=args.token_env)
+    return Target(program=_program(), server=server, token_env=args.token_env, client=_client(), root=str(root))
 
 
 def _program() -> tuple[str, ...]:
@@ -141,6 +141,13 @@ def _program() -> tuple[str, ...]:
     if script.is_file() and os.access(script, os.X_OK):
         return (str(script),)
     return (sys.executable, "-m", "coordinator.cli")
+
+
+def _client() -> tuple[str, ...]:
+    """The fast client's argv (coordinator/cli/hookclient.py): this interpreter by the path it was started
+    by (a venv's own, not resolved: -S skips `site`, and the venv is found from that path when the slow path
+    runs it), isolated (-I: no PYTHON* variables, no current folder on the path) and without `site` (-S)."""
+    return (sys.executable, "-I", "-S", str(Path(__file__).resolve().with_name("hookclient.py")))
 
 
 def _shown_handler(plan: Any) -> str:
@@ -155,8 +162,8 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
     if not exists:
         missing += [f"deny rule {r}" for r in plan.deny]
     problems = [*_broken_programs(current, plan.agent), *_disabled(root, plan.agent, current)]
-    target = _target(args)
-    notes = _warnings(root, plan, current)
+    target = _target(args, root)
+    notes = [*_old_commands(current, plan.agent), *_warnings(root, plan, current)]
     if target.server is not None:
         problems += _unreachable(target.server)
         if not os.environ.get(target.token_env):
@@ -234,7 +241,27 @@ def _broken_programs(current: dict[str, Any], agent: str) -> list[str]:
             )
         elif not os.path.isabs(program) and shutil.which(program) is None:
             out.append(f"the hooks run {program}, which is not on PATH here")
+    for script in sorted({s for _, _, h in st.ours(current, agent) if (s := st.client_script_of(h))}):
+        if not os.path.isfile(script):
+            out.append(
+                f"the hooks run the script {script}, which is not here (the package moved or was removed): every "
+                "call would be refused (the `|| exit 2` guard), so rerun init"
+            )
     return out
+
+
+def _old_commands(current: dict[str, Any], agent: str) -> list[str]:
+    """Our command handlers that run the `edit-coordinator hook AGENT` command of an earlier version rather
+    than the fast client: they still guard, at several times the fast client's start per tool call."""
+    from coordinator.agents import settings as st
+
+    old = [h for _, _, h in st.ours(current, agent) if isinstance(h.get("command"), str) and not st.is_fast(h)]
+    if not old or any("--server" in str(h["command"]) for h in old):
+        return []
+    return [
+        f"{len(old)} hook(s) run `edit-coordinator hook {agent}`, the command an earlier version wrote (it loads "
+        "the command line on every tool call); rerun init to write the fast client (coordinator/cli/hookclient.py)"
+    ]
 
 
 def _unreachable(server: str) -> list[str]:

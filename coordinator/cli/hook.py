@@ -78,6 +78,16 @@ def main(argv: list[str]) -> int:
     return run(args, sys.stdin.buffer.read())
 
 
+def main_with(argv: list[str], raw: bytes | None, *, refresh: bool = False) -> int:
+    """The hook on an event already read (`raw`; None: read stdin), for the fast client's slow path
+    (coordinator/cli/hookclient.py). `refresh`: the hook service refused its token, so mint it again."""
+    args: Any = _quick_args(argv)
+    if args is None:
+        args = _parser().parse_args(argv)
+    args.refresh = refresh
+    return run(args, sys.stdin.buffer.read() if raw is None else raw)
+
+
 def _quick_args(argv: list[str]) -> SimpleNamespace | None:
     if not argv or argv[0] not in FRONT_ENDS:
         return None
@@ -148,7 +158,7 @@ def _embedded(args: Any, call: Any, raw: bytes, module: Any) -> HookAnswer:
 
     root = args.root or find_root(call.cwd or None)
     try:
-        service = hookservice.start(root, refresh=answered is not None)
+        service = hookservice.start(root, refresh=getattr(args, "refresh", False) or answered is not None)
         answered = hookservice.ask(service, args.agent, raw, args.timeout)
     except Exception:  # no service to be had: decide here, as before there was one
         answered = None

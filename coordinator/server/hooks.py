@@ -6,7 +6,10 @@ hook answer in the body: Claude Code treats a non-2xx status, a connection failu
 `http` hook as a non-blocking error and lets the tool call go on, so every refusal, a bad token, a bad
 payload and a failure of the coordinator's own are all a deny in a 200 body here. `?answer=command` gives
 instead what a command hook process would give (`{"exit_code", "stdout", "stderr"}`, and `code`: the
-refusal's code, "unauthorized" for a token the service does not take).
+refusal's code, "unauthorized" for a token the service does not take). `?answer=plain` gives the same
+without JSON, for the command hook's fast client (coordinator/cli/hookclient.py), which loads no json:
+one line `EXIT_CODE CODE STDOUT_BYTES` (CODE "-" when there is none), then the stdout bytes, then the
+stderr bytes (`plain_answer`).
 
 Token: the admin token (`edit-coordinator token --admin`, or the one `serve` prints), since an agent's
 sessions are named by the agent at run time (Claude Code's `session_id`) and the hook acts for each; or a
@@ -51,7 +54,7 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
     if scope["method"] != "POST":
         return app._error(ServiceError("method_not_allowed", f"{scope['path']} accepts POST."))
     module = front_end(agent)
-    as_command = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("answer") == ["command"]
+    form = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("answer", [""])[0]
     call: ToolCall | None = None
     try:
         headers = header_map(scope)
@@ -77,10 +80,19 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         log.exception("hook %s failed", agent)
         decision = Decision.deny(_failed("the coordinator failed on this call (see its log)."), "internal")
     answer: HookAnswer = module.render(call, decision)
-    if as_command:
+    if form == "command":
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []
+    if form == "plain":
+        return 200, plain_answer(answer, decision.code), [(b"content-type", b"text/plain; charset=utf-8")]
     return 200, dumps(app._public(answer.body or {})), []
+
+
+def plain_answer(answer: HookAnswer, code: str) -> bytes:
+    """The `?answer=plain` body: `EXIT_CODE CODE STDOUT_BYTES` on one line, the stdout, the stderr. CODE is a
+    refusal's ErrorCode value (no spaces by construction; "-" for none), so the line splits on spaces."""
+    out, err = answer.stdout.encode(), answer.stderr.encode()
+    return b"%d %s %d\n" % (answer.exit_code, (code or "-").replace(" ", "_").encode(), len(out)) + out + err
 
 
 def _failed(message: str) -> str:

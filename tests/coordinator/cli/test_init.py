@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -50,8 +51,10 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     assert merged["permissions"]["deny"] == ["NotebookEdit"]
     assert merged["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]
     ours = merged["hooks"]["PreToolUse"][1]["hooks"][0]
-    program = ours["command"].split(" hook ")[0].strip("'")
+    program, *words = shlex.split(ours["command"])  # the fast client, by absolute paths, on this root
     assert Path(program).is_absolute() and Path(program).exists()
+    assert words[:2] == ["-I", "-S"] and Path(words[2]).name == "hookclient.py" and Path(words[2]).is_file()
+    assert words[3:] == ["claude-code", "--root", str(repo.resolve()), "||", "exit", "2"]
 
     again = run(repo, "claude-code")
     assert again.returncode == 0 and "nothing changed" in again.stdout
@@ -207,8 +210,8 @@ def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
         assert refused.returncode == 0 and json.loads(refused.stdout)["decision"] == "deny"
 
         # the program gone (a moved venv): the shell's 127 becomes the refusing exit status 2
-        program = claude.split(" hook ")[0]
-        gone = run_hook(claude.replace(program, "/nowhere/edit-coordinator", 1), edit)
+        program = shlex.split(claude)[0]
+        gone = run_hook(claude.replace(program, "/nowhere/python3", 1), edit)
         assert gone.returncode == 2
         assert (repo / "app.py").read_text() == "x = 1\n"
         from coordinator.cli import hookservice
@@ -220,3 +223,29 @@ def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
 
         hookservice.stop(repo)  # the first hook without a server started the repository's hook service
         stop_embedded_redis(repo / ".edit-coordinator")
+
+
+def _rewrite_commands(path: Path, change: Any) -> None:
+    data = json.loads(path.read_text())
+    for groups in data["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                if "hookclient.py" in handler.get("command", ""):
+                    handler["command"] = change(handler["command"])
+    path.write_text(json.dumps(data, indent=4))
+
+
+def test_check_reports_the_old_command_and_a_client_that_is_gone(repo: Path) -> None:
+    assert run(repo, "claude-code").returncode == 0
+    assert run(repo, "claude-code", "--check").returncode == 0
+    path = repo / ".claude" / "settings.local.json"
+    fast = settings_of(repo)
+    _rewrite_commands(path, lambda _: f"{shlex.quote(sys.executable)} -m coordinator.cli hook claude-code || exit 2")
+    old = run(repo, "claude-code", "--check")
+    assert old.returncode == 1
+    assert "run `edit-coordinator hook claude-code`, the command an earlier version wrote" in old.stdout
+    assert run(repo, "claude-code").returncode == 0 and settings_of(repo) == fast  # init puts the fast one back
+    client = "/coordinator/cli/hookclient.py"
+    _rewrite_commands(path, lambda c: c.replace(client, "/gone" + client))
+    gone = run(repo, "claude-code", "--check")
+    assert gone.returncode == 1 and "/gone/coordinator/cli/hookclient.py, which is not here" in gone.stdout

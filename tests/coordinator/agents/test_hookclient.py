@@ -1,0 +1,244 @@
+"""The command hook's fast client (coordinator/cli/hookclient.py) as `init` writes it: run by path with
+-I -S, forwarding the event's bytes to the repository's hook service. Its decisions are the full command
+hook's; it loads none of json, re, typing, urllib; it fails closed on an answer it cannot read; with no
+service it takes the full path, which starts one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.agents import FRONT_ENDS
+from coordinator.cli import hookclient, hookservice
+from coordinator.disk.layout import STATE_DIR_NAME, hook_service_dir
+from coordinator.endpoint import MAX_UNIX_PATH_BYTES
+from coordinator.server.hooks import plain_answer
+from tests import REPO_ROOT
+from tests.coordinator.agents.hooking import payload
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="unix sockets and Linux process tools")
+CLIENT = REPO_ROOT / "coordinator" / "cli" / "hookclient.py"
+
+
+def fast(root: Path, data: Any, *flags: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The fast client as the agent runs it: `python -I -S .../hookclient.py claude-code --root ROOT`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    argv = [sys.executable, "-I", "-S", *flags, str(CLIENT), "claude-code", "--root", str(root)]
+    return subprocess.run(argv, input=raw, env={**base, **(env or {})}, capture_output=True, timeout=120)
+
+
+def full(root: Path, data: Any) -> subprocess.CompletedProcess[bytes]:
+    """The full command hook against the same hook service (`--server unix://...sock --token T`)."""
+    service = hook_service_dir(root / STATE_DIR_NAME)
+    token = (service / "token").read_text().strip()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+    argv = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code", "--server", f"unix://{service / 'sock'}",
+            "--token", token]  # fmt: skip
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return subprocess.run(
+        argv, input=raw, env={**base, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def test_the_clients_constants_are_the_packages() -> None:
+    assert set(hookclient.AGENTS) == set(FRONT_ENDS)
+    folder = f"/{STATE_DIR_NAME}/{hook_service_dir('').name}/"
+    assert folder == hookclient.SERVICE_FOLDER
+    assert hookclient.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES
+
+
+# -- a stand-in service on the socket: what the client sends and how it reads what comes back --------------
+
+
+class StandIn:
+    """A unix-socket listener in the hook service's place that records each request and sends `answer`."""
+
+    def __init__(self, root: Path, answer: bytes) -> None:
+        folder = hook_service_dir(root / STATE_DIR_NAME)
+        folder.mkdir(parents=True)
+        (folder / "token").write_text("tok-123\n")
+        self.answer, self.requests = answer, list[bytes]()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(folder / "sock"))
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(re.search(rb"Content-Length: (\d+)", head).group(1))  # type: ignore[union-attr]
+                while len(body) < length:
+                    body += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + body)
+                conn.sendall(self.answer)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path) -> Iterator[StandIn]:
+    body = b'0 - 12\n{"ok": true}warned\n'
+    s = StandIn(tmp_path, b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+    yield s
+    s.close()
+
+
+def test_the_fast_path_forwards_the_bytes_and_imports_nothing_of_json_re_typing_urllib(tmp_path, stand_in):
+    raw = b'{"hook_event_name": "PreToolUse", "odd": "\\u00e9 kept as sent"}'
+    done = fast(tmp_path, raw, "-X", "importtime")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b'{"ok": true}'
+    imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "import time:" in line}
+    assert "_socket" in imported  # the listing is real
+    assert not imported & {"json", "re", "typing", "urllib", "urllib.parse", "socket", "os", "site", "coordinator"}
+    assert done.stderr.decode().splitlines()[-1] == "warned"
+    (request,) = stand_in.requests
+    assert request.startswith(b"POST /v1/hooks/claude-code?answer=plain HTTP/1.1\r\n")
+    assert b"\r\nAuthorization: Bearer tok-123\r\n" in request and request.endswith(b"\r\n\r\n" + raw)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"", "closed before an answer"),
+        (b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\noops", "answered 500"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n0 - 0\n", "cut short"),
+        (b'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\n{"a": 1}', "not a hook answer"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n0 - 0\n\r\n0\r\n\r\n", "transfer encoding"),
+    ],
+)
+def test_an_answer_it_cannot_read_blocks_the_call(tmp_path, answer, said):
+    s = StandIn(tmp_path, answer)
+    try:
+        done = fast(tmp_path, b"{}")
+    finally:
+        s.close()
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.startswith(b"edit-coordinator hook: ") and said.encode() in done.stderr, done.stderr
+
+
+def test_parse_answer_reads_the_services_plain_form():
+    from coordinator.agents.core import HookAnswer
+
+    body = plain_answer(HookAnswer(2, "out é", "the reason\n"), "stale")
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    assert hookclient.parse_answer(answer) == (2, b"stale", "out é".encode(), b"the reason\n")
+    assert hookclient.parse_answer(b"HTTP/1.1 200 OK\r\n\r\n" + plain_answer(HookAnswer(0), ""))[:2] == (0, b"-")
+
+
+def test_arguments_it_does_not_read_go_to_the_full_hook():
+    assert hookclient._arguments(["claude-code", "--root", "/r", "--timeout=5"]) == ("claude-code", "/r", 5.0)
+    odd = (["--help"], ["notepad", "--root", "/r"], ["claude-code"], ["claude-code", "--root", "rel"])
+    more = (["claude-code", "--root", "/r", "--server", "x"], ["claude-code", "--root", "/r", "--timeout", "x"])
+    for argv in (*odd, *more):
+        assert hookclient._arguments(argv) is None, argv
+
+
+# -- against the real hook service: the same decisions as the full path -------------------------------------
+
+
+def _normal(done: subprocess.CompletedProcess[bytes], session: str, name: str) -> tuple[int, str, str]:
+    def norm(b: bytes) -> str:
+        return b.decode().replace(session, "SESSION").replace(name, "FILE")
+
+    return done.returncode, norm(done.stdout), norm(done.stderr)
+
+
+def _steps(root: Path, session: str, name: str) -> list[Any]:
+    f = root / name
+    ids = {"session_id": session, "tool_input__file_path": str(f)}
+    shown = {"file__content": "x = 1\n", "file__filePath": str(f), "file__numLines": 1, "file__totalLines": 1}
+    change = {"tool_input__old_string": "x = 1", "tool_input__new_string": "x = 2"}
+    return [
+        payload("pre_edit", root, **ids, tool_use_id=f"{session}-1"),  # unread: deny
+        payload("post_read", root, **ids, tool_use_id=f"{session}-2", **shown),
+        payload("pre_edit", root, **ids, tool_use_id=f"{session}-3", **change),  # allow, takes the ticket
+        payload("post_edit", root, **ids, tool_use_id=f"{session}-3", **change),
+        payload("pre_edit", root, **ids, tool_use_id=f"{session}-4"),  # stale: changed outside since
+        b"{not json",  # the service cannot read it: a block
+    ]
+
+
+def test_the_fast_path_decides_as_the_full_path_does(real_redis_root: Path) -> None:
+    root = real_redis_root
+    (root / ".git").mkdir()
+    try:
+        hookservice.start(str(root))
+        answers: dict[str, list[tuple[int, str, str]]] = {}
+        for way, run in (("fast", fast), ("full", full)):
+            session, name = f"s-{way}", f"{way}.py"
+            f = root / name
+            f.write_text("x = 1\n")
+            answers[way] = []
+            for i, step in enumerate(_steps(root, session, name)):
+                if i == 4:
+                    f.write_text("x = 3\n")  # a write the hooks did not see
+                answers[way].append(_normal(run(root, step), session, name))
+        # the same answers, byte for byte; bad JSON is refused by both (the full hook before asking)
+        assert answers["fast"][:5] == answers["full"][:5]
+        assert [a[0] for a in answers["fast"]] == [0, 0, 0, 0, 0, 2] == [a[0] for a in answers["full"]]
+        first, _, allowed, _, stale, unreadable = answers["fast"]
+        assert "has not been read" in json.loads(first[1])["hookSpecificOutput"]["permissionDecisionReason"]
+        reason = json.loads(stale[1])["hookSpecificOutput"]["permissionDecisionReason"]
+        assert "modified since you last read it" in reason
+        assert allowed == (0, "", "") and "could not be read" in unreadable[2] and unreadable[1] == ""
+        assert (root / "fast.py").read_text() == "x = 3\n"
+    finally:
+        hookservice.stop(root)
+
+
+def test_no_service_takes_the_full_path_which_starts_one(real_redis_root: Path) -> None:
+    """No token, no socket: the full path (in the client's process, after `site`) starts the service and
+    answers; the next call is the fast path to it. A refused token is minted again."""
+    root = real_redis_root
+    (root / ".git").mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    event = payload("pre_edit", root, session_id="s1", tool_use_id="t1", tool_input__file_path=str(root / "a.py"))
+    try:
+        first = fast(root, event)
+        assert first.returncode == 0, first.stderr
+        assert "has not been read" in json.loads(first.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+        service = hook_service_dir(root / STATE_DIR_NAME)
+        assert (service / "sock").exists() and (service / "token").exists()
+        (service / "token").write_text("ec1.e30.AAAA\n")  # a token the service refuses
+        again = fast(root, event)
+        assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout), again.stderr
+        assert (service / "token").read_text().strip() != "ec1.e30.AAAA"
+    finally:
+        hookservice.stop(root)
+
+
+def test_the_unreachable_service_blocks_the_call(tmp_path: Path) -> None:
+    """The socket is there but no service can be had and the hook cannot decide in its own process (its
+    Redis URL points nowhere): exit 2 with the reason, like the full path."""
+    folder = hook_service_dir(tmp_path / STATE_DIR_NAME)
+    folder.mkdir(parents=True)
+    (folder / "token").write_text("tok\n")
+    (folder / "sock").write_text("")  # a stale socket file: nobody listening
+    event = payload("pre_edit", tmp_path, session_id="s1", tool_use_id="t1")
+    env = {"EDIT_COORDINATOR_HOOK_SERVICE": "0", "EDIT_COORDINATOR_REDIS_URL": "redis://127.0.0.1:9/0"}
+    done = fast(tmp_path, event, env=env)
+    assert done.returncode == 2 and done.stdout == b"", done.stderr
+    assert done.stderr.startswith(b"edit-coordinator hook: ")
