@@ -9,8 +9,11 @@ the example payloads of tests/data/hooks/claude-code/. Columns, interleaved in R
 - ``http-noop``:    each event POSTed (a new connection each, as a hook client opens one) to an endpoint
                     that reads the body and answers ``{}`` (uvicorn, the service's server, one worker);
 - ``http-hook``:    the same POSTs to ``serve``'s ``/v1/hooks/claude-code`` (``--workers 1``);
+- ``command-empty``: a process per event, ``python -c pass``: the empty interpreter's start;
 - ``command-noop``: a process per event, ``python -c`` reading the JSON on stdin (the same interpreter,
                     ``sys.executable``: a pyenv shim in front would add its own ~150 ms to both);
+- ``command-fast``: the command ``init`` writes: ``python -I -S .../coordinator/cli/hookclient.py
+                    claude-code --root R``, the event's bytes forwarded to the repository's hook service;
 - ``command-hook``: ``python -m coordinator.cli hook claude-code --server URL --token T`` per event,
                     against the same ``serve``;
 - ``command-service``: the same with no service named: the repository's own hook service on a unix
@@ -19,7 +22,9 @@ the example payloads of tests/data/hooks/claude-code/. Columns, interleaved in R
                     hook's own process on the root found from the event's cwd (the embedded Redis running).
 
 Printed per column: p50 / p99 per hook event and per tool call (the three events of a cycle), and p50
-added over the no-op of its type. Every cycle's edit is checked to be in the file at the end (a hook that
+added over the no-op of its type (and, for the command columns, over the empty interpreter). With
+``--installed`` the package is the one the interpreter finds by itself (a ``pip install .`` into a venv),
+not this checkout's. Every cycle's edit is checked to be in the file at the end (a hook that
 let a lost update through would show). Wall time on a shared 2-core machine is noisy; run it when idle.
 """
 
@@ -56,7 +61,16 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b"{}"})
 """
-COLUMNS = ("http-noop", "http-hook", "command-noop", "command-hook", "command-service", "command-embedded")
+COLUMNS = (
+    "http-noop",
+    "http-hook",
+    "command-empty",
+    "command-noop",
+    "command-fast",
+    "command-hook",
+    "command-service",
+    "command-embedded",
+)
 Send = Callable[[bytes], dict[str, Any]]
 
 
@@ -186,6 +200,7 @@ def summarize(
             out[column]["cpu_p50_ms"] = _ms(cpu[column], 0.5)
     for column, noop in (
         ("http-hook", "http-noop"),
+        ("command-fast", "command-noop"),
         ("command-hook", "command-noop"),
         ("command-service", "command-noop"),
         ("command-embedded", "command-noop"),
@@ -194,6 +209,8 @@ def summarize(
             out[column]["added_event_p50_ms"] = out[column]["event_p50_ms"] - out[noop]["event_p50_ms"]
             if "cpu_p50_ms" in out[column] and "cpu_p50_ms" in out[noop]:
                 out[column]["added_cpu_p50_ms"] = out[column]["cpu_p50_ms"] - out[noop]["cpu_p50_ms"]
+        if column.startswith("command") and column in out and "command-empty" in out:
+            out[column]["over_empty_p50_ms"] = out[column]["event_p50_ms"] - out["command-empty"]["event_p50_ms"]
     return out
 
 
@@ -205,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the figures here too")
     p.add_argument("--plot", default=None, help="a PNG of the figures (p50 and p99 per hook event)")
     p.add_argument("--from-json", default=None, help="no measuring: plot or print the figures of an earlier --json")
+    p.add_argument(
+        "--installed", action="store_true", help="the package the interpreter finds itself, not this checkout's"
+    )
     args = p.parse_args(argv)
     if args.from_json:
         figures = json.loads(Path(args.from_json).read_text())
@@ -214,9 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             (root / ".git").mkdir(parents=True)
             figures = measure(root, args)
     for column, f in figures.items():
-        added = f" +{f['added_event_p50_ms']:.2f} ms p50 over its no-op" if "added_event_p50_ms" in f else ""
+        added = f" {f['added_event_p50_ms']:+.2f} ms p50 over its no-op" if "added_event_p50_ms" in f else ""
+        if "over_empty_p50_ms" in f:
+            added += f", {f['over_empty_p50_ms']:+.2f} over the empty interpreter"
         if "cpu_p50_ms" in f:
-            more = f" (+{f['added_cpu_p50_ms']:.1f})" if "added_cpu_p50_ms" in f else ""
+            more = f" ({f['added_cpu_p50_ms']:+.1f})" if "added_cpu_p50_ms" in f else ""
             added += f"; process CPU p50 {f['cpu_p50_ms']:.1f} ms{more}"
         print(f"{column:17} {int(f['events']):4} events  per event p50 {f['event_p50_ms']:8.2f} ms  p99 "
               f"{f['event_p99_ms']:8.2f} ms  per tool call p50 {f['call_p50_ms']:8.2f} ms  p99 "
@@ -238,8 +260,9 @@ def plot(figures: dict[str, dict[str, float]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = [("http hook", ["http-noop", "http-hook"]),
-              ("command hook", ["command-noop", "command-hook", "command-service", "command-embedded"])]  # fmt: skip
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+              ("command hook", ["command-empty", "command-noop", "command-fast", "command-hook", "command-service",
+                                "command-embedded"])]  # fmt: skip
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, (title, names) in zip(axes, groups, strict=True):
         shown = [n for n in names if n in figures]
         xs = range(len(shown))
@@ -256,7 +279,9 @@ def plot(figures: dict[str, dict[str, float]], out: Path) -> None:
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
-    env.update(PYTHONPATH=str(REPO), EDIT_COORDINATOR_SECRET=SECRET)
+    env.update(EDIT_COORDINATOR_SECRET=SECRET)
+    if not args.installed:
+        env.update(PYTHONPATH=str(REPO))
     sport, nport = _free_port(), _free_port()
     logs = root.parent
     with open(logs / "serve.log", "wb") as log:
@@ -279,16 +304,24 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
         token = mint_token(SECRET.encode(), admin=True, ttl_s=3600)
         url = f"http://127.0.0.1:{sport}"
         hook = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code"]
+        found = [sys.executable, "-c", "import coordinator.cli.hookclient as m; print(m.__file__)"]
+        client = subprocess.run(found, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        fast = [sys.executable, "-I", "-S", client, "claude-code", "--root", os.path.realpath(root)]
         cpu: dict[str, list[float]] = {name: [] for name in COLUMNS if name.startswith("command")}
         senders: dict[str, tuple[Send, int]] = {
             "http-noop": (http_sender(nport, "/hooks", token), args.cycles),
             "http-hook": (http_sender(sport, "/v1/hooks/claude-code", token), args.cycles),
+            "command-empty": (
+                command_sender([sys.executable, "-c", "pass"], env, root, cpu["command-empty"]),
+                args.command_cycles,
+            ),
             "command-noop": (
                 command_sender(
                     [sys.executable, "-c", "import json, sys; json.load(sys.stdin)"], env, root, cpu["command-noop"]
                 ),
                 args.command_cycles,
             ),
+            "command-fast": (command_sender(fast, env, root, cpu["command-fast"]), args.command_cycles),
             "command-hook": (
                 command_sender([*hook, "--server", url, "--token", token], env, root, cpu["command-hook"]),
                 args.command_cycles,
