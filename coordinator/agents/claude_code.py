@@ -37,6 +37,15 @@ _TOOLS: dict[str, tuple[Kind, str, str]] = {
 }
 
 
+# The fields of a hook event an mcp_tool hook hands to the `hook` MCP tool (coordinator/tools/hook_tool.py):
+# the tool's input name -> the field's path in the event, as the hook's `${path}` substitution names it.
+MCP_TOOL_FIELDS: dict[str, str] = {
+    **{name: name for name in ("hook_event_name", "session_id", "agent_id", "tool_name", "tool_use_id", "cwd")},
+    **{name: f"tool_input.{name}" for name in ("file_path", "notebook_path", "command", "offset", "limit")},
+    **{name: f"tool_response.file.{name}" for name in ("content", "startLine", "numLines", "totalLines")},
+}
+
+
 class PayloadError(ValueError):
     """The payload is not a Claude Code hook event the coordinator can read (the hook fails closed)."""
 

@@ -41,6 +41,8 @@ PRE_TIMEOUT_S = 60  # above the hook's own limits (a service call 30 s, the tick
 POST_TIMEOUT_S = 60
 SESSION_END_TIMEOUT_S = 3  # Codex caps SessionEnd hooks at 3 s
 GEMINI_NAME = "edit-coordinator"
+MCP_SERVER = "edit-coordinator"  # the MCP server's name in Claude Code (`claude mcp add edit-coordinator ...`)
+MCP_HOOK_TOOL = "hook"  # coordinator/tools/hook_tool.py's NAME
 TOKEN_ENV_DEFAULT = "EDIT_COORDINATOR_TOKEN"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OUR_COMMAND = re.compile(
@@ -60,6 +62,7 @@ class Target:
     program: tuple[str, ...]
     server: str | None = None
     token_env: str = TOKEN_ENV_DEFAULT
+    hook_type: str = "command"  # Claude Code only: "mcp_tool", the `hook` tool of the MCP server `MCP_SERVER`
     client: tuple[str, ...] = ()  # the fast client's argv (interpreter, flags, hookclient.py), used with `root`
     root: str | None = None  # the repository whose hook service the fast client asks (an absolute real path)
 
@@ -162,8 +165,11 @@ def plan(agent: str, target: Target, scope: Scope = "local") -> Plan:
 
 def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
     def handler(blocking: bool, timeout: int = POST_TIMEOUT_S) -> dict[str, Any]:
-        if target.server is not None:
-            h: dict[str, Any] = {
+        if target.hook_type == "mcp_tool":
+            h: dict[str, Any] = {"type": "mcp_tool", "server": MCP_SERVER, "tool": MCP_HOOK_TOOL}
+            h["input"] = mcp_tool_input()
+        elif target.server is not None:
+            h = {
                 "type": "http",
                 "url": f"{target.server}/v1/hooks/claude-code",
                 "headers": {"Authorization": f"Bearer ${target.token_env}"},
@@ -231,6 +237,14 @@ def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
     )
 
 
+def mcp_tool_input() -> dict[str, str]:
+    """The `input` of our mcp_tool handlers: each field of the hook event the `hook` tool reads, as the
+    hook's `${path}` substitution of it (coordinator.agents.claude_code.MCP_TOOL_FIELDS)."""
+    from coordinator.agents.claude_code import MCP_TOOL_FIELDS
+
+    return {name: "${" + path + "}" for name, path in MCP_TOOL_FIELDS.items()}
+
+
 def is_fast(handler: Any) -> bool:
     """A command handler of ours that runs the fast client (coordinator/cli/hookclient.py); False for the
     `edit-coordinator hook AGENT` form earlier versions wrote (a process that loads more per call)."""
@@ -244,6 +258,8 @@ def is_ours(handler: Any, agent: str) -> bool:
     serve's `/v1/hooks/AGENT`."""
     if not isinstance(handler, dict):
         return False
+    if handler.get("type") == "mcp_tool":
+        return agent == "claude-code" and (handler.get("server"), handler.get("tool")) == (MCP_SERVER, MCP_HOOK_TOOL)
     command = handler.get("command")
     if isinstance(command, str):
         m = _OUR_COMMAND.search(command)

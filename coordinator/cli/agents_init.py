@@ -59,6 +59,14 @@ def register(sub: Any) -> None:
         "embedded default; Claude Code then uses its http hook type",
     )
     p.add_argument(
+        "--hook-type",
+        choices=("command", "mcp_tool"),
+        default="command",
+        help="claude-code only: command = a process per hook event (the fast client to the repository's hook "
+        "service); mcp_tool = the `hook` tool of the MCP server `edit-coordinator` (started with --hook-tool), "
+        "Claude Code 2.1.118 and later",
+    )
+    p.add_argument(
         "--token-env",
         metavar="VAR",
         default=TOKEN_ENV_DEFAULT,
@@ -109,6 +117,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"  the hooks run: {report['command']}")
     for warning in _warnings(root, plan, merged):
         print(f"  note: {warning}")
+    if target.hook_type == "mcp_tool":
+        print(f"  note: {_MCP_SERVER_NOTE.format(program=_mcp_program(root))}")
     print(_NEXT[args.agent])
     return 0
 
@@ -117,6 +127,13 @@ def _target(args: argparse.Namespace, root: Path) -> Any:
     from coordinator.agents.settings import Target, valid_env_name
     from coordinator.errors import CoordinatorError, ErrorCode
 
+    hook_type = getattr(args, "hook_type", "command")
+    if hook_type == "mcp_tool" and (args.agent != "claude-code" or args.http is not None):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--hook-type mcp_tool is Claude Code's, and goes to its MCP server rather than to a service: use it "
+            "with `init claude-code` and without --http.",
+        )
     server = None
     if args.http is not None:
         server = args.http.rstrip("/")
@@ -131,7 +148,27 @@ def _target(args: argparse.Namespace, root: Path) -> Any:
             ErrorCode.INVALID_ARGUMENT,
             f"--token-env {args.token_env!r} is not an environment variable name (letters, digits, _).",
         )
-    return Target(program=_program(), server=server, token_env=args.token_env, client=_client(), root=str(root))
+    return Target(
+        program=_program(),
+        server=server,
+        token_env=args.token_env,
+        hook_type=hook_type,
+        client=_client(),
+        root=str(root),
+    )
+
+
+_MCP_SERVER_NOTE = (
+    "the hooks call the tool `hook` of the MCP server `edit-coordinator`, which must be registered with "
+    "--hook-tool: claude mcp add edit-coordinator -- {program}"
+)
+
+
+def _mcp_program(root: Path) -> str:
+    import shlex
+
+    argv = [*_program(), "mcp", "--root", str(root), "--hook-tool"]
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 def _program() -> tuple[str, ...]:
@@ -152,6 +189,8 @@ def _client() -> tuple[str, ...]:
 
 def _shown_handler(plan: Any) -> str:
     handler = plan.hooks[0].handler
+    if handler.get("type") == "mcp_tool":
+        return f"the MCP tool {handler['tool']} of the server {handler['server']}"
     return str(handler.get("command") or f"POST {handler.get('url')}")
 
 
@@ -168,6 +207,8 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
         problems += _unreachable(target.server)
         if not os.environ.get(target.token_env):
             notes.append(f"${target.token_env} is not set here: the agent must be started where it holds the token")
+    if target.hook_type == "mcp_tool":  # where Claude Code keeps its MCP servers is outside what init reads
+        notes.append(_MCP_SERVER_NOTE.format(program=_mcp_program(root)))
     stale = st.unwanted(current, plan)
     if args.json:
         report = {"settings": plan.path, "missing": missing, "problems": problems, "stale": stale, "notes": notes}

@@ -39,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd_common.add_policy_match(p)
     p.add_argument("--log-level", default="WARNING", help="log level for stderr")
     p.add_argument(
+        "--hook-tool",
+        action="store_true",
+        help="also serve the `hook` tool, for Claude Code's mcp_tool hooks (`init claude-code --hook-type mcp_tool`); "
+        "needs --root",
+    )
+    p.add_argument(
         "--print-tools", action="store_true", help="print the tools (names, descriptions, schemas) as JSON and exit"
     )
     p.set_defaults(func=run)
@@ -89,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
         print(describe_tools_json())
         return 0
     try:
+        if args.hook_tool and args.server:
+            from coordinator.tools.hook_tool import engine_of
+
+            engine_of(None)  # the refusal: the hook tool decides on this process's own engine
         client, bound, read_lines = _open_session(args)
     except CoordinatorError as exc:
         return cmd_common.fail(exc)
@@ -97,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     _greet_terminal(target)
     _quit_on_interrupt()
     try:
-        serve_stdio(bound, read_lines)
+        serve_stdio(bound, read_lines, hook_tool=args.hook_tool)
     finally:
         client.close()
     return 0

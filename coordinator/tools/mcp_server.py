@@ -52,15 +52,20 @@ __all__ = ["ERROR_GUIDE", "SessionTools", "ToolOutcome", "ToolSpec", "build_serv
 log = logging.getLogger("coordinator.mcp")
 
 
-def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
-    """An MCP low-level `Server` exposing `tools`. Each call runs in a worker thread."""
+def build_server(tools: SessionTools, default_read_lines: int = 2000, hook_tool: bool = False) -> Any:
+    """An MCP low-level `Server` exposing `tools` (and, with `hook_tool`, the `hook` tool of Claude Code's
+    mcp_tool hooks: tools/hook_tool.py). Each call runs in a worker thread."""
     import anyio.to_thread
     from mcp import types
     from mcp.server import Server
 
+    from coordinator.tools import hook_tool as hooks
     from coordinator.version import __version__
 
+    hook_engine = hooks.engine_of(tools.session) if hook_tool else None
     specs = tool_specs(default_read_lines, session_match(tools.session))
+    if hook_engine is not None:
+        specs.append(ToolSpec(hooks.NAME, hooks.TITLE, hooks.DESCRIPTION, hooks.SCHEMA, False))
     listed = [
         types.Tool(
             name=spec.name,
@@ -82,6 +87,9 @@ def build_server(tools: SessionTools, default_read_lines: int = 2000) -> Any:
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
+        if hook_engine is not None and params.name == hooks.NAME:
+            text = await anyio.to_thread.run_sync(hooks.answer, hook_engine, params.arguments)
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=False)
         # The one dispatcher (coordinator.tools.catalog): the same words as tools.dispatch gives an orchestrator.
         res = await anyio.to_thread.run_sync(run_tool, tools, params.name, params.arguments)
         return types.CallToolResult(
@@ -105,13 +113,13 @@ def default_session_id() -> str:
     return f"mcp-{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def serve_stdio(session: Any, default_read_lines: int = 2000) -> None:
+def serve_stdio(session: Any, default_read_lines: int = 2000, hook_tool: bool = False) -> None:
     """Serve one session's tools (a `BoundSession`, or an engine `Session`) over stdin/stdout until the client
-    closes the connection."""
+    closes the connection; `hook_tool`: the `hook` tool too (`build_server`)."""
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(SessionTools(session), default_read_lines)
+    server = build_server(SessionTools(session), default_read_lines, hook_tool)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

@@ -249,3 +249,29 @@ def test_check_reports_the_old_command_and_a_client_that_is_gone(repo: Path) -> 
     _rewrite_commands(path, lambda c: c.replace(client, "/gone" + client))
     gone = run(repo, "claude-code", "--check")
     assert gone.returncode == 1 and "/gone/coordinator/cli/hookclient.py, which is not here" in gone.stdout
+
+
+def test_init_writes_mcp_tool_hooks_into_the_mcp_server(repo: Path) -> None:
+    done = run(repo, "claude-code", "--hook-type", "mcp_tool")
+    assert done.returncode == 0, done.stderr
+    assert "mcp --root" in done.stdout and "--hook-tool" in done.stdout  # how to register the server
+    (pre,) = [g for g in settings_of(repo)["hooks"]["PreToolUse"] if g.get("matcher") != "Bash"]
+    handler = pre["hooks"][0]
+    assert (handler["type"], handler["server"], handler["tool"], handler["onFailure"]) == (
+        "mcp_tool",
+        "edit-coordinator",
+        "hook",
+        "block",
+    )
+    assert handler["input"]["file_path"] == "${tool_input.file_path}"
+    assert handler["input"]["content"] == "${tool_response.file.content}"
+    assert run(repo, "claude-code", "--hook-type", "mcp_tool", "--check").returncode == 0
+    assert run(repo, "claude-code", "--check").returncode == 1  # the command form is not what is there
+    assert run(repo, "claude-code", "--remove").returncode == 0
+    assert settings_of(repo) == EXISTING
+    for args in (
+        ("codex", "--hook-type", "mcp_tool"),
+        ("claude-code", "--hook-type", "mcp_tool", "--http", "http://h"),
+    ):
+        refused = run(repo, *args)
+        assert refused.returncode == 2 and "[invalid_argument]" in refused.stderr, args
