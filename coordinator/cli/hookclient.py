@@ -37,6 +37,11 @@ class HookFailure(Exception):
     """An error of the client's own: the hook exits 2 with this message."""
 
 
+class OlderService(HookFailure):
+    """The service answered in JSON: a hook service of an earlier version (from before `?answer=plain`),
+    still running after an upgrade. It is stopped, so that the next hook starts the new one."""
+
+
 def main(argv: list[str]) -> int:
     """The hook's exit status; its answer is written to stdout and stderr."""
     try:
@@ -47,7 +52,13 @@ def main(argv: list[str]) -> int:
         raw = sys.stdin.buffer.read()
         if _wants_full_path():
             return _full_hook(argv, raw)
-        answer = ask(agent, root, raw, timeout)
+        try:
+            answer = ask(agent, root, raw, timeout)
+        except OlderService as exc:
+            _stop_service(root + SERVICE_FOLDER)
+            raise HookFailure(
+                f"{exc} It was stopped; the next hook starts the current one. Retry this tool call."
+            ) from None
         if answer is None or answer[1] == b"unauthorized":
             return _full_hook(argv, raw, refresh=answer is not None)
         exit_code, _code, out, err = answer
@@ -164,6 +175,8 @@ def parse_answer(data: bytes) -> tuple[int, bytes, bytes, bytes]:
             raise HookFailure("the hook service's answer is in a transfer encoding this client does not read.")
     if length >= 0 and len(body) != length:
         raise HookFailure("the hook service's answer was cut short.")
+    if body[:1] == b"{":
+        raise OlderService("the repository's hook service is from an earlier version (it answered in JSON).")
     first, newline, rest = body.partition(b"\n")
     fields = first.split(b" ")
     if not newline or len(fields) != 3 or not fields[0].isdigit() or not fields[2].isdigit():
@@ -172,6 +185,26 @@ def parse_answer(data: bytes) -> tuple[int, bytes, bytes, bytes]:
     if out_size > len(rest):
         raise HookFailure("the hook service's answer was cut short.")
     return int(fields[0]), fields[1], rest[:out_size], rest[out_size:]
+
+
+def _stop_service(folder: str) -> None:
+    """SIGTERM to the hook service of `folder`, if its pid file names a process serving that socket (a
+    reused pid is left alone): hookservice.stop's rule, without its imports."""
+    try:
+        fd = posix.open(folder + "pid", posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            pid = int(posix.read(fd, 64).strip())
+        finally:
+            posix.close(fd)
+        fd = posix.open(f"/proc/{pid}/cmdline", posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            cmdline = b"".join(iter(lambda: posix.read(fd, 65536), b""))
+        finally:
+            posix.close(fd)
+        if (folder + "sock").encode() in cmdline.split(b"\0"):
+            posix.kill(pid, 15)
+    except (OSError, ValueError):
+        pass  # nothing to stop, or not ours
 
 
 def _describe(exc: BaseException) -> str:

@@ -30,11 +30,13 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="unix sockets an
 CLIENT = REPO_ROOT / "coordinator" / "cli" / "hookclient.py"
 
 
-def fast(root: Path, data: Any, *flags: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def fast(
+    root: Path, data: Any, *flags: str, env: dict[str, str] | None = None, more: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[bytes]:
     """The fast client as the agent runs it: `python -I -S .../hookclient.py claude-code --root ROOT`."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    argv = [sys.executable, "-I", "-S", *flags, str(CLIENT), "claude-code", "--root", str(root)]
+    argv = [sys.executable, "-I", "-S", *flags, str(CLIENT), "claude-code", "--root", str(root), *more]
     return subprocess.run(argv, input=raw, env={**base, **(env or {})}, capture_output=True, timeout=120)
 
 
@@ -65,11 +67,11 @@ def test_the_clients_constants_are_the_packages() -> None:
 class StandIn:
     """A unix-socket listener in the hook service's place that records each request and sends `answer`."""
 
-    def __init__(self, root: Path, answer: bytes) -> None:
+    def __init__(self, root: Path, answer: bytes | None) -> None:
         folder = hook_service_dir(root / STATE_DIR_NAME)
         folder.mkdir(parents=True)
         (folder / "token").write_text("tok-123\n")
-        self.answer, self.requests = answer, list[bytes]()
+        self.answer, self.requests, self.stop = answer, list[bytes](), threading.Event()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(folder / "sock"))
         self.listener.listen(8)
@@ -91,9 +93,13 @@ class StandIn:
                 while len(body) < length:
                     body += conn.recv(65536)
                 self.requests.append(head + b"\r\n\r\n" + body)
+                if self.answer is None:  # a service that takes the request and never answers
+                    self.stop.wait(10)
+                    continue
                 conn.sendall(self.answer)
 
     def close(self) -> None:
+        self.stop.set()
         self.listener.close()
 
 
@@ -125,7 +131,7 @@ def test_the_fast_path_forwards_the_bytes_and_imports_nothing_of_json_re_typing_
         (b"", "closed before an answer"),
         (b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\noops", "answered 500"),
         (b"HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n0 - 0\n", "cut short"),
-        (b'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\n{"a": 1}', "not a hook answer"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\ngarbage!", "not a hook answer"),
         (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n0 - 0\n\r\n0\r\n\r\n", "transfer encoding"),
     ],
 )
@@ -137,6 +143,38 @@ def test_an_answer_it_cannot_read_blocks_the_call(tmp_path, answer, said):
         s.close()
     assert done.returncode == 2 and done.stdout == b""
     assert done.stderr.startswith(b"edit-coordinator hook: ") and said.encode() in done.stderr, done.stderr
+
+
+def test_a_service_that_does_not_answer_in_time_blocks_the_call(tmp_path):
+    s = StandIn(tmp_path, None)
+    try:
+        done = fast(tmp_path, b"{}", more=("--timeout", "0.5"))
+    finally:
+        s.close()
+    assert done.returncode == 2 and done.stdout == b"" and b"did not answer" in done.stderr, done.stderr
+    assert len(s.requests) == 1  # it reached the service: not retried on the full path
+
+
+def test_a_service_of_an_earlier_version_is_stopped_and_the_call_blocked(tmp_path):
+    """A hook service from before `?answer=plain` (still running after an upgrade) answers in JSON: the call
+    is refused (its event may have been applied, so it is not sent again) and that service is stopped."""
+    s = StandIn(tmp_path, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+    folder = hook_service_dir(tmp_path / STATE_DIR_NAME)
+    old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(folder / "sock")])
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (folder / "pid").write_text(f"{bystander.pid}\n")  # a pid that is not the service's: left alone
+        assert fast(tmp_path, b"{}").returncode == 2
+        assert bystander.poll() is None
+        (folder / "pid").write_text(f"{old.pid}\n")
+        done = fast(tmp_path, b"{}")
+        assert done.returncode == 2 and b"earlier version" in done.stderr and b"Retry" in done.stderr
+        assert old.wait(10) == -15
+    finally:
+        s.close()
+        for proc in (old, bystander):
+            proc.kill()
+            proc.wait()
 
 
 def test_parse_answer_reads_the_services_plain_form():
@@ -241,4 +279,4 @@ def test_the_unreachable_service_blocks_the_call(tmp_path: Path) -> None:
     env = {"EDIT_COORDINATOR_HOOK_SERVICE": "0", "EDIT_COORDINATOR_REDIS_URL": "redis://127.0.0.1:9/0"}
     done = fast(tmp_path, event, env=env)
     assert done.returncode == 2 and done.stdout == b"", done.stderr
-    assert done.stderr.startswith(b"edit-coordinator hook: ")
+    assert done.stderr.startswith(b"edit-coordinator hook: ") and b"[state_unavailable]" in done.stderr
