@@ -7,7 +7,9 @@ made from what it read, with its hooks around them, exactly as Claude Code order
 Each write appends one line naming the agent and the edit (its marker), so an oracle can tell which
 acknowledged writes survived. `--hooks none` runs the same loop with no hooks (the unguarded baseline);
 `http` posts each event to a running serve (Claude Code's `http` hook type); `command` runs
-`edit-coordinator hook claude-code` per event (the `command` hook type).
+`edit-coordinator hook claude-code` per event (the `command` hook type); `fast` runs the fast client per
+event as `init` writes it (`python -I -S .../coordinator/cli/hookclient.py claude-code --root R`, the
+repository's hook service, started by the first hook that finds none).
 
     python -m tests.coordinator.agents.standin --hooks http --server URL --token T --session S \
         --file PATH --edits N --out RESULT.json
@@ -35,8 +37,8 @@ _PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "hooks" / "claude-cod
 class Hooks:
     """Sends one hook event and returns (allowed, reason)."""
 
-    def __init__(self, mode: str, server: str, token: str) -> None:
-        self.mode, self.server, self.token = mode, server, token
+    def __init__(self, mode: str, server: str, token: str, root: str = "") -> None:
+        self.mode, self.server, self.token, self.root = mode, server, token, root
         self.conn: Any = None
 
     def send(self, event: dict[str, Any]) -> tuple[bool, str]:
@@ -67,6 +69,10 @@ class Hooks:
     def _command(self, raw: bytes) -> tuple[bool, str]:
         argv = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code", "--server", self.server]
         env = {**os.environ, "EDIT_COORDINATOR_TOKEN": self.token, "PYTHONPATH": str(REPO_ROOT)}
+        if self.mode == "fast":
+            client = str(REPO_ROOT / "coordinator" / "cli" / "hookclient.py")
+            argv = [sys.executable, "-I", "-S", client, "claude-code", "--root", self.root]
+            env = {k: v for k, v in env.items() if k not in ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN")}
         r = subprocess.run(argv, input=raw, capture_output=True, env=env, timeout=120)
         if r.returncode == 2:
             return False, r.stderr.decode()
@@ -107,7 +113,7 @@ def _reason_word(reason: str) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    hooks = Hooks(args.hooks, args.server, args.token)
+    hooks = Hooks(args.hooks, args.server, args.token, os.path.realpath(Path(args.file).parent))
     path = Path(args.file)
     acknowledged: list[str] = []
     denied: dict[str, int] = {}
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--hooks", choices=["none", "http", "command"], required=True)
+    p.add_argument("--hooks", choices=["none", "http", "command", "fast"], required=True)
     p.add_argument("--server", default="")
     p.add_argument("--token", default="")
     p.add_argument("--session", required=True)

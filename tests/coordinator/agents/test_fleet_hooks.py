@@ -102,6 +102,20 @@ def test_command_hooked_agents_lose_nothing(served):
     assert "could not" not in denied and "other" not in denied
 
 
+@pytest.mark.slow  # a process per hook event, and the repository's hook service started by the first: ~15 s
+def test_fast_client_hooked_agents_lose_nothing(served):
+    """The command `init` writes: three agents start together, find no hook service, start one between them
+    (under its start lock), then go through it; nothing is lost."""
+    from coordinator.cli import hookservice
+
+    try:
+        acked, lines, denied = _fleet(served, "fast", 3, 3, "shared_fast.txt")
+    finally:
+        hookservice.stop(served.root)
+    assert len(acked) == 9 and sorted(lines) == sorted(acked)
+    assert "could not" not in denied and "other" not in denied
+
+
 def _pre_write(served: ServerProcess, session: str, file: Path, tid: str) -> dict[str, Any]:
     admin = {"authorization": f"Bearer {token(admin=True)}"}
     data = event("pre_write", session, tid, file)
