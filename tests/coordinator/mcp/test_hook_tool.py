@@ -119,3 +119,21 @@ def test_the_hook_tool_needs_the_servers_own_engine(tmp_path: Path) -> None:
          "t"], capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
     assert done.returncode == 2 and "[invalid_argument]" in done.stderr and "--root" in done.stderr
+
+
+def test_without_a_tool_use_id_a_sessions_write_is_paired_by_the_session(coord: Any, root: Path) -> None:
+    """Where the hook could not substitute `${tool_use_id}` (left as it was), a session's before- and
+    after-hooks still meet, as long as its writes do not overlap."""
+    f = root / "b.py"
+    f.write_text("y = 1\n")
+    ids = {"session_id": "mcp-hook-2", "tool_input__file_path": str(f)}
+    read = payload("post_read", root, **ids, file__content="y = 1\n", file__numLines=1, file__totalLines=1,
+                   file__filePath=str(f))  # fmt: skip
+    assert hook_tool.answer(coord, substituted(read)) == "{}"
+    for name in ("pre_edit", "post_edit"):
+        if name == "post_edit":
+            f.write_text("y = 2\n")
+        fields = {**substituted(payload(name, root, **ids)), "tool_use_id": "${tool_use_id}"}
+        assert hook_tool.answer(coord, fields) == "{}"
+    (entry,) = coord.history("b.py")
+    assert entry.session == "mcp-hook-2"
