@@ -277,6 +277,50 @@ def plot(figures: dict[str, dict[str, float]], out: Path) -> None:
     fig.savefig(out, dpi=100)
 
 
+def _senders(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    root: Path,
+    ports: tuple[int, int],
+    token: str,
+    cpu: dict[str, list[float]],
+) -> dict[str, tuple[Send, int]]:
+    """Each column's way of sending one event, and its cycles per round."""
+    sport, nport = ports
+    url = f"http://127.0.0.1:{sport}"
+    hook = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code"]
+    found = [sys.executable, "-c", "import coordinator.cli.hookclient as m; print(m.__file__)"]
+    client = subprocess.run(found, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    fast = [sys.executable, "-I", "-S", client, "claude-code", "--root", os.path.realpath(root)]
+    return {
+        "http-noop": (http_sender(nport, "/hooks", token), args.cycles),
+        "http-hook": (http_sender(sport, "/v1/hooks/claude-code", token), args.cycles),
+        "command-empty": (
+            command_sender([sys.executable, "-c", "pass"], env, root, cpu["command-empty"]),
+            args.command_cycles,
+        ),
+        "command-noop": (
+            command_sender(
+                [sys.executable, "-c", "import json, sys; json.load(sys.stdin)"], env, root, cpu["command-noop"]
+            ),
+            args.command_cycles,
+        ),
+        "command-fast": (command_sender(fast, env, root, cpu["command-fast"]), args.command_cycles),
+        "command-hook": (
+            command_sender([*hook, "--server", url, "--token", token], env, root, cpu["command-hook"]),
+            args.command_cycles,
+        ),
+        "command-service": (
+            command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "1"}, root, cpu["command-service"]),
+            args.command_cycles,
+        ),
+        "command-embedded": (
+            command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "0"}, root, cpu["command-embedded"]),
+            max(args.command_cycles // 2, 1),
+        ),
+    }
+
+
 def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
     env.update(EDIT_COORDINATOR_SECRET=SECRET)
@@ -302,39 +346,8 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
         from coordinator.tokens import mint_token
 
         token = mint_token(SECRET.encode(), admin=True, ttl_s=3600)
-        url = f"http://127.0.0.1:{sport}"
-        hook = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code"]
-        found = [sys.executable, "-c", "import coordinator.cli.hookclient as m; print(m.__file__)"]
-        client = subprocess.run(found, env=env, capture_output=True, text=True, check=True).stdout.strip()
-        fast = [sys.executable, "-I", "-S", client, "claude-code", "--root", os.path.realpath(root)]
         cpu: dict[str, list[float]] = {name: [] for name in COLUMNS if name.startswith("command")}
-        senders: dict[str, tuple[Send, int]] = {
-            "http-noop": (http_sender(nport, "/hooks", token), args.cycles),
-            "http-hook": (http_sender(sport, "/v1/hooks/claude-code", token), args.cycles),
-            "command-empty": (
-                command_sender([sys.executable, "-c", "pass"], env, root, cpu["command-empty"]),
-                args.command_cycles,
-            ),
-            "command-noop": (
-                command_sender(
-                    [sys.executable, "-c", "import json, sys; json.load(sys.stdin)"], env, root, cpu["command-noop"]
-                ),
-                args.command_cycles,
-            ),
-            "command-fast": (command_sender(fast, env, root, cpu["command-fast"]), args.command_cycles),
-            "command-hook": (
-                command_sender([*hook, "--server", url, "--token", token], env, root, cpu["command-hook"]),
-                args.command_cycles,
-            ),
-            "command-service": (
-                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "1"}, root, cpu["command-service"]),
-                args.command_cycles,
-            ),
-            "command-embedded": (
-                command_sender(hook, {**env, "EDIT_COORDINATOR_HOOK_SERVICE": "0"}, root, cpu["command-embedded"]),
-                max(args.command_cycles // 2, 1),
-            ),
-        }
+        senders = _senders(args, env, root, (sport, nport), token, cpu)
         cycles = {name: Cycle(root, f"{name}.py", f"s_{name.replace('-', '_')}") for name in senders}
         timings: dict[str, list[list[float]]] = {name: [] for name in senders}
         for name, (send, _) in senders.items():  # warm-up: connections, the embedded Redis, caches
