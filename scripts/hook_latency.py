@@ -289,8 +289,9 @@ def _senders(
     sport, nport = ports
     url = f"http://127.0.0.1:{sport}"
     hook = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code"]
-    found = [sys.executable, "-c", "import coordinator.cli.hookclient as m; print(m.__file__)"]
-    client = subprocess.run(found, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    found = [sys.executable, "-c", "import coordinator.cli.fasthook as m; print(m.__file__)"]
+    fasthook = subprocess.run(found, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    client = str(Path(fasthook).with_name("hookclient.py"))  # the script init writes
     fast = [sys.executable, "-I", "-S", client, "claude-code", "--root", os.path.realpath(root)]
     return {
         "http-noop": (http_sender(nport, "/hooks", token), args.cycles),

@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
 
 def main_with(argv: list[str], raw: bytes | None, *, refresh: bool = False) -> int:
     """The hook on an event already read (`raw`; None: read stdin), for the fast client's slow path
-    (coordinator/cli/hookclient.py). `refresh`: the hook service refused its token, so mint it again."""
+    (coordinator/cli/fasthook.py). `refresh`: the hook service refused its token, so mint it again."""
     args: Any = _quick_args(argv)
     if args is None:
         args = _parser().parse_args(argv)

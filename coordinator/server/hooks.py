@@ -7,7 +7,7 @@ hook answer in the body: Claude Code treats a non-2xx status, a connection failu
 payload and a failure of the coordinator's own are all a deny in a 200 body here. `?answer=command` gives
 instead what a command hook process would give (`{"exit_code", "stdout", "stderr"}`, and `code`: the
 refusal's code, "unauthorized" for a token the service does not take). `?answer=plain` gives the same
-without JSON, for the command hook's fast client (coordinator/cli/hookclient.py), which loads no json:
+without JSON, for the command hook's fast client (coordinator/cli/fasthook.py), which loads no json:
 one line `EXIT_CODE CODE STDOUT_BYTES` (CODE "-" when there is none), then the stdout bytes, then the
 stderr bytes (`plain_answer`).
 

@@ -1,7 +1,7 @@
-"""The command hook's fast client (coordinator/cli/hookclient.py) as `init` writes it: run by path with
--I -S, forwarding the event's bytes to the repository's hook service. Its decisions are the full command
-hook's; it loads none of json, re, typing, urllib; it fails closed on an answer it cannot read; with no
-service it takes the full path, which starts one."""
+"""The command hook's fast client (coordinator/cli/fasthook.py) as `init` writes it: the script hookclient.py
+run by path with -I -S, forwarding the event's bytes to the repository's hook service. Its decisions are
+the full command hook's; it loads none of json, re, typing, urllib; it fails closed on an answer it cannot
+read; with no service it takes the full path, which starts one."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from coordinator.agents import FRONT_ENDS
-from coordinator.cli import hookclient, hookservice
+from coordinator.cli import fasthook, hookservice
 from coordinator.disk.layout import STATE_DIR_NAME, hook_service_dir
 from coordinator.endpoint import MAX_UNIX_PATH_BYTES
 from coordinator.server.hooks import plain_answer
@@ -55,10 +55,10 @@ def full(root: Path, data: Any) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_the_clients_constants_are_the_packages() -> None:
-    assert set(hookclient.AGENTS) == set(FRONT_ENDS)
+    assert set(fasthook.AGENTS) == set(FRONT_ENDS)
     folder = f"/{STATE_DIR_NAME}/{hook_service_dir('').name}/"
-    assert folder == hookclient.SERVICE_FOLDER
-    assert hookclient.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES
+    assert folder == fasthook.SERVICE_FOLDER
+    assert fasthook.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES
 
 
 # -- a stand-in service on the socket: what the client sends and how it reads what comes back --------------
@@ -117,7 +117,7 @@ def test_the_fast_path_forwards_the_bytes_and_imports_nothing_of_json_re_typing_
     assert done.returncode == 0, done.stderr
     assert done.stdout == b'{"ok": true}'
     imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "import time:" in line}
-    assert "_socket" in imported  # the listing is real
+    assert {"_socket", "fasthook"} <= imported  # the listing is real; the client came in as a module (cached)
     assert not imported & {"json", "re", "typing", "urllib", "urllib.parse", "socket", "os", "site", "coordinator"}
     assert done.stderr.decode().splitlines()[-1] == "warned"
     (request,) = stand_in.requests
@@ -182,16 +182,16 @@ def test_parse_answer_reads_the_services_plain_form():
 
     body = plain_answer(HookAnswer(2, "out é", "the reason\n"), "stale")
     answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
-    assert hookclient.parse_answer(answer) == (2, b"stale", "out é".encode(), b"the reason\n")
-    assert hookclient.parse_answer(b"HTTP/1.1 200 OK\r\n\r\n" + plain_answer(HookAnswer(0), ""))[:2] == (0, b"-")
+    assert fasthook.parse_answer(answer) == (2, b"stale", "out é".encode(), b"the reason\n")
+    assert fasthook.parse_answer(b"HTTP/1.1 200 OK\r\n\r\n" + plain_answer(HookAnswer(0), ""))[:2] == (0, b"-")
 
 
 def test_arguments_it_does_not_read_go_to_the_full_hook():
-    assert hookclient._arguments(["claude-code", "--root", "/r", "--timeout=5"]) == ("claude-code", "/r", 5.0)
+    assert fasthook._arguments(["claude-code", "--root", "/r", "--timeout=5"]) == ("claude-code", "/r", 5.0)
     odd = (["--help"], ["notepad", "--root", "/r"], ["claude-code"], ["claude-code", "--root", "rel"])
     more = (["claude-code", "--root", "/r", "--server", "x"], ["claude-code", "--root", "/r", "--timeout", "x"])
     for argv in (*odd, *more):
-        assert hookclient._arguments(argv) is None, argv
+        assert fasthook._arguments(argv) is None, argv
 
 
 # -- against the real hook service: the same decisions as the full path -------------------------------------

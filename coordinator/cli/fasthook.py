@@ -1,0 +1,241 @@
+"""The command hook's fast client: what the agents' command hooks run, through the script
+coordinator/cli/hookclient.py that `edit-coordinator init` writes:
+
+    /abs/python3 -I -S /abs/.../coordinator/cli/hookclient.py AGENT --root ROOT [--timeout S] || exit 2
+
+It runs once per tool call, so it loads next to nothing: no `site` (-S: the .pth files of an environment
+alone cost tens of ms), not the package's face (hookclient.py imports this module as a top-level one,
+from its cached bytecode), and none of json, re, typing, urllib, socket or os; only `sys`, the
+interpreter's built-in `posix` and the `_socket` extension. It forwards the event's bytes from stdin, as
+they are, to the repository's hook service (the unix socket `ROOT/.edit-coordinator/hook-service/sock`,
+with its token from the file beside it) in one HTTP request written here by hand, and writes the
+service's answer through (`POST /v1/hooks/AGENT?answer=plain`, see coordinator/server/hooks.py: the
+service parses the event and decides; this client decides nothing).
+
+The slow path is the full command hook (coordinator/cli/hook.py, run in this process): taken when no
+service answers on the socket (none yet, or it stopped: the full path starts one, as before), when the
+service refuses the token (the full path mints another), when $EDIT_COORDINATOR_SERVER names a service or
+$EDIT_COORDINATOR_HOOK_SERVICE=0, and for arguments this client does not read (--help). The request has
+not reached the service in any of those cases, so the event is never applied twice.
+
+Fails closed: any error of its own (an answer it cannot read, a timeout, a service that closes on it) exits
+2 with the reason on stderr, which the agents show their model and treat as a refusal.
+"""
+
+import _socket
+import posix
+import sys
+
+AGENTS = ("claude-code", "codex", "gemini")  # coordinator.agents.FRONT_ENDS (a test pins them equal)
+SERVICE_FOLDER = "/.edit-coordinator/hook-service/"  # disk/layout.py's state folder and hook-service folder
+MAX_UNIX_PATH_BYTES = 107  # coordinator.endpoint's
+DEFAULT_TIMEOUT_S = 30.0  # coordinator.cli.hook's: below the agents' own hook timeouts
+BLOCK_EXIT = 2
+_SLOW_ENV = (b"EDIT_COORDINATOR_SERVER", b"EDIT_COORDINATOR_HOOK_SERVICE")
+_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+class HookFailure(Exception):
+    """An error of the client's own: the hook exits 2 with this message."""
+
+
+class OlderService(HookFailure):
+    """The service answered in JSON: a hook service of an earlier version (from before `?answer=plain`),
+    still running after an upgrade. It is stopped, so that the next hook starts the new one."""
+
+
+def main(argv: list[str]) -> int:
+    """The hook's exit status; its answer is written to stdout and stderr."""
+    try:
+        parsed = _arguments(argv)
+        if parsed is None:
+            return _full_hook(argv, None)
+        agent, root, timeout = parsed
+        raw = sys.stdin.buffer.read()
+        if _wants_full_path():
+            return _full_hook(argv, raw)
+        try:
+            answer = ask(agent, root, raw, timeout)
+        except OlderService as exc:
+            _stop_service(root + SERVICE_FOLDER)
+            raise HookFailure(
+                f"{exc} It was stopped; the next hook starts the current one. Retry this tool call."
+            ) from None
+        if answer is None or answer[1] == b"unauthorized":
+            return _full_hook(argv, raw, refresh=answer is not None)
+        exit_code, _code, out, err = answer
+    except Exception as exc:  # fail closed on anything of our own
+        exit_code, out, err = BLOCK_EXIT, b"", f"edit-coordinator hook: {_describe(exc)}\n".encode()
+    _write(1, out)
+    _write(2, err)
+    return exit_code
+
+
+def _arguments(argv: list[str]) -> tuple[str, str, float] | None:
+    """(agent, root, timeout) of `AGENT --root ROOT [--timeout S]` (also `--opt=value`); None otherwise."""
+    if not argv or argv[0] not in AGENTS:
+        return None
+    found = {"--root": "", "--timeout": ""}
+    words = argv[1:]
+    while words:
+        name, eq, value = words.pop(0).partition("=")
+        if name not in found or (not eq and not words):
+            return None
+        found[name] = value if eq else words.pop(0)
+    if not found["--root"].startswith("/"):
+        return None
+    try:
+        timeout = float(found["--timeout"]) if found["--timeout"] else DEFAULT_TIMEOUT_S
+    except ValueError:
+        return None
+    return argv[0], found["--root"].rstrip("/") or "/", timeout
+
+
+def _wants_full_path() -> bool:
+    env = posix.environ
+    switch = env.get(_SLOW_ENV[1], b"1").strip().lower()
+    return bool(env.get(_SLOW_ENV[0])) or switch in (b"0", b"false", b"no", b"off")
+
+
+def ask(agent: str, root: str, raw: bytes, timeout: float) -> tuple[int, bytes, bytes, bytes] | None:
+    """The service's answer to one event: (exit code, refusal code, stdout, stderr); None when the request
+    did not reach a service (no token file, no socket, nobody listening on it). HookFailure otherwise."""
+    folder = root + SERVICE_FOLDER
+    sock_path = folder + "sock"
+    if len(sock_path.encode()) > MAX_UNIX_PATH_BYTES:
+        return None  # no service can listen there; the full path decides in its own process
+    token = _read_token(folder + "token")
+    if token is None:
+        return None
+    head = (
+        f"POST /v1/hooks/{agent}?answer=plain HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n"
+    )
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(sock_path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None  # no service: the full path starts one
+        except OSError as exc:
+            raise HookFailure(f"the hook service on {sock_path} cannot be reached ({_describe(exc)}).") from None
+        try:
+            sock.sendall(head.encode("latin-1") + raw)
+            data = _receive(sock)
+        except OSError as exc:
+            raise HookFailure(f"the hook service on {sock_path} did not answer ({_describe(exc)}).") from None
+    finally:
+        sock.close()
+    return parse_answer(data)
+
+
+def _read_token(path: str) -> str | None:
+    try:
+        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        token = posix.read(fd, 4096).decode("ascii", "replace").strip()
+    finally:
+        posix.close(fd)
+    return token if token and token.isprintable() else None
+
+
+def _receive(sock: _socket.socket) -> bytes:
+    """Everything the service sends until it closes the connection (`Connection: close`)."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := sock.recv(65536):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > _MAX_ANSWER_BYTES:
+            raise HookFailure("the hook service's answer is too large.")
+    return b"".join(parts)
+
+
+def parse_answer(data: bytes) -> tuple[int, bytes, bytes, bytes]:
+    """(exit code, refusal code, stdout, stderr) of a whole HTTP answer carrying an `?answer=plain` body;
+    HookFailure for anything else (another status, a cut or malformed answer)."""
+    head, sep, body = data.partition(b"\r\n\r\n")
+    status_line, _, header_lines = head.partition(b"\r\n")
+    while status_line.split(b" ", 2)[1:2] == [b"100"]:  # an interim 100 Continue before the answer
+        head, sep, body = body.partition(b"\r\n\r\n")
+        status_line, _, header_lines = head.partition(b"\r\n")
+    if not sep or not status_line.startswith(b"HTTP/"):
+        raise HookFailure("the hook service's answer cannot be read (the connection closed before an answer).")
+    status = status_line.split(b" ", 2)[1:2]
+    if status != [b"200"]:
+        code = status[0].decode("latin-1") if status else "?"
+        raise HookFailure(f"the hook service answered {code}: {body[:300]!r}.")
+    length = -1
+    for line in header_lines.lower().split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip() == b"content-length":
+            length = int(value.strip())
+        elif name.strip() == b"transfer-encoding" and value.strip() != b"identity":
+            raise HookFailure("the hook service's answer is in a transfer encoding this client does not read.")
+    if length >= 0 and len(body) != length:
+        raise HookFailure("the hook service's answer was cut short.")
+    if body[:1] == b"{":
+        raise OlderService("the repository's hook service is from an earlier version (it answered in JSON).")
+    first, newline, rest = body.partition(b"\n")
+    fields = first.split(b" ")
+    if not newline or len(fields) != 3 or not fields[0].isdigit() or not fields[2].isdigit():
+        raise HookFailure(f"the hook service's answer is not a hook answer: {body[:300]!r}.")
+    out_size = int(fields[2])
+    if out_size > len(rest):
+        raise HookFailure("the hook service's answer was cut short.")
+    return int(fields[0]), fields[1], rest[:out_size], rest[out_size:]
+
+
+def _stop_service(folder: str) -> None:
+    """SIGTERM to the hook service of `folder`, if its pid file names a process serving that socket (a
+    reused pid is left alone): hookservice.stop's rule, without its imports."""
+    try:
+        fd = posix.open(folder + "pid", posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            pid = int(posix.read(fd, 64).strip())
+        finally:
+            posix.close(fd)
+        fd = posix.open(f"/proc/{pid}/cmdline", posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            cmdline = b"".join(iter(lambda: posix.read(fd, 65536), b""))
+        finally:
+            posix.close(fd)
+        if (folder + "sock").encode() in cmdline.split(b"\0"):
+            posix.kill(pid, 15)
+    except (OSError, ValueError):
+        pass  # nothing to stop, or not ours
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, HookFailure) else f"{type(exc).__name__}: {exc}"
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        data = data[posix.write(fd, data) :]
+
+
+def _full_hook(argv: list[str], raw: bytes | None, *, refresh: bool = False) -> int:
+    """The full command hook in this process (`edit-coordinator hook ARGV`), on the event already read.
+    The package is found beside this file; `site` is run first (it was skipped by -S) for the engine's
+    dependencies, in case the hook must decide in its own process."""
+    package_parent = posix.fspath(__file__).rsplit("/", 3)[0] if __file__.count("/") >= 3 else "."
+    if package_parent not in sys.path:
+        sys.path.insert(0, package_parent)
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+        if sys.path[0] != package_parent:  # ours first, before any installed copy of the package
+            sys.path.remove(package_parent)
+            sys.path.insert(0, package_parent)
+    from coordinator.cli import hook
+
+    return hook.main_with(argv, raw, refresh=refresh)
+
+
+if __name__ == "__main__":  # run by path (a slower start: compiled from source on every run)
+    sys.exit(main(sys.argv[1:]))
