@@ -58,6 +58,7 @@ def test_a_child_that_imported_another_copy_of_the_package_fails(tmp_path: Path)
     assert "not the side's own package" in out.stdout
 
 
+@pytest.mark.slow  # about a minute under valgrind; .ci/run runs it in its slow step
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_a_side_is_counted_under_valgrind_from_processes_whose_edits_land() -> None:
     per_edit = engine_ab.count_side(REPO_ROOT, 24)  # a child that fails, or a file lacking an edit, raises
