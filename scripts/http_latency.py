@@ -305,12 +305,14 @@ def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[
     real.read(SESSION, path)
     result = real.edit(SESSION, path, "s000 = 0\n", "s000 = 1\n")
 
-    class Stub:
-        def edit(self, *args: Any) -> Any:
+    class Stub:  # both the client and its engine session, as the edit's declaration uses them
+        def engine_session(self, *args: Any) -> Stub:
+            return self
+
+        def edit(self, *args: Any, **kwargs: Any) -> Any:
             return result
 
-    for key in driver.app.clients:
-        driver.app.clients[key] = Stub()  # type: ignore[assignment]
+    driver.app.client = Stub()
     return driver.edit
 
 

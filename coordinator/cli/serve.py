@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coordinator.cli import common as cmd_common
+from coordinator.disk.fsio import MAX_PATH_CHARS
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.auth import load_secret
-from coordinator.server.common import CONFIG_ENV, MAX_PATH_CHARS, SECRET_ENV, MiB
+from coordinator.server.common import CONFIG_ENV, SECRET_ENV, MiB
 from coordinator.server.models import ServerConfig
 from coordinator.tokens import mint_token
 

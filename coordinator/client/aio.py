@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from coordinator import errors
 from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
+from coordinator.client.operations import Operation
 from coordinator.engine import LockBusy, ReadResult, WriteResult
 from coordinator.errors import CoordinatorError
 from coordinator.git.commit import CommitResult
@@ -315,6 +316,13 @@ class AsyncClient:
 
         self._pool.submit(first)
         return outer
+
+    async def run(self, op: Operation, *, idempotency_key: str | None = None) -> Any:
+        """One declared operation (coordinator/client/operations.py), awaitable: a mutation with
+        `idempotency_key` as the named write methods describe."""
+        if op.mutates:
+            return await self._write(idempotency_key, self.client.run, op)
+        return await self._op(self.client.run, op)
 
     def _describe(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]:
         """The remote `Call` of the client's method `fn`: `HttpClient.calls` has one per operation, of the

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.git.commit import CommitResult
@@ -31,6 +31,9 @@ from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
 from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
+
+if TYPE_CHECKING:
+    from coordinator.client.operations import Operation
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class EventPage:
 @runtime_checkable
 class Client(Protocol):
     """The coordinator's operations. `session` is a session id; the same id is the same session anywhere."""
+
+    def run(self, op: Operation) -> Any:
+        """One declared operation (coordinator/client/operations.py): the named methods below, generically."""
+        ...
 
     # -- files --------------------------------------------------------------------------------------------
     def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult: ...

@@ -19,15 +19,16 @@ import dataclasses
 import json
 import re
 import ssl
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import httpx
 
 from coordinator import errors
+from coordinator.client import operations as ops
 from coordinator.client.base import EventPage, SessionStatus
+from coordinator.client.operations import Operation
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.commit import CommitResult
@@ -85,92 +86,107 @@ def _same(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class Calls:
-    """The operations of `HttpClient`, as `Call`s (see the module docstring). `policy`, `match` and
-    `idempotency_keys` are the client's options: sent with every write / edit, and whether writes carry a
-    fresh Idempotency-Key (without one, a write that may have reached the service is never retried)."""
+    """The operations of `HttpClient`, as `Call`s (see the module docstring), each made from its declaration
+    (coordinator/client/operations.py) by `run` (named as the clients' `run(op)`, like every method here).
+    `policy`, `match` and `idempotency_keys` are the client's options: sent with every write that takes them,
+    and whether writes carry a fresh Idempotency-Key (without one, a write that may have reached the service
+    is never retried)."""
 
     def __init__(self, policy: str | None = None, match: str | None = None, idempotency_keys: bool = True) -> None:
         self.policy = policy
         self.match = match
         self.idempotency_keys = idempotency_keys
 
-    # -- files --------------------------------------------------------------------------------------------
+    def run(self, op: Operation) -> Call[Any]:
+        """The request of one declared operation: its route, its body (the client's write options filled in
+        where the operation takes them and leaves them unset), the token of its acting session, whether a
+        retry is safe."""
+        op = self._with_options(op)
+        route = op.route
+        key = op.key() if self.idempotency_keys else None
+        idempotent = key is not None if op.mutates else op.retry_safe
+        timeout = op.read_timeout if isinstance(op, ops.PollEvents) else None
+        return Call(
+            route.method, route.path, op.acting(), op.body(), idempotent, op.decode, key=key, params=op.params(),
+            read_timeout=timeout,
+        )  # fmt: skip
+
+    def _with_options(self, op: Operation) -> Operation:
+        given = {
+            name: value
+            for name, value in (("policy", self.policy), ("match", self.match))
+            if value is not None and hasattr(op, name) and getattr(op, name) is None and op.mutates
+        }
+        return dataclasses.replace(op, **given) if given else op  # type: ignore[type-var]
+
+    # -- the named operations (the declarations carry everything; these only fill them in) ------------------
     def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> Call[ReadResult]:
-        body = _without_none({"path": path, "session": session, "offset": offset, "limit": limit})
-        return Call("POST", "/v1/read", session, body, True, _builder(ReadResult))
+        return self.run(ops.Read(path=path, offset=offset, limit=limit, session=session))
 
     def write(self, session: str, path: str, content: str) -> Call[WriteResult]:
-        return self._mutate("/v1/write", session, {"path": path, "content": content})
+        return self.run(ops.Write(path=path, content=content, session=session))
 
     def edit(
         self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False
     ) -> Call[WriteResult]:
-        body = {"path": path, "old_string": old_string, "new_string": new_string, "replace_all": replace_all}
-        return self._mutate("/v1/edit", session, self._matching(body))
+        op = ops.Edit(path=path, old_string=old_string, new_string=new_string, replace_all=replace_all, session=session)
+        return self.run(op)
 
     def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> Call[WriteResult]:
-        return self._mutate("/v1/multi_edit", session, self._matching({"path": path, "edits": list(edits)}))
+        return self.run(ops.MultiEdit(path=path, edits=list(edits), session=session))  # type: ignore[arg-type]
 
     def undo(self, session: str, path: str, version: int | None = None) -> Call[WriteResult]:
-        return self._mutate("/v1/undo", session, _without_none({"path": path, "version": version}))
+        return self.run(ops.Undo(path=path, version=version, session=session))
 
     def redo(self, session: str, path: str) -> Call[WriteResult]:
-        return self._mutate("/v1/redo", session, {"path": path})
+        return self.run(ops.Redo(path=path, session=session))
+
+    def commit(self, session: str, message: str, include_others: bool = False) -> Call[CommitResult]:
+        return self.run(ops.Commit(message=message, include_others=include_others, session=session))
 
     def restore(
         self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
     ) -> Call[WriteResult]:
-        body = _without_none(
-            {"path": path, "to_version": to_version, "before_version": before_version, "session": session}
-        )
-        key = uuid.uuid4().hex if self.idempotency_keys else None
-        return Call("POST", "/v1/admin/restore", None, body, key is not None, _builder(WriteResult), key=key)
+        op = ops.Restore(path=path, to_version=to_version, before_version=before_version, session=session)
+        return self.run(op)
 
     def history(self, path: str, limit: int = 100) -> Call[list[HistoryEntry]]:
-        return Call("POST", "/v1/history", None, {"path": path, "limit": limit}, True, _history)
+        return self.run(ops.History(path=path, limit=limit))
 
-    # -- leases -------------------------------------------------------------------------------------------
     def lease(
         self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
     ) -> Call[list[Lease]]:
-        body: dict[str, Any] = {"session": session, "mode": mode, "ttl_s": ttl_s}
-        body["paths"] = [paths] if isinstance(paths, str) else list(paths)
-        return Call("POST", "/v1/leases", session, body, False, _leases)
+        listed = [paths] if isinstance(paths, str) else list(paths)
+        return self.run(ops.LeaseOp(paths=listed, mode=mode, ttl_s=ttl_s, session=session))  # type: ignore[arg-type]
 
     def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> Call[list[Lease]]:
-        body = _without_none({"session": session, "lease_id": lease_id, "ttl_s": ttl_s})
-        return Call("POST", "/v1/leases/renew", session, body, True, _leases)
+        return self.run(ops.Renew(lease_id=lease_id, ttl_s=ttl_s, session=session))
 
     def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> Call[int]:
-        body = _without_none({"session": session, "lease_id": lease_id, "pattern": pattern})
-        return Call("POST", "/v1/leases/release", session, body, True, _released)
+        return self.run(ops.Release(lease_id=lease_id, pattern=pattern, session=session))
 
     def leases(self, session: str | None = None) -> Call[list[Lease]]:
-        params = {"session": session} if session is not None else None
-        return Call("GET", "/v1/leases", session, None, True, _leases, params=params)
+        return self.run(ops.Leases(session=session))
 
     def break_lease(self, lease_id: str | None = None, session: str | None = None) -> Call[list[Lease]]:
-        body = _without_none({"lease_id": lease_id, "session": session})
-        return Call("POST", "/v1/admin/leases/break", None, body, True, _leases)
+        return self.run(ops.BreakLease(lease_id=lease_id, session=session))
 
-    # -- events, notices, status --------------------------------------------------------------------------
     def poll_events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
     ) -> Call[EventPage]:
-        body = _without_none({"since": since, "paths": list(paths) if paths else None, "wait_s": wait_s})
-        body["limit"] = limit
-        return Call("POST", "/v1/events", None, body, True, _page, read_timeout=wait_s + _POLL_SLACK_S)
+        listed = list(paths) if paths else None
+        return self.run(ops.PollEvents(since=since, paths=listed, wait_s=wait_s, limit=limit))
 
     def recent_events(self, count: int = 50) -> Call[list[ChangeEvent]]:
-        return Call("POST", "/v1/events/recent", None, {"count": count}, True, _events)
+        return self.run(ops.RecentEvents(count=count))
 
     def notices(self, session: str) -> Call[Notice | None]:
-        return Call("POST", "/v1/notices", session, {"session": session}, True, _notice)
+        return self.run(ops.Notices(session=session))
 
     def status(self, session: str) -> Call[SessionStatus]:
-        return Call("GET", "/v1/session", session, None, True, _status, params={"session": session})
+        return self.run(ops.Status(session=session))
 
-    # -- the service ----------------------------------------------------------------------------------------
+    # -- the service's own routes (no Client operation behind them) -------------------------------------------
     def session_status(self, session: str | None = None) -> Call[dict[str, Any]]:
         params = {"session": session} if session is not None else None
         return Call("GET", "/v1/session", session, None, True, _same, params=params)
@@ -186,89 +202,6 @@ class Calls:
 
     def shutdown(self) -> Call[dict[str, Any]]:
         return Call("POST", "/v1/admin/shutdown", None, None, False, _same)
-
-    # -- shared parts -----------------------------------------------------------------------------------------
-    def _matching(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.match is not None:
-            body["match"] = self.match
-        return body
-
-    def commit(self, session: str, message: str, include_others: bool = False) -> Call[CommitResult]:
-        body = {"session": session, "message": message, "include_others": include_others}
-        if self.idempotency_keys:
-            return Call("POST", "/v1/commit", session, body, True, _builder(CommitResult), key=uuid.uuid4().hex)
-        return Call("POST", "/v1/commit", session, body, False, _builder(CommitResult))
-
-    def _mutate(self, endpoint: str, session: str, body: dict[str, Any]) -> Call[WriteResult]:
-        body["session"] = session
-        if self.policy is not None:
-            body["policy"] = self.policy
-        if self.idempotency_keys:
-            return Call("POST", endpoint, session, body, True, _builder(WriteResult), key=uuid.uuid4().hex)
-        # no key: a write whose answer was lost cannot be retried safely
-        return Call("POST", endpoint, session, body, False, _builder(WriteResult))
-
-
-# -- decoding -------------------------------------------------------------------------------------------------
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-
-
-def build(cls: type[_R], data: dict[str, Any]) -> _R:
-    """A result type (a frozen dataclass) from its JSON form: JSON arrays back to the tuples the dataclass
-    holds; fields this version does not know are left out (a newer service may send more)."""
-    spec = _FIELDS.get(cls)
-    if spec is None:
-        spec = _FIELDS[cls] = tuple((f.name, "tuple" in str(f.type)) for f in fields(cls))
-    values = {name: (_tupled(data[name]) if tup else data[name]) for name, tup in spec if name in data}
-    return cls(**values)
-
-
-_BUILDERS: dict[type, Callable[[dict[str, Any]], Any]] = {}
-
-
-def _builder(cls: type[_R]) -> Callable[[dict[str, Any]], _R]:
-    fn = _BUILDERS.get(cls)
-    if fn is None:
-        fn = _BUILDERS[cls] = lambda data: build(cls, data)
-    return fn
-
-
-def _tupled(value: Any) -> Any:
-    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
-
-
-def _without_none(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if v is not None}
-
-
-def _leases(data: dict[str, Any]) -> list[Lease]:
-    return [build(Lease, x) for x in data["leases"]]
-
-
-def _history(data: dict[str, Any]) -> list[HistoryEntry]:
-    return [build(HistoryEntry, e) for e in data["entries"]]
-
-
-def _events(data: dict[str, Any]) -> list[ChangeEvent]:
-    return [build(ChangeEvent, e) for e in data["events"]]
-
-
-def _page(data: dict[str, Any]) -> EventPage:
-    return EventPage(tuple(_events(data)), str(data["cursor"]))
-
-
-def _released(data: dict[str, Any]) -> int:
-    return int(data["released"])
-
-
-def _notice(data: dict[str, Any]) -> Notice | None:
-    found = data.get("notice")
-    return None if found is None else Notice(tuple(found["paths"]), tuple(found["writers"]))
-
-
-def _status(data: dict[str, Any]) -> SessionStatus:
-    leases = tuple(build(Lease, x) for x in data.get("leases", ()))
-    return SessionStatus(str(data["session"]), data.get("last_seen"), leases)
 
 
 def _token(data: dict[str, Any]) -> str:

@@ -52,7 +52,8 @@ import httpx
 
 from coordinator import arguments
 from coordinator.client.base import BoundSession, EventPage, SessionStatus, follow
-from coordinator.client.calls import Call, Calls, RetryRule, build, error_from, headers_for, payload_for, timeout_for
+from coordinator.client.calls import Call, Calls, RetryRule, error_from, headers_for, payload_for, timeout_for
+from coordinator.client.operations import Operation, build
 from coordinator.client.transport import PlainHttpTransport, Reply
 from coordinator.endpoint import UNIX_HOST, ServiceEndpoint, parse_service_url
 from coordinator.engine import ReadResult, WriteResult
@@ -170,6 +171,10 @@ class HttpClient:
     @backoff_s.setter
     def backoff_s(self, value: float) -> None:
         self._rule.backoff_s = value
+
+    def run(self, op: Operation) -> Any:
+        """Send one declared operation (coordinator/client/operations.py) as the session it names."""
+        return self._run(self.calls.run(op))
 
     def session(self, session_id: str) -> BoundSession:
         return BoundSession(self, session_id)

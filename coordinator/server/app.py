@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 
 import redis
 import xxhash
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from coordinator import arguments
+from coordinator.client import operations as ops
 from coordinator.client.local import LocalClient
+from coordinator.client.operations import Operation
 from coordinator.engine import LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history.footprint import FootprintMeter
@@ -54,7 +55,7 @@ from coordinator.server.hooks import answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from coordinator.server.metrics import MULTIPROC_ENV, ServiceMetrics, TimedCache
-from coordinator.server.models import DiffRequest, ServerConfig, TokenRequest, UndoRequest
+from coordinator.server.models import DiffRequest, ServerConfig, TokenRequest
 from coordinator.server.requests import (
     Disconnected,
     check_limits,
@@ -63,7 +64,7 @@ from coordinator.server.requests import (
     read_body,
     validation_message,
 )
-from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document
+from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_document, request_adapter
 from coordinator.server.tracing import CallTracer
 from coordinator.state.connection import observe_redis
 from coordinator.state.leases import MODES as LEASE_MODES
@@ -94,8 +95,8 @@ class App:
         self._secret = secret
         self._tokens: dict[str, Principal] = {}
         self.coord: Any = None  # Coordinator, opened at start-up (lifespan) or on first use
-        # by (policy, match) of the request (None: the coordinator's)
-        self.clients: dict[tuple[str | None, str | None], LocalClient] = {}
+        # One client for every request: policy and match are fields of the write operations.
+        self.client: Any = None  # LocalClient, made with the coordinator
         self.idem: IdempotencyStore | None = None
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.max_concurrency, thread_name_prefix="ec-http"
@@ -132,11 +133,7 @@ class App:
                 lock_timeout=self.config.lock_timeout,
                 **options,
             )
-            self.clients = {
-                (p, m): LocalClient(coord, policy=p, match=m)
-                for p in (None, *arguments.POLICIES)
-                for m in (None, *arguments.MATCHES)
-            }
+            self.client = LocalClient(coord)
             self.idem = IdempotencyStore(
                 coord.redis, coord.namespace, ttl_s=self.config.idempotency_ttl_s, wait_s=self.config.lock_timeout + 5
             )
@@ -265,11 +262,11 @@ class App:
         _authorize(route, principal)
         if route.mutating and self.draining:
             raise _shutting_down()
-        model: BaseModel | None = None
+        model: Any = None
         if route.request is not None:
             body = await read_body(headers, receive, self.config.max_body_bytes)
             try:
-                model = route.request.model_validate_json(body)
+                model = request_adapter(route).validate_json(body)
             except ValidationError as exc:
                 message, problems = validation_message(exc, route.path)
                 raise refusal(ErrorCode.INVALID_ARGUMENT, message, problems=problems) from None
@@ -331,7 +328,7 @@ class App:
         self._tokens[token] = principal
         return principal
 
-    def _count_refusal(self, route: Route, principal: Principal, model: BaseModel, answer: Answer) -> None:
+    def _count_refusal(self, route: Route, principal: Principal, model: Any, answer: Answer) -> None:
         """Count a refused file call by file and code, for the dashboard (coordinator.state.refusals), in the
         background: the answer does not wait for it, and losing the count loses nothing else."""
         code = _code_of(answer[0], answer[1])
@@ -402,7 +399,7 @@ class App:
             return self._error(ServiceError("internal_error", _INTERNAL))
 
     async def _mutate(
-        self, route: Route, session: str, model: BaseModel, headers: dict[str, str], fn: Callable[[], Any]
+        self, route: Route, session: str, model: Operation, headers: dict[str, str], fn: Callable[[], Any]
     ) -> Answer:
         """Run a mutating engine call, once per (session, Idempotency-Key) when the header is given."""
         idem_key = headers.get("idempotency-key")
@@ -416,7 +413,7 @@ class App:
         store = self.idem
         assert store is not None
         fingerprint = xxhash.xxh3_128_digest(
-            f"{route.path}\x00{session}\x00".encode() + model.model_dump_json().encode()
+            f"{route.path}\x00{session}\x00".encode() + request_adapter(route).dump_json(model)
         )
         k = store.key(session, idem_key)
         try:
@@ -439,30 +436,31 @@ class App:
         return answer
 
     # -- handlers -----------------------------------------------------------------------------------------
-    async def op_call(self, route: Route, p: Principal, m: Any, scope: Any, h: dict[str, str]) -> Answer:
-        """A route of one `Client` call (`route.call`), acting as the session the request names (a viewer acts
-        as none: its routes are inspection calls that take no session)."""
-        call = route.call
-        assert call is not None
+    async def op_call(self, route: Route, p: Principal, m: Operation, scope: Any, h: dict[str, str]) -> Answer:
+        """A route of one declared operation (`m`, validated from the body), run with its `apply` as the
+        session the request names (a viewer acts as none: its routes are inspection calls that take no
+        session)."""
         session = None if p.is_viewer else self._acting_session(p, getattr(m, "session", None))
-        client = self.clients[(getattr(m, "policy", None), getattr(m, "match", None))]
-        if route.long_poll and m.wait_s > self.config.max_poll_wait_s:
-            m = m.model_copy(update={"wait_s": self.config.max_poll_wait_s})
+        client = self.client
+        if route.long_poll and m.wait_s > self.config.max_poll_wait_s:  # type: ignore[attr-defined]
+            m = dataclasses.replace(m, wait_s=self.config.max_poll_wait_s)  # type: ignore[type-var]
         if route.mutating:
             assert session is not None  # no viewer route mutates (Route.viewer, checked by _authorize)
-            return await self._mutate(route, session, m, h, lambda: call(client, session, m))
+            return await self._mutate(route, session, m, h, lambda: m.answer(client, m.apply(client, session)))
         if route.long_poll:
-            return await self._run(lambda: self._call_engine(lambda: call(client, session, m)), long_poll=True)
-        return await self._engine(lambda: call(client, session, m))
+            return await self._run(
+                lambda: self._call_engine(lambda: m.answer(client, m.apply(client, session))), long_poll=True
+            )
+        return await self._engine(lambda: m.answer(client, m.apply(client, session)))
 
-    async def op_undo(self, route: Route, p: Principal, m: UndoRequest, scope: Any, h: dict[str, str]) -> Answer:
+    async def op_undo(self, route: Route, p: Principal, m: ops.Undo, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
-        client = self.clients[(m.policy, None)]
+        client = self.client
 
         def undo() -> Any:
             if not p.is_admin:
                 self._check_undo_own(session, m.path, m.version)
-            return client.undo(session, m.path, m.version)
+            return m.apply(client, session)
 
         return await self._mutate(route, session, m, h, undo)
 
@@ -472,7 +470,7 @@ class App:
         newest write; a version written by another session needs the admin token."""
         if version is None:
             return
-        target = next((e for e in self.clients[(None, None)].history(path, 10_000) if e.version == version), None)
+        target = next((e for e in self.client.history(path, 10_000) if e.version == version), None)
         if target is not None and target.session != session:
             raise ServiceError(
                 "forbidden",
@@ -481,16 +479,16 @@ class App:
             )
 
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
-        session = query_session(scope)
-        client = self.clients[(None, None)]
-        return await self._engine(lambda: {"leases": client.leases(session)})
+        op = ops.Leases(session=query_session(scope))
+        client = self.client
+        return await self._engine(lambda: op.answer(client, op.apply(client, op.session)))
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
-        client = self.clients[(None, None)]
+        op, client = ops.Status(session=session), self.client
 
         def status() -> dict[str, Any]:
-            found = client.status(session)
+            found = op.apply(client, session)
             return {**found.to_dict(), "role": p.role, "token_expires_at": p.expires_at}
 
         return await self._engine(status)
@@ -515,7 +513,7 @@ class App:
         )
 
     async def op_dashboard(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
-        client = self.clients[(None, None)]
+        client = self.client
         return await self._run(
             lambda: self._call_engine(lambda: dashboard.snapshot(self.coord, client, p.role, p.expires_at))
         )
@@ -582,7 +580,7 @@ class App:
         try:
             found["sessions"] = float(len(self.coord.state.sessions()))
             by_mode = dict.fromkeys(LEASE_MODES, 0.0)
-            for lease in self.clients[(None, None)].leases(None):
+            for lease in self.client.leases(None):
                 by_mode[lease.mode] = by_mode.get(lease.mode, 0.0) + 1
             found["leases_held"] = by_mode
         except (redis.RedisError, CoordinatorError):

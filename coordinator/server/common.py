@@ -31,8 +31,6 @@ IDEM_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 # Hard caps of the request models. The configured limits (ServerConfig) may be lower, never higher; the
 # OpenAPI document shows the configured ones.
-MAX_PATH_CHARS = 4096
-MAX_INT = 2**31 - 1
 
 STATUS_FOR_CODE: dict[str, int] = {code: row.http_status for code, row in errors.CODES.items()}
 SERVICE_CODES = errors.SERVICE_CODES

@@ -1,5 +1,5 @@
-"""The service's request and answer models (the OpenAPI document is generated from these), and its
-configuration."""
+"""The service's answer models and its own request models (tokens, diffs), and its configuration. The
+requests of the `Client` operations are their declarations (coordinator/client/operations.py)."""
 
 from __future__ import annotations
 
@@ -9,139 +9,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from coordinator.client.operations import MAX_INT, MAX_PATH_CHARS, PathArg
 from coordinator.history import HistoryEntry
-from coordinator.server.common import MAX_INT, MAX_PATH_CHARS, SERVICE_CODES, SESSION_PATTERN, MiB
-from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S
+from coordinator.server.common import SERVICE_CODES, SESSION_PATTERN, MiB
 
 _STRICT = ConfigDict(strict=True, extra="forbid")
-
-SessionField = Field(
-    default=None,
-    pattern=SESSION_PATTERN,
-    description="The session to act as. A session token may only name its own session (or omit it); "
-    "an admin token may name any session (default: 'admin').",
-)
-Policy = Literal["strict", "rebase"]
-PolicyField = Field(
-    default=None,
-    description="'strict' refuses an edit of a file that changed since this session's view; 'rebase' carries "
-    "it over onto the changes when they do not overlap. Omitted: the coordinator's default.",
-)
-Match = Literal["exact", "flexible"]
-MatchField = Field(
-    default=None,
-    description="How old_string is found: 'exact' (Claude Code's Edit; quote-folded too), or 'flexible': when "
-    "that fails, a unique match of whole lines ignoring trailing whitespace, then one with the indentation "
-    "shifted by a constant (new_string re-indented by the same shift). The answer's `match` and `match_lines` "
-    "say which was used. Omitted: the coordinator's default.",
-)
-PathField = Field(
-    min_length=1,
-    max_length=MAX_PATH_CHARS,
-    description="Path relative to the repository root (forward slashes), or absolute inside it.",
-)
-
-
-class ReadRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    offset: int | None = Field(default=None, ge=0, le=MAX_INT, description="1-based first line.")
-    limit: int | None = Field(default=None, ge=1, le=MAX_INT, description="Number of lines.")
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-
-
-class WriteRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    content: str = Field(description="The whole new content, written as given.")
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-
-
-class EditRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    old_string: str = Field(description="Exact text to replace ('' creates a missing or empty file).")
-    new_string: str = Field(description="The replacement text.")
-    replace_all: bool = False
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-    match: Match | None = MatchField
-
-
-class EditItem(BaseModel):
-    model_config = _STRICT
-    old_string: str
-    new_string: str
-    replace_all: bool = False
-
-
-class MultiEditRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    edits: list[EditItem] = Field(min_length=1, description="Applied in order, all or nothing.")
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-    match: Match | None = MatchField
-
-
-class UndoRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    version: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_INT,
-        description="Revert this version's change, keeping every later write. Omitted: this session's newest "
-        "write of the file still in effect (repeated calls step back). Undoing a version written by another "
-        "session needs the admin token.",
-    )
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-
-
-class RedoRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    session: str | None = SessionField
-    policy: Policy | None = PolicyField
-
-
-class CommitRequest(BaseModel):
-    model_config = _STRICT
-    message: str = Field(min_length=1, max_length=65536, description="The commit message (a session trailer is added).")
-    include_others: bool = Field(
-        default=False,
-        description="Where the session's change cannot be separated from another session's, commit both.",
-    )
-    session: str | None = SessionField
-
-
-class RestoreRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    to_version: int | None = Field(
-        default=None,
-        ge=0,
-        le=MAX_INT,
-        description="Put back the content right after this version (0: before the first recorded version).",
-    )
-    before_version: int | None = Field(
-        default=None, ge=1, le=MAX_INT, description="Put back the content right before this version."
-    )
-    session: str | None = Field(
-        default=None,
-        pattern=SESSION_PATTERN,
-        description="The session the restore runs as (default 'admin'); it reads the file first, so a write "
-        "landing meanwhile is refused as stale, never discarded unseen.",
-    )
-
-
-class HistoryRequest(BaseModel):
-    model_config = _STRICT
-    path: str = PathField
-    limit: int = Field(default=100, ge=1, le=10_000, description="Newest entries to return.")
 
 
 class TokenRequest(BaseModel):
@@ -161,65 +33,6 @@ class TokenRequest(BaseModel):
         if self.role == "viewer" and self.session is not None:
             raise ValueError("a viewer token names no session; omit 'session'")
         return self
-
-
-class LeaseRequest(BaseModel):
-    model_config = _STRICT
-    paths: list[str] = Field(min_length=1, max_length=100, description="Paths or globs (`src/**/*.py`, `docs/`).")
-    mode: Literal["exclusive", "shared"] = "exclusive"
-    ttl_s: float = Field(default=DEFAULT_TTL_S, ge=MIN_TTL_S, le=MAX_TTL_S, description="Seconds until the lease ends.")
-    session: str | None = SessionField
-
-
-class RenewRequest(BaseModel):
-    model_config = _STRICT
-    lease_id: str | None = Field(default=None, max_length=200, description="Omitted: every lease of the session.")
-    ttl_s: float = Field(
-        default=DEFAULT_TTL_S, ge=MIN_TTL_S, le=MAX_TTL_S, description="The lease then ends this long from now."
-    )
-    session: str | None = SessionField
-
-
-class ReleaseRequest(BaseModel):
-    model_config = _STRICT
-    lease_id: str | None = Field(default=None, max_length=200, description="One lease by id.")
-    pattern: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="The leases on this pattern.")
-    session: str | None = SessionField
-
-
-class BreakLeaseRequest(BaseModel):
-    model_config = _STRICT
-    lease_id: str | None = Field(default=None, max_length=200, description="End this lease, whoever holds it.")
-    session: str | None = Field(default=None, pattern=SESSION_PATTERN, description="End every lease of this session.")
-
-
-class EventsRequest(BaseModel):
-    model_config = _STRICT
-    since: str | None = Field(
-        default=None,
-        pattern=r"^(\$|[0-9]{1,20}(-[0-9]{1,20})?)$",
-        description="'$' or omitted: events from now on; '0': from the oldest kept; else the cursor of the "
-        "previous answer (or an event id).",
-    )
-    paths: list[str] | None = Field(default=None, max_length=100, description="Only paths matching these globs.")
-    wait_s: float = Field(
-        default=0.0,
-        ge=0,
-        le=60,
-        description="Wait up to this long for the first event (long poll; the service "
-        "may wait less, see `serve --max-poll-wait`).",
-    )
-    limit: int = Field(default=200, ge=1, le=1000)
-
-
-class RecentEventsRequest(BaseModel):
-    model_config = _STRICT
-    count: int = Field(default=50, ge=1, le=1000)
-
-
-class NoticesRequest(BaseModel):
-    model_config = _STRICT
-    session: str | None = SessionField
 
 
 class HistoryResponse(BaseModel):
@@ -311,7 +124,7 @@ class ShutdownResponse(BaseModel):
 
 class DiffRequest(BaseModel):
     model_config = _STRICT
-    path: str = PathField
+    path: PathArg
     version: int = Field(ge=1, le=MAX_INT, description="The recorded version whose change to show.")
     context: int = Field(default=3, ge=0, le=100, description="Unchanged lines shown around each change.")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from coordinator.client.operations import Edit, MultiEdit, Write
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.common import SESSION_RE, refusal
-from coordinator.server.models import EditRequest, MultiEditRequest, ServerConfig, WriteRequest
+from coordinator.server.models import ServerConfig
 
 
 class Disconnected(Exception):
@@ -63,7 +64,7 @@ async def read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def check_limits(cfg: ServerConfig, model: BaseModel) -> None:
+def check_limits(cfg: ServerConfig, model: Any) -> None:
     """The configured limits (lower than the models' hard caps) on paths, strings and edit counts."""
     path = getattr(model, "path", None)
     if isinstance(path, str) and len(path) > cfg.max_path_chars:
@@ -80,12 +81,12 @@ def check_limits(cfg: ServerConfig, model: BaseModel) -> None:
             )
 
 
-def _strings(cfg: ServerConfig, model: BaseModel) -> list[tuple[str, str]]:
-    if isinstance(model, WriteRequest):
+def _strings(cfg: ServerConfig, model: Any) -> list[tuple[str, str]]:
+    if isinstance(model, Write):
         return [("content", model.content)]
-    if isinstance(model, EditRequest):
+    if isinstance(model, Edit):
         return [("old_string", model.old_string), ("new_string", model.new_string)]
-    if not isinstance(model, MultiEditRequest):
+    if not isinstance(model, MultiEdit):
         return []
     if len(model.edits) > cfg.max_edits:
         raise refusal(

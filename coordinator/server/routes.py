@@ -1,61 +1,44 @@
 """The service's routes, declared once: the router and the OpenAPI document are both made from `ROUTES`.
 
-Most routes are one line: the request model, the answer model, and `call`, a function of (client,
-session, request) on the `coordinator.Client` interface. The App authenticates, validates, limits, runs
-`call` (with idempotency for mutating routes) and encodes the answer; a route whose rules go beyond that
-names its own App handler.
+The routes of the `Client` operations are made from their declarations (coordinator/client/operations.py:
+arguments, route, auth, `apply`); the request body is validated into the declaration itself, and its JSON
+schema is the request schema. The App authenticates, validates, limits, runs `apply` (with idempotency for
+mutating routes) and encodes the answer; a route whose rules go beyond that names its own App handler. The
+service's own routes (tokens, dashboard, health, shutdown) are declared here, with pydantic models.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
-from coordinator.engine import ReadResult, WriteResult
-from coordinator.git.commit import CommitResult
+from coordinator.client import operations as ops
+from coordinator.client.operations import Auth, Operation
+from coordinator.engine import ReadResult
 from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
 from coordinator.server.models import (
-    BreakLeaseRequest,
-    CommitRequest,
     DashboardResponse,
     DiffRequest,
     DiffResponse,
-    EditRequest,
     ErrorResponse,
-    EventsRequest,
     EventsResponse,
     HealthResponse,
-    HistoryRequest,
     HistoryResponse,
-    LeaseRequest,
     LeasesResponse,
-    MultiEditRequest,
-    NoticesRequest,
     NoticesResponse,
-    ReadRequest,
-    RecentEventsRequest,
-    RedoRequest,
-    ReleaseRequest,
     ReleaseResponse,
-    RenewRequest,
-    RestoreRequest,
     ServerConfig,
     SessionsResponse,
     SessionStatusResponse,
     ShutdownResponse,
     TokenRequest,
     TokenResponse,
-    UndoRequest,
-    WriteRequest,
 )
 from coordinator.version import __version__
 
-Auth = Literal["none", "any", "admin"]
 Answer = tuple[int, bytes, list[tuple[bytes, bytes]]]
-Call = Callable[[Any, Any, Any], Any]  # (client, acting session or None, request model) -> result
 
 
 @dataclass(frozen=True)
@@ -65,10 +48,10 @@ class Route:
     name: str  # the operationId
     summary: str
     auth: Auth
-    request: type[BaseModel] | None
+    request: type[Any] | None  # an operation's declaration (validated directly), or a pydantic model
     response: type[Any]  # a pydantic model, or one of the engine's result dataclasses (no copy to drift)
     errors: tuple[int, ...]
-    call: Call | None = None  # on the Client interface; None: the App method `op_<name>` handles the route
+    operation: type[Operation] | None = None  # run by `op_call` with `apply`, unless `own_handler`
     mutating: bool = False
     query: tuple[tuple[str, str], ...] = ()
     ok_status: int = 200
@@ -78,93 +61,48 @@ class Route:
     # A viewer token may call it (besides the tokens `auth` admits). Only inspection routes: a viewer changes
     # nothing and reads no file as a session (tests/coordinator/server/test_viewer.py lists them).
     viewer: bool = False
+    own_handler: bool = False  # the App method `op_<name>` handles it (rules beyond authenticate-and-apply)
+    schema: str = ""  # the request schema's name in the OpenAPI document
 
     @property
     def handler(self) -> str:
-        return "op_call" if self.call is not None else f"op_{self.name}"
+        return "op_call" if self.operation is not None and not self.own_handler else f"op_{self.name}"
+
+    @classmethod
+    def of(cls, op: type[Operation], response: type[Any], own_handler: bool = False) -> Route:
+        """The route of a declared operation (coordinator/client/operations.py)."""
+        r = op.route
+        query = tuple((name, SESSION_PATTERN) for name in r.query)  # a GET takes only the session
+        return cls(
+            r.method, r.path, r.operation_id or op.name, r.summary, op.auth, None if r.method == "GET" else op,
+            response, r.errors,
+            op, op.mutates, query, r.ok_status, r.tags, long_poll=op.long_poll, viewer=op.viewer,
+            own_handler=own_handler, schema=op.schema,
+        )  # fmt: skip
 
 
 _AUTH_ERRORS = (401, 403)
 _BODY_ERRORS = (413, 422)
-_FILE_ERRORS = (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503)
-_WRITE_ERRORS = (*_FILE_ERRORS, 409, 423)
-_STATE_ERRORS = (*_AUTH_ERRORS, *_BODY_ERRORS, 503)
+
+# The answer models the OpenAPI document names for the operations whose result is no dataclass of the engine.
+_RESPONSES: dict[type[Operation], type[Any]] = {
+    ops.Read: ReadResult, ops.History: HistoryResponse, ops.LeaseOp: LeasesResponse, ops.Renew: LeasesResponse,
+    ops.Release: ReleaseResponse, ops.Leases: LeasesResponse, ops.BreakLease: LeasesResponse,
+    ops.PollEvents: EventsResponse, ops.RecentEvents: EventsResponse, ops.Notices: NoticesResponse,
+    ops.Status: SessionStatusResponse,
+}  # fmt: skip
+# Operations with rules beyond authenticate-and-apply: undo (whose writes a session may revert), leases and
+# status (the session from the query string; status adds the token's role).
+_OWN_HANDLER = frozenset({ops.Undo, ops.Leases, ops.Status})
 
 
-def _history(c: Any, s: Any, m: HistoryRequest) -> dict[str, Any]:
-    entries = c.history(m.path, m.limit)
-    return {"path": c.coord.resolve(m.path).key, "entries": [e.to_dict() for e in entries]}
-
-
-def _leases(found: list[Any]) -> dict[str, Any]:
-    return {"leases": [x.to_dict() for x in found]}
-
-
-def _recent(found: list[Any]) -> dict[str, Any]:
-    return {"events": [e.to_dict() for e in found], "cursor": found[-1].id if found else "0-0"}
-
-
-def _notice(found: Any) -> dict[str, Any]:
-    if found is None:
-        return {"notice": None}
-    return {"notice": {"paths": list(found.paths), "writers": list(found.writers), "text": found.text}}
+def _declared(op: type[Operation]) -> Route:
+    return Route.of(op, _RESPONSES.get(op, op.result), own_handler=op in _OWN_HANDLER)
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/read", "read", "Read lines of a text file", "any", ReadRequest, ReadResult,
-          (*_FILE_ERRORS, 409, 423), lambda c, s, m: c.read(s, m.path, m.offset, m.limit)),
-    Route("POST", "/v1/write", "write", "Create or overwrite a file", "any", WriteRequest, WriteResult,
-          _WRITE_ERRORS, lambda c, s, m: c.write(s, m.path, m.content), mutating=True),
-    Route("POST", "/v1/edit", "edit", "Replace old_string with new_string", "any", EditRequest, WriteResult,
-          _WRITE_ERRORS, lambda c, s, m: c.edit(s, m.path, m.old_string, m.new_string, m.replace_all),
-          mutating=True),
-    Route("POST", "/v1/multi_edit", "multi_edit", "Several edits of one file, all or nothing", "any",
-          MultiEditRequest, WriteResult, _WRITE_ERRORS,
-          lambda c, s, m: c.multi_edit(s, m.path, [e.model_dump() for e in m.edits]), mutating=True),
-    Route("POST", "/v1/undo", "undo", "Revert one recorded write's change, keeping later writes (a session "
-          "token: its own writes only)", "any", UndoRequest, WriteResult, _WRITE_ERRORS, mutating=True),
-    Route("POST", "/v1/redo", "redo", "Bring back the change of the session's newest undo of a file", "any",
-          RedoRequest, WriteResult, _WRITE_ERRORS, lambda c, s, m: c.redo(s, m.path), mutating=True),
-    Route("POST", "/v1/commit", "commit", "A git commit of exactly the session's uncommitted writes; the "
-          "working tree and other sessions' changes stay as they are", "any", CommitRequest, CommitResult,
-          (*_STATE_ERRORS, 409), lambda c, s, m: c.commit(s, m.message, m.include_others), mutating=True,
-          tags=("git",)),
-    Route("POST", "/v1/admin/restore", "restore", "Put a whole file back as it was at a version, discarding "
-          "every later version; the answer's `discarded` lists them (admin)", "admin", RestoreRequest,
-          WriteResult, _WRITE_ERRORS,
-          lambda c, s, m: c.restore(m.path, m.to_version, before_version=m.before_version, session=s),
-          mutating=True, tags=("admin",)),
-    # Any token: a session may see the history of every file of the repository (docs/http.md, "Tokens").
-    Route("POST", "/v1/history", "history", "Recorded versions of a file, newest first: who wrote which lines "
-          "when (no contents)", "any", HistoryRequest, HistoryResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
-          _history, viewer=True),
-    Route("POST", "/v1/leases", "lease", "Reserve paths or globs for a while, all or none", "any", LeaseRequest,
-          LeasesResponse, (*_STATE_ERRORS, 423), lambda c, s, m: _leases(c.lease(s, m.paths, m.mode, m.ttl_s)),
-          tags=("leases",)),
-    Route("POST", "/v1/leases/renew", "renew", "Extend one or all of the session's leases", "any",
-          RenewRequest, LeasesResponse, (*_STATE_ERRORS, 423),
-          lambda c, s, m: _leases(c.renew(s, m.lease_id, m.ttl_s)), tags=("leases",)),
-    Route("POST", "/v1/leases/release", "release", "End the session's leases (one, on a pattern, or all)",
-          "any", ReleaseRequest, ReleaseResponse, _STATE_ERRORS,
-          lambda c, s, m: {"released": c.release(s, m.lease_id, m.pattern)}, tags=("leases",)),
-    Route("GET", "/v1/leases", "leases", "Live leases (all, or one session's with ?session=)", "any", None,
-          LeasesResponse, _STATE_ERRORS, query=(("session", SESSION_PATTERN),), tags=("leases",), viewer=True),
-    Route("POST", "/v1/admin/leases/break", "break_lease", "End a lease, or all of a session's, whoever holds "
-          "it (admin)", "admin", BreakLeaseRequest, LeasesResponse, _STATE_ERRORS,
-          lambda c, s, m: _leases(c.break_lease(m.lease_id, m.session)), tags=("admin",)),
-    Route("POST", "/v1/events", "events", "Change events after a cursor; waits up to wait_s for the first "
-          "(long poll)", "any", EventsRequest, EventsResponse, _STATE_ERRORS,
-          lambda c, s, m: c.poll_events(m.since, m.paths, m.wait_s, m.limit).to_dict(), tags=("events",),
-          long_poll=True, viewer=True),
-    Route("POST", "/v1/events/recent", "recent_events", "The newest change events, oldest first", "any",
-          RecentEventsRequest, EventsResponse, _STATE_ERRORS, lambda c, s, m: _recent(c.recent_events(m.count)),
-          tags=("events",), viewer=True),
-    Route("POST", "/v1/notices", "notices", "Files the session read that others have written since", "any",
-          NoticesRequest, NoticesResponse, _STATE_ERRORS, lambda c, s, m: _notice(c.notices(s)),
-          tags=("sessions",)),
-    Route("GET", "/v1/session", "session", "The calling session's status and leases", "any", None,
-          SessionStatusResponse, (*_AUTH_ERRORS, 422, 503), query=(("session", SESSION_PATTERN),),
-          tags=("sessions",)),
+    *(_declared(op) for op in ops.OPERATIONS),
+    # The service's own routes (no Client operation behind them).
     Route("GET", "/v1/sessions", "sessions", "Sessions seen recently (admin or viewer)", "admin",
           None, SessionsResponse, (*_AUTH_ERRORS, 503), tags=("admin",), viewer=True),
     Route("POST", "/v1/tokens", "token", "Issue a session or viewer token (admin)", "admin", TokenRequest,
@@ -183,6 +121,18 @@ ROUTES: tuple[Route, ...] = (
 ROUTE_BY_PATH: dict[str, dict[str, Route]] = {}
 for _r in ROUTES:
     ROUTE_BY_PATH.setdefault(_r.path, {})[_r.method] = _r
+
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def request_adapter(route: Route) -> TypeAdapter[Any]:
+    """The validator of a route's request body (the operation's declaration, or a pydantic model), made once."""
+    found = _ADAPTERS.get(route.name)
+    if found is None:
+        assert route.request is not None
+        found = _ADAPTERS[route.name] = TypeAdapter(route.request)
+    return found
 
 
 def _plain_arrays(node: Any) -> Any:
@@ -220,15 +170,18 @@ class _Schemas:
         self.schemas: dict[str, Any] = {}
 
     def ref(self, model: type[Any]) -> dict[str, str]:
-        if model.__name__ not in self.schemas:
+        declared = getattr(model, "schema", None)  # an operation's schema name (a pydantic model's is a method)
+        name = declared if isinstance(declared, str) and declared else model.__name__
+        if name not in self.schemas:
             js = _plain_arrays(TypeAdapter(model).json_schema(ref_template="#/components/schemas/{model}"))
-            for name, sub in js.pop("$defs", {}).items():
-                self.schemas.setdefault(name, sub)
+            for sub_name, sub in js.pop("$defs", {}).items():
+                self.schemas.setdefault(sub_name, sub)
             props = js.get("properties", {})
             if "path" in props and props["path"].get("type") == "string":
                 props["path"]["maxLength"] = self.cfg.max_path_chars
-            self.schemas[model.__name__] = js
-        return {"$ref": f"#/components/schemas/{model.__name__}"}
+            js["title"] = name
+            self.schemas[name] = js
+        return {"$ref": f"#/components/schemas/{name}"}
 
     def bound_strings(self) -> None:
         """The request's string fields are bounded by the configured limits too."""

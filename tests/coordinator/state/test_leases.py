@@ -238,15 +238,21 @@ def test_one_lease_lifetime_rule_for_the_engine_the_http_models_and_the_tools(co
     """The lease TTL's default and limits are owned by state/leases.py; every way in applies the same ones."""
     import pydantic
 
-    from coordinator.server.models import LeaseRequest, RenewRequest
+    from coordinator.client.operations import LeaseOp, Renew
     from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S
     from coordinator.tools.coordination_tools import LEASE_SCHEMA
 
-    assert LeaseRequest(paths=["a"]).ttl_s == DEFAULT_TTL_S == RenewRequest().ttl_s
-    for model in (LeaseRequest, RenewRequest):
+    lease_request, renew_request = (
+        pydantic.TypeAdapter(LeaseOp),
+        pydantic.TypeAdapter(Renew),
+    )  # as the service reads them
+    assert lease_request.validate_json('{"paths": ["a"]}').ttl_s == DEFAULT_TTL_S == Renew().ttl_s
+    for model in (lease_request, renew_request):
         for bad in (MAX_TTL_S + 1, MIN_TTL_S / 2):
             with pytest.raises(pydantic.ValidationError):
-                model(paths=["a"], ttl_s=bad) if model is LeaseRequest else model(ttl_s=bad)
+                model.validate_json(
+                    json.dumps({"paths": ["a"], "ttl_s": bad} if model is lease_request else {"ttl_s": bad})
+                )
     ttl = LEASE_SCHEMA["properties"]["ttl_s"]
     assert (ttl["minimum"], ttl["maximum"]) == (MIN_TTL_S, MAX_TTL_S)
     s = coord.session("a")
