@@ -1,0 +1,114 @@
+"""One declaration per operation (coordinator/client/operations.py): the service's routes, HttpClient's
+requests, the clients' `run(op)` and the tool names are made from it, and write options travel as its fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.client import LocalClient
+from coordinator.client import operations as ops
+from coordinator.client.calls import Calls
+from coordinator.server.routes import ROUTES, request_adapter
+from coordinator.tools.file_tools import tool_specs
+
+BASE = "".join(f"line {i}\n" for i in range(1, 21))
+
+
+def test_every_declared_operation_is_a_route_made_from_its_declaration() -> None:
+    by_operation = {r.operation: r for r in ROUTES if r.operation is not None}
+    assert set(by_operation) == set(ops.OPERATIONS)
+    for op in ops.OPERATIONS:
+        route = by_operation[op]
+        assert (route.method, route.path, route.mutating, route.auth) == (
+            op.route.method,
+            op.route.path,
+            op.mutates,
+            op.auth,
+        )
+        assert route.request is (None if op.route.method == "GET" else op)
+
+
+def test_a_request_body_is_validated_into_the_declaration_itself() -> None:
+    edit = next(r for r in ROUTES if r.operation is ops.Edit)
+    op = request_adapter(edit).validate_json(
+        json.dumps({"path": "a.py", "old_string": "x", "new_string": "y", "match": "flexible"})
+    )
+    assert op == ops.Edit(path="a.py", old_string="x", new_string="y", match="flexible")
+    for bad in (
+        {"path": "a.py", "old_string": "x", "new_string": "y", "extra": 1},  # unknown field
+        {"path": "", "old_string": "x", "new_string": "y"},  # empty path
+        {"path": "a.py", "old_string": 1, "new_string": "y"},  # strict: no number for a string
+        {"path": "a.py", "old_string": "x", "new_string": "y", "policy": "lenient"},
+    ):
+        with pytest.raises(pydantic.ValidationError):
+            request_adapter(edit).validate_json(json.dumps(bad))
+
+
+def test_every_tool_the_declarations_name_is_in_the_tool_list_and_back() -> None:
+    declared = {op.tool for op in ops.OPERATIONS if op.tool is not None}
+    assert declared == {spec.name for spec in tool_specs()}
+
+
+def test_a_request_is_made_from_the_declaration_with_the_clients_write_options() -> None:
+    calls = Calls(policy="rebase", match="flexible")
+    edit = calls.edit("s1", "a.py", "x", "y")
+    assert (edit.method, edit.endpoint, edit.session) == ("POST", "/v1/edit", "s1")
+    assert edit.body == {
+        "path": "a.py",
+        "old_string": "x",
+        "new_string": "y",
+        "replace_all": False,
+        "session": "s1",
+        "policy": "rebase",
+        "match": "flexible",
+    }
+    assert edit.idempotent and edit.key is not None
+    own = calls.run(ops.Edit(path="a.py", old_string="x", new_string="y", session="s1", match="exact"))
+    assert own.body is not None and own.body["match"] == "exact"  # the call's own option wins
+    read = calls.read("s1", "a.py")
+    assert read.body == {"path": "a.py", "session": "s1"}  # a read carries no write option
+    assert calls.write("s1", "a.py", "x").body == {"path": "a.py", "content": "x", "session": "s1", "policy": "rebase"}
+    lease = calls.lease("s1", "src/**")
+    assert lease.body == {"paths": ["src/**"], "mode": "exclusive", "ttl_s": 300.0, "session": "s1"}
+    assert not lease.idempotent  # a lost grant must not be asked for again
+    restore = calls.restore("a.py", 2, session="s1")
+    assert restore.session is None and restore.endpoint == "/v1/admin/restore"  # the admin token carries it
+    poll = calls.poll_events("0", wait_s=5.0)
+    assert poll.read_timeout == 15.0 and poll.session is None
+    leases = calls.leases("s1")
+    assert (leases.method, leases.body, leases.params) == ("GET", None, {"session": "s1"})
+    unkeyed = Calls(idempotency_keys=False).write("s1", "a.py", "x")
+    assert unkeyed.key is None and not unkeyed.idempotent
+
+
+def test_the_policy_of_one_call_is_its_own_on_one_client(coord: Coordinator, root: Path) -> None:
+    """One LocalClient serves strict and rebasing writes alike: the policy is a field of the write."""
+    (root / "f.txt").write_text(BASE)
+    client = LocalClient(coord)
+    for s in ("a", "b"):
+        client.run(ops.Read(path="f.txt", session=s))
+    client.run(ops.Edit(path="f.txt", old_string="line 2\n", new_string="line two\n", session="b"))
+    stale = ops.Edit(path="f.txt", old_string="line 18\n", new_string="line eighteen\n", session="a")
+    with pytest.raises(CoordinatorError) as refused:
+        client.run(stale)
+    assert refused.value.code == ErrorCode.STALE
+    result = client.run(ops.Edit(path="f.txt", old_string="line 18\n", new_string="line eighteen\n", session="a",
+                                 policy="rebase"))  # fmt: skip
+    assert result.rebased
+    text = (root / "f.txt").read_text()
+    assert "line two\n" in text and "line eighteen\n" in text
+
+
+def test_run_answers_as_the_named_methods_do(coord: Coordinator, root: Path) -> None:
+    client = LocalClient(coord)
+    assert client.run(ops.Write(path="n.txt", content="one\n", session="a")).created
+    assert client.run(ops.Read(path="n.txt", session="a")).content == client.read("a", "n.txt").content
+    (lease,) = client.run(ops.LeaseOp(paths=["n.txt"], session="a"))
+    assert [x.id for x in client.run(ops.Leases(session="a"))] == [lease.id] == [x.id for x in client.leases("a")]
+    assert client.run(ops.Release(session="a")) == 1
+    assert [e.version for e in client.run(ops.History(path="n.txt"))] == [e.version for e in client.history("n.txt")]
