@@ -15,11 +15,13 @@ execution against the engine (through `LocalClient`). The adapters are made from
 Write options travel as fields: `policy` and `match` are arguments of the writes that take them, so one
 client (and one service) serves every combination.
 
-Adding an operation touches 4 places: its declaration here (arguments, route, `apply`, `decode`), the thin
-typed method of each client class that CONTRACT.md names (one line each in local.py / http.py / aio.py, and
-the `Client` protocol in base.py), its tool spec when it is a tool (tools/), and its docs page. Before the
-declarations it was 10 places in 8 files (engine method, LocalClient, `Calls`, AsyncClient's dispatch,
-the request model, the route lambda, the tool spec and tool definition, the CLI, the docs).
+Adding an operation touches 4 places of its own: its declaration here (arguments, route, `apply`,
+`decode`), the one-line named method of each client CONTRACT.md names (local.py, calls.py, aio.py, the
+`Client` protocol in base.py), its tool spec if it is a tool (tools/), its docs; 6 on the count used before,
+which also counted the engine's method doing the work and the CLI command. Before
+the declarations it was 10 places in 8 files (engine method, LocalClient, `Calls` with a hand-built request,
+AsyncClient's dispatch, the request model, the route lambda, the tool spec and tool definition, the CLI, the
+docs). docs/architecture.md has the details.
 """
 
 from __future__ import annotations
