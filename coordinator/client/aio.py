@@ -48,10 +48,11 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
 
 from coordinator import errors
 from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
+from coordinator.client import operations as ops
 from coordinator.client.operations import Operation
 from coordinator.engine import LockBusy, ReadResult, WriteResult
 from coordinator.errors import CoordinatorError
@@ -137,10 +138,11 @@ class AsyncClient:
 
     # -- files --------------------------------------------------------------------------------------------
     async def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
-        return await self._op(self.client.read, session, path, offset, limit)
+        return cast(ReadResult, await self.run(ops.Read(path=path, offset=offset, limit=limit, session=session)))
 
     async def write(self, session: str, path: str, content: str, *, idempotency_key: str | None = None) -> WriteResult:
-        return await self._write(idempotency_key, self.client.write, session, path, content)
+        op = ops.Write(path=path, content=content, session=session)
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def edit(
         self,
@@ -152,25 +154,30 @@ class AsyncClient:
         *,
         idempotency_key: str | None = None,
     ) -> WriteResult:
-        return await self._write(idempotency_key, self.client.edit, session, path, old_string, new_string, replace_all)
+        op = ops.Edit(path=path, old_string=old_string, new_string=new_string, replace_all=replace_all, session=session)
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def multi_edit(
         self, session: str, path: str, edits: Sequence[dict[str, Any]], *, idempotency_key: str | None = None
     ) -> WriteResult:
-        return await self._write(idempotency_key, self.client.multi_edit, session, path, list(edits))
+        op = ops.MultiEdit(path=path, edits=list(edits), session=session)  # type: ignore[arg-type]  # dicts: the engine checks them
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def undo(
         self, session: str, path: str, version: int | None = None, *, idempotency_key: str | None = None
     ) -> WriteResult:
-        return await self._write(idempotency_key, self.client.undo, session, path, version)
+        op = ops.Undo(path=path, version=version, session=session)
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def redo(self, session: str, path: str, *, idempotency_key: str | None = None) -> WriteResult:
-        return await self._write(idempotency_key, self.client.redo, session, path)
+        op = ops.Redo(path=path, session=session)
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def commit(
         self, session: str, message: str, include_others: bool = False, *, idempotency_key: str | None = None
     ) -> CommitResult:
-        return await self._write(idempotency_key, self.client.commit, session, message, include_others)
+        op = ops.Commit(message=message, include_others=include_others, session=session)
+        return cast(CommitResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def restore(
         self,
@@ -183,30 +190,31 @@ class AsyncClient:
     ) -> WriteResult:
         """For people: `Client.restore` (the whole file back as it was; the result's `discarded` lists what
         was thrown away)."""
-        return await self._write(
-            idempotency_key, self.client.restore, path, to_version, before_version=before_version, session=session
-        )
+        op = ops.Restore(path=path, to_version=to_version, before_version=before_version, session=session)
+        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
 
     async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
-        return await self._op(self.client.history, path, limit)
+        return cast(list[HistoryEntry], await self.run(ops.History(path=path, limit=limit)))
 
     # -- leases -------------------------------------------------------------------------------------------
     async def lease(
         self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
     ) -> list[Lease]:
-        return await self._op(self.client.lease, session, paths, mode, ttl_s)
+        listed = [paths] if isinstance(paths, str) else list(paths)
+        op = ops.LeaseOp(paths=listed, mode=mode, ttl_s=ttl_s, session=session)  # type: ignore[arg-type]  # the engine checks mode
+        return cast(list[Lease], await self.run(op))
 
     async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
-        return await self._op(self.client.renew, session, lease_id, ttl_s)
+        return cast(list[Lease], await self.run(ops.Renew(lease_id=lease_id, ttl_s=ttl_s, session=session)))
 
     async def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
-        return await self._op(self.client.release, session, lease_id, pattern)
+        return cast(int, await self.run(ops.Release(lease_id=lease_id, pattern=pattern, session=session)))
 
     async def leases(self, session: str | None = None) -> list[Lease]:
-        return await self._op(self.client.leases, session)
+        return cast(list[Lease], await self.run(ops.Leases(session=session)))
 
     async def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
-        return await self._op(self.client.break_lease, lease_id, session)
+        return cast(list[Lease], await self.run(ops.BreakLease(lease_id=lease_id, session=session)))
 
     # -- change events, notices, status -------------------------------------------------------------------
     async def poll_events(
@@ -215,7 +223,8 @@ class AsyncClient:
         if self._coord is not None and wait_s > 0:
             # In process, a long poll sleeps on its thread: on the pool of `submit`, never on the engine's.
             return await asyncio.wrap_future(self.submit(self.client.poll_events, since, paths, wait_s, limit))
-        return await self._op(self.client.poll_events, since, paths, wait_s, limit)
+        op = ops.PollEvents(since=since, paths=list(paths) if paths else None, wait_s=wait_s, limit=limit)
+        return cast(EventPage, await self.run(op))
 
     async def events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 25.0
@@ -233,13 +242,13 @@ class AsyncClient:
                 yield event
 
     async def recent_events(self, count: int = 50) -> list[ChangeEvent]:
-        return await self._op(self.client.recent_events, count)
+        return cast(list[ChangeEvent], await self.run(ops.RecentEvents(count=count)))
 
     async def notices(self, session: str) -> Notice | None:
-        return await self._op(self.client.notices, session)
+        return cast(Notice | None, await self.run(ops.Notices(session=session)))
 
     async def status(self, session: str) -> SessionStatus:
-        return await self._op(self.client.status, session)
+        return cast(SessionStatus, await self.run(ops.Status(session=session)))
 
     # -- idempotency and lifecycle ------------------------------------------------------------------------
     def outcome(self, idempotency_key: str) -> Outcome:
@@ -325,8 +334,9 @@ class AsyncClient:
         return await self._op(self.client.run, op)
 
     def _describe(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]:
-        """The remote `Call` of the client's method `fn`: `HttpClient.calls` has one per operation, of the
-        same name and parameters (tests/coordinator/client/test_async_remote.py checks that they match)."""
+        """The remote `Call` of the client's method `fn` (`run(op)`, made from the declaration): `HttpClient.calls`
+        has one per method, of the same name and parameters (tests/coordinator/client/test_async_remote.py
+        checks that they match)."""
         assert self._remote is not None
         call: Call[T] = getattr(self._remote.calls, fn.__name__)(*args, **kwargs)
         return call
