@@ -1,5 +1,8 @@
 """The `Client` interface and its transports: `LocalClient` (in-process) and `HttpClient` (remote).
 
+Each operation is declared once, in `coordinator.client.operations` (its arguments, result, route, auth,
+tool name and execution); every transport runs a declaration with `run(op)`.
+
 `HttpClient` is loaded on first use (PEP 562): httpx and what it pulls in (about 15,000 objects, a third
 of an in-process program's heap, which every full garbage collection walks) stay out of a program that
 only edits in-process.

@@ -3,8 +3,9 @@
 Same calls, same result types, same refusals (`CoordinatorError` with the library's codes) as
 `LocalClient`, so a program runs unchanged against a remote service.
 
-Each operation is described once, as a `Call` (`coordinator.client.calls.Calls`: the request, whether a
-retry is safe, how the answer becomes the result); the rules below are pure code there (`RetryRule`,
+Each operation is declared once (`coordinator.client.operations`); `coordinator.client.calls.Calls.run`
+makes its `Call` from the declaration (the request, whether a retry is safe, how the answer becomes the
+result); the rules below are pure code there (`RetryRule`,
 `headers_for`, `error_from`). This class is the blocking driver of those calls; `AsyncHttpDriver`
 (`coordinator.client.async_http`, used by `AsyncClient.remote`) is the async one over the same rules.
 

@@ -1,17 +1,18 @@
 """The coordinator as an HTTP/JSON service: `edit-coordinator serve`.
 
 An adapter over the `Client` interface: it authenticates, validates, limits and translates; the engine
-decides. Every route, its models, its authentication and the statuses it may answer with are declared once,
-in `routes.ROUTES`; the router and the OpenAPI document are both made from that table. Every error code's
-status comes from `coordinator.errors.CODES`.
+decides. Every route, its request, its authentication and the statuses it may answer with are declared
+once: the `Client` operations' routes are made from their declarations (coordinator/client/operations.py),
+the service's own are written in `routes.ROUTES`; the router and the OpenAPI document are both made from
+that table. Every error code's status comes from `coordinator.errors.CODES`.
 
 Stack (measured, see docs/http.md): a plain ASGI application (no framework) on uvicorn with httptools and
 uvloop, several worker processes sharing one listening socket (supervisor.py). Request bodies are validated
 by pydantic straight from bytes; engine calls run in a thread pool.
 
-Modules: common (settings, service refusals, JSON), models (requests, answers, ServerConfig), auth (secret
-and tokens), idempotency, routes (the table and the OpenAPI document), requests (reading a request), app
-(the ASGI application), supervisor and worker (several processes).
+Modules: common (settings, service refusals, JSON), models (answers, the service's own requests,
+ServerConfig), auth (secret and tokens), idempotency, routes (the table and the OpenAPI document),
+requests (reading a request), app (the ASGI application), supervisor and worker (several processes).
 """
 
 from coordinator.server.app import App, app_from_env, create_app
