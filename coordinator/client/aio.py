@@ -18,7 +18,7 @@ Two ways a call runs, one per kind of client:
   contended lock stalls no other agent on the loop.
 
 In-process, the pool is one thread (`LOCAL_WORKERS`) and lock waits leave it: a call whose file lock is taken
-stops before anything is read under the lock (`Coordinator.call_options(wait_for_lock=False)`, LockBusy)
+stops before anything is read under the lock (`CallOptions(wait_for_lock=False)`, LockBusy)
 and continues on a pool of waiters, threads that sleep in the kernel until the lock is handed to them. Why:
 the engine's Python work holds the GIL, so more runnable threads do not edit faster, they only make the
 loop wait longer for the GIL (figures: BENCHMARKS.md, "Figures behind design choices").
@@ -54,7 +54,7 @@ from coordinator import errors
 from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
 from coordinator.client import operations as ops
 from coordinator.client.operations import Operation
-from coordinator.engine import LockBusy, ReadResult, WriteResult
+from coordinator.engine import CallOptions, LockBusy, ReadResult, WriteResult
 from coordinator.errors import CoordinatorError
 from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
@@ -102,6 +102,10 @@ class AsyncClient:
         self.client = client
         self._owns = owns
         self._coord = client.coord if isinstance(client, LocalClient) else None
+        # In-process calls are first tried without waiting for a taken lock (`_start`).
+        self._inline = (
+            client.with_options(CallOptions(wait_for_lock=False)) if isinstance(client, LocalClient) else None
+        )
         workers = max_workers or (LOCAL_WORKERS if self._coord is not None else DEFAULT_WORKERS)
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="edit-coordinator")
         self._waiters = concurrent.futures.ThreadPoolExecutor(_LOCK_WAITERS, thread_name_prefix="edit-coordinator-lock")
@@ -309,15 +313,13 @@ class AsyncClient:
         LockBusy guarantees nothing was read under the lock or written, and `resume()` continues it."""
         if self._coord is None:
             return self._pool.submit(fn, *args)
-        coord = self._coord
         outer: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def first() -> None:
             if not outer.set_running_or_notify_cancel():
                 return  # cancelled before it started: nothing was done
             try:
-                with coord.call_options(wait_for_lock=False):
-                    outer.set_result(fn(*args))
+                outer.set_result(fn(*args))
             except LockBusy as busy:
                 self._waiters.submit(_settle, outer, busy.resume)
             except BaseException as exc:
@@ -333,6 +335,13 @@ class AsyncClient:
             return await self._write(idempotency_key, self.client.run, op)
         return await self._op(self.client.run, op)
 
+    def _inline_of(self, fn: Callable[P, T]) -> Callable[P, T]:
+        """The client's method `fn` on the twin that does not wait for a taken lock (raises LockBusy)."""
+        if self._inline is None:
+            return fn
+        inline: Callable[P, T] = getattr(self._inline, fn.__name__)
+        return inline
+
     def _describe(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]:
         """The remote `Call` of the client's method `fn` (`run(op)`, made from the declaration): `HttpClient.calls`
         has one per method, of the same name and parameters (tests/coordinator/client/test_async_remote.py
@@ -343,7 +352,7 @@ class AsyncClient:
 
     async def _op(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         if self._remote is None:
-            return await asyncio.wrap_future(self._start(_bound(fn, args, kwargs)))
+            return await asyncio.wrap_future(self._start(_bound(self._inline_of(fn), args, kwargs)))
         return await self._await(self._fly(self._describe(fn, *args, **kwargs)))
 
     async def _write(self, key: str | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -354,7 +363,7 @@ class AsyncClient:
         with self._calls_lock:
             fut = self._calls.get(key)
             if fut is None or fut.cancelled():  # never ran: run it now
-                fut = self._start(_bound(fn, args, kwargs))
+                fut = self._start(_bound(self._inline_of(fn), args, kwargs))
                 self._remember(key, fut)
         assert isinstance(fut, concurrent.futures.Future)
         # A cancelled await cancels `fut` only if no worker has started it (concurrent.futures semantics).

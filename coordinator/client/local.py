@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -9,7 +10,7 @@ from coordinator import arguments
 from coordinator.client import operations as ops
 from coordinator.client.base import BoundSession, EventPage, SessionStatus
 from coordinator.client.operations import Operation
-from coordinator.engine import Coordinator, ReadResult, Session, WriteResult
+from coordinator.engine import CallOptions, Coordinator, ReadResult, Session, WriteResult
 from coordinator.engine.options import Match, Policy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.commit import CommitResult, commit_session
@@ -35,14 +36,24 @@ class LocalClient:
         self._owns = owns
         self.policy: Policy | None = None if policy is None else _policy(policy)
         self.match: Match | None = None if match is None else _match(match)
+        self.options = CallOptions()  # how its sessions' engine calls are shaped (`with_options`)
+
+    def with_options(self, options: CallOptions) -> LocalClient:
+        """This client, its sessions' engine calls shaped by `options` (engine/calls.py: LockBusy instead of
+        waiting for a taken lock, a post-write hook); the copy never closes the coordinator."""
+        twin = copy.copy(self)
+        twin._owns = False
+        twin.options = options
+        return twin
 
     def _session(self, session: str) -> Session:
-        return self.coord.session(session, self.policy, self.match)
+        return self.coord.session(session, self.policy, self.match, options=self.options)
 
     def engine_session(self, session: str, policy: str | None = None, match: str | None = None) -> Session:
         """The engine session for `session`, with a call's own write options over the client's."""
         chosen_policy = self.policy if policy is None else _policy(policy)
-        return self.coord.session(session, chosen_policy, self.match if match is None else _match(match))
+        chosen_match = self.match if match is None else _match(match)
+        return self.coord.session(session, chosen_policy, chosen_match, options=self.options)
 
     def run(self, op: Operation) -> Any:
         """Run one declared operation (coordinator/client/operations.py) as the session it names."""

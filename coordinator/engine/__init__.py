@@ -2,7 +2,7 @@
 
 The check-then-write, for `edit` / `multi_edit` / `write` / `undo` by session S on path P (write.py, in
 named steps):
-1. Before the lock (`_pre_lock`): validate arguments (arguments.py), resolve P inside the root, know S's
+1. Before the lock (`CheckThenWrite._pre_lock`): validate arguments (arguments.py), resolve P inside the root, know S's
    view of P and the leases. The view comes from this process's cache when it holds one (state_check
    "cached", the default: no round trip), else from Redis, failing closed (`state_unavailable`) when Redis
    cannot be reached. Leases come from a snapshot at most `LEASE_SNAPSHOT_S` old (refreshed on the round
@@ -35,13 +35,15 @@ it. A write under the writer's own lease is fenced under the lock against a loca
 publishes a change event (events.py) on the post-write round trip, where notices about other files the
 session read also ride.
 
-Modules: results (ReadResult, WriteResult), plan (CurrentFile, WritePlan: the public types of
-`Coordinator.check_then_write`; `_view_refusal`, the staleness rule), calls (CallOptions, LockBusy,
-PostWriteHook), caches, base (`_CoordinatorBase`: the attributes and cross-calls the step mixins share,
-declared for the type checker), leasing, reading, steps (what a call carries between the steps), write
-(the check-then-write: the common path, straight through, handing every other call to the general path
-before anything is written, and the general path), rebasing, record, intervening, coordinator
-(Coordinator), session (Session).
+The engine is a few collaborating objects, each in its module, made by the `Coordinator` (coordinator.py),
+which owns the resources they share (descriptors, locks, history, Redis, caches): `CheckThenWrite`
+(write.py: the common path, straight through, handing every other call to the general path before
+anything is written, and the general path), the `LeaseGate` (leasing.py), the `Rebaser` (rebasing.py), the
+`Recorder` (record.py: after the lock), `InterveningWrites` (intervening.py) and the `Reader`
+(reading.py). A `Session` (session.py) calls only their public methods; its `CallOptions` (calls.py) travel
+with it (`Coordinator.session(..., options=)`, `Session.with_options`). Other modules: results
+(ReadResult, WriteResult), plan (CurrentFile, WritePlan: the public types of `Coordinator.check_then_write`;
+`_view_refusal`, the staleness rule), caches, steps (what a call carries between the steps).
 """
 
 from coordinator.arguments import POLICIES

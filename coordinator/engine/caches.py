@@ -1,14 +1,19 @@
-"""This process's caches: views its sessions recorded, file texts by hash, refusal counts."""
+"""This process's caches: views its sessions recorded, file texts by hash, refusal counts; and the guard
+of every Redis call that forgets the views when Redis is lost."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from coordinator.engine.options import MiB
+from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.views import ReadState
+
+_T = TypeVar("_T")
 
 
 class _RefusalCounts:
@@ -99,3 +104,22 @@ class _TextCache:
             while self._chars > self.max_chars and self._d:
                 _, old = self._d.popitem(last=False)
                 self._chars -= len(old)
+
+
+class StateCalls:
+    """Every Redis call of the engine goes through `call`. Invariant: on losing Redis (a
+    `state_unavailable` refusal) every cached view is forgotten, since the read state may be gone with the
+    server, so sessions read again once it is back."""
+
+    __slots__ = ("_views",)
+
+    def __init__(self, views: _ViewCache) -> None:
+        self._views = views
+
+    def __call__(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except CoordinatorError as exc:
+            if exc.code == ErrorCode.STATE_UNAVAILABLE:
+                self._views.clear()
+            raise

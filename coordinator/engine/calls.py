@@ -1,18 +1,19 @@
 """How a caller shapes one engine call: waiting for a busy lock, and commands that ride the post-write
 round trip. For the HTTP service (and any caller with an event loop); library users need none of it.
 
-    with coord.call_options(wait_for_lock=False, post_write=hook):
-        try:
-            result = session.edit(path, old, new)        # the lock was free: done inline
-        except LockBusy as busy:
-            result = await loop.run_in_executor(pool, busy.resume)   # the same call, waiting there
+    session = coord.session(id, options=CallOptions(wait_for_lock=False, post_write=hook))
+    try:
+        result = session.edit(path, old, new)        # the lock was free: done inline
+    except LockBusy as busy:
+        result = await loop.run_in_executor(pool, busy.resume)   # the same call, waiting there
 
 `wait_for_lock=False`: where the file's lock is taken by someone else, the call raises `LockBusy` instead
 of waiting. Nothing has been read under the lock or written then, and the pre-lock step (arguments,
 path, the session's view, the leases: the Redis round trip, if any) is done and kept: `busy.resume()`,
 called once from any thread, continues this same call from the lock on, waiting as usual (up to the
 lock timeout), and returns what the call would have returned, or raises its CoordinatorError. The options
-were read when the call started; the resumed call waits for the lock whatever thread it runs on.
+travel with the session that makes the call (no state of the thread); the resumed call waits for the
+lock whatever thread it runs on.
 
 `post_write`: a `PostWriteHook` whose `queue(pipe, result)` adds Redis commands to the engine's post-write
 pipeline (the one round trip that records the write), given the result as the caller will see it except
@@ -46,7 +47,7 @@ class PostWriteHook(Protocol):
 
 @dataclass(frozen=True)
 class CallOptions:
-    """Options of the engine calls made inside `Coordinator.call_options(...)` on one thread."""
+    """How a session's engine calls are shaped (`Coordinator.session(..., options=)`, `Session.with_options`)."""
 
     wait_for_lock: bool = True
     post_write: PostWriteHook | None = None

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
@@ -18,31 +15,35 @@ from coordinator.arguments import check_session_id as _check_session_id
 from coordinator.disk import fsio, layout
 from coordinator.disk.locks import LockManager
 from coordinator.disk.spares import SpareTemps
-from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
-from coordinator.engine.calls import CallOptions, PostWriteHook
+from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
+from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
+from coordinator.engine.intervening import InterveningWrites
 from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.observer import EngineObserver
 from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
-from coordinator.engine.reading import _ReadSteps
+from coordinator.engine.plan import CurrentFile, WritePlan
+from coordinator.engine.reading import Reader
+from coordinator.engine.rebasing import Rebaser
+from coordinator.engine.record import Recorder
 from coordinator.engine.results import WriteResult
 from coordinator.engine.session import Session
-from coordinator.engine.write import _WriteSteps
+from coordinator.engine.write import CheckThenWrite, _KnownPath
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, retention
 from coordinator.state import events as events_mod
 from coordinator.state.connection import REDIS_URL_ENV
 from coordinator.state.leases import Lease, LeaseStore, normalize_pattern
 from coordinator.state.views import StateStore, connect
-from coordinator.text import semantics
-
-if TYPE_CHECKING:
-    from coordinator.engine.intervening import _Intervening
-
-_T = TypeVar("_T")
 
 
-class Coordinator(_WriteSteps, _ReadSteps):
+class Coordinator:
     """Coordinates reads and writes of many sessions on one repository root.
+
+    It owns the resources (the root's descriptor, the state folder's locks, history and temporaries, the
+    Redis connection, the state and lease stores, this process's caches, the observer) and builds the
+    parts that work with them: `writer` (the check-then-write, write.py), `reader` (reading.py), the
+    `lease_gate` (leasing.py), and behind the writer its `Rebaser` and `Recorder`. Sessions call those
+    parts' public methods.
 
     redis_url: None takes `$EDIT_COORDINATOR_REDIS_URL` if it is set, else starts (or finds) the embedded
         Redis in `<root>/.edit-coordinator/`; otherwise a URL: `redis://`, `rediss://` or `unix://` for one
@@ -150,15 +151,67 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self._closed = False
 
     def _init_process_state(self) -> None:
-        """What this process keeps between calls: caches, grants, the lease snapshot, call options."""
+        """What this process keeps between calls (caches, grants, the lease snapshot), and the parts."""
         self._views = _ViewCache(self.read_state_ttl)
+        self._state_call = StateCalls(self._views)  # every Redis call of the engine (forgets views on loss)
         self._refusals = _RefusalCounts()
         self.lease_gate = LeaseGate(self.lease_store, self.state, self._state_call, self.root)
         self._texts = _TextCache()
-        self._seen_writes: dict[tuple[str, str], _Intervening] = {}
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
-        self._known_paths = {}  # path -> what the common path keeps of it (write.py)
-        self._call_local = threading.local()  # CallOptions of this thread (see call_options)
+        self._known_paths: dict[str, _KnownPath] = {}  # path -> what the common path keeps of it (write.py)
+        self._build_parts()
+
+    def _build_parts(self) -> None:
+        """The engine's parts, each given the resources it works with (the same objects, shared)."""
+        intervening = InterveningWrites(self.history_store)
+        self.reader = Reader(
+            root=self.root,
+            root_fd=self._root_fd,
+            texts=self._texts,
+            tracker=self.tracker,
+            lease_gate=self.lease_gate,
+            max_file_bytes=self.max_file_bytes,
+            max_read_bytes=self.max_read_bytes,
+            default_read_lines=self.default_read_lines,
+            state=self.state,
+            state_call=self._state_call,
+            views=self._views,
+        )
+        recorder = Recorder(
+            texts=self._texts,
+            refusals=self._refusals,
+            tracker=self.tracker,
+            lease_gate=self.lease_gate,
+            intervening=intervening,
+            namespace=self.namespace,
+            publish_events=self.publish_events,
+            tmp_dfd=self._tmp_dfd,
+            spares=self._spares,
+            state=self.state,
+            state_call=self._state_call,
+            views=self._views,
+        )
+        self.writer = CheckThenWrite(
+            root=self.root,
+            root_fd=self._root_fd,
+            tmp_dfd=self._tmp_dfd,
+            spares=self._spares,
+            locks=self.locks,
+            history_store=self.history_store,
+            refusals=self._refusals,
+            known_paths=self._known_paths,
+            lease_gate=self.lease_gate,
+            rebaser=Rebaser(self._texts, self.history_store, self.max_file_bytes, self._contended),
+            recorder=recorder,
+            intervening=intervening,
+            state_check=self.state_check,
+            fsync=self.fsync,
+            max_file_bytes=self.max_file_bytes,
+            publish_events=self.publish_events,
+            state=self.state,
+            state_call=self._state_call,
+            views=self._views,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -193,47 +246,34 @@ class Coordinator(_WriteSteps, _ReadSteps):
         self.close()
 
     # -- public -------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def call_options(self, *, wait_for_lock: bool = True, post_write: PostWriteHook | None = None) -> Iterator[None]:
-        """Options for the engine calls this thread makes inside the block (see calls.py).
-
-        wait_for_lock=False: a write whose file lock is taken raises `LockBusy` instead of waiting; its
-            `resume()` continues that same call (from any thread, waiting as usual) without repeating the
-            step before the lock (the Redis round trip). For an event loop: try inline, else resume in a
-            worker thread.
-        post_write: a `PostWriteHook` whose commands ride the post-write round trip of each write that
-            lands (e.g. the HTTP service's idempotency record).
-
-        Blocks nest (the innermost wins); options are per thread, so other threads are not affected.
-        """
-        previous = getattr(self._call_local, "options", None)
-        self._call_local.options = CallOptions(wait_for_lock=wait_for_lock, post_write=post_write)
-        try:
-            yield
-        finally:
-            if previous is None:
-                del self._call_local.options
-            else:
-                self._call_local.options = previous
-
     def observe(self, observer: EngineObserver | None) -> None:
         """Tell `observer` about this coordinator's work from now on (observer.py): its path locks' waits
         and holds, each write's outcome, the change events it publishes. None stops telling."""
         self.observer = observer
+        self.writer.observer = observer
         self.locks.on_release = observer.lock_released if observer is not None else None
 
-    def session(self, session_id: str, policy: Policy | None = None, match: Match | None = None) -> Session:
+    def session(
+        self,
+        session_id: str,
+        policy: Policy | None = None,
+        match: Match | None = None,
+        *,
+        options: CallOptions = DEFAULT_OPTIONS,
+    ) -> Session:
         """The session with this id. The same id from any process is the same session (shared read state).
 
         policy: this session's policy ("strict" or "rebase"); None takes the coordinator's.
         match: this session's matching ("exact" or "flexible"); None takes the coordinator's.
+        options: how its calls are shaped (calls.py: `wait_for_lock=False` raises LockBusy where a file's
+            lock is taken, `post_write` rides each landed write's record); also `Session.with_options`.
         """
         _check_session_id(session_id)
         if policy is not None:
             _check_policy(policy)
         if match is not None:
             arguments.check_match(match)
-        return Session(self, session_id, policy, match)
+        return Session(self, session_id, policy, match, options)
 
     def restore(
         self,
@@ -310,39 +350,25 @@ class Coordinator(_WriteSteps, _ReadSteps):
     def resolve(self, path: str) -> fsio.ResolvedPath:
         return fsio.resolve(self.root, path)
 
-    # -- helpers ------------------------------------------------------------------------------------------
-    def _state_call(self, fn: Callable[[], _T]) -> _T:
-        """Every Redis call goes through here: on losing Redis, forget every cached view (the read state
-        may be gone with the server, so sessions read again once it is back)."""
-        try:
-            return fn()
-        except CoordinatorError as exc:
-            if exc.code == ErrorCode.STATE_UNAVAILABLE:
-                self._views.clear()
-            raise
-
-    def _open_parent_or_missing(self, rp: fsio.ResolvedPath) -> int:
-        try:
-            return fsio.open_parent(rp, self.root, root_fd=self._root_fd)
-        except CoordinatorError as exc:
-            if exc.code == ErrorCode.FILE_NOT_FOUND:
-                raise self._missing(rp) from None
-            raise
-
-    def _missing(self, rp: fsio.ResolvedPath) -> CoordinatorError:
-        """file_not_found with a "Did you mean" hint (computed outside any lock)."""
-        hint = None
-        names = fsio.list_parent(rp, self.root, self._root_fd)  # never an outside folder's names
-        suggestion = semantics.suggest_path(rp.name, names)
-        if suggestion is not None:
-            folder = rp.key.rpartition("/")[0]
-            hint = f"{folder}/{suggestion}" if folder else suggestion
-        msg = f"File does not exist: {rp.shown}."
-        if hint:
-            msg += f" Did you mean {hint}?"
-        else:
-            msg += " Check the path (it is relative to the repository root), or create the file with Write."
-        return CoordinatorError(ErrorCode.FILE_NOT_FOUND, msg, path=rp.key, suggestion=hint)
+    def check_then_write(
+        self,
+        session: str,
+        path: str,
+        operation: str,
+        transform: Callable[[CurrentFile], WritePlan],
+        *,
+        may_create: bool,
+        policy: Policy = "strict",
+        finish: Callable[[WriteResult], WriteResult] | None = None,
+        options: CallOptions = DEFAULT_OPTIONS,
+    ) -> WriteResult:
+        """A write of one's own: `transform` run on the file as it is on disk, under its lock, its plan
+        written atomically, with every check and record of the engine's own operations
+        (`CheckThenWrite.check_then_write`, write.py, says what each argument does)."""
+        _check_session_id(session)
+        return self.writer.check_then_write(
+            session, path, operation, transform, may_create=may_create, policy=policy, finish=finish, options=options
+        )
 
 
 def _setup_refused(exc: OSError, root: str) -> CoordinatorError:

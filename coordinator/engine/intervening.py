@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.engine.base import _CoordinatorBase
 from coordinator.engine.options import KiB
 from coordinator.errors import CoordinatorError
+from coordinator.history import History
 from coordinator.state.views import ReadState
 
 # How much of a history index tail is read to name the sessions behind intervening writes.
@@ -53,12 +53,15 @@ class _Walk:
         return _Intervening(view_time, self.newest, len(fresh), sessions, tuple(fresh[-_INTERVENING_KEPT:]))
 
 
-class _InterveningSteps(_CoordinatorBase):
-    """Coordinator methods: the intervening writes of a path since a session's view."""
+class InterveningWrites:
+    """The intervening writes of a path since a session's view, looked up in the history index; what was
+    counted for a view is kept per process (see `since`)."""
 
-    def _intervening(
-        self, key: str, recorded: ReadState, session: str, before_version: int | None = None
-    ) -> _Intervening:
+    def __init__(self, history_store: History) -> None:
+        self.history_store = history_store
+        self._seen_writes: dict[tuple[str, str], _Intervening] = {}
+
+    def since(self, key: str, recorded: ReadState, session: str, before_version: int | None = None) -> _Intervening:
         """Writes of `key` by other sessions since S's view (S has not seen them), from the history index.
 
         Walking back from the newest entry, the walk stops at the write that produced the content S saw
@@ -121,8 +124,9 @@ class _InterveningSteps(_CoordinatorBase):
                 return _Walk(found, newest, True, tail.whole, True)
         return _Walk(found, newest, False, tail.whole, False)
 
-    def _intervening_detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
-        seen = self._intervening(key, recorded, session)
+    def detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
+        """A refused rebase's sentence naming who changed the file since the view (and its details)."""
+        seen = self.since(key, recorded, session)
         exc.details["intervening"] = list(seen.recent)
         exc.details["intervening_writes"] = seen.count
         if not seen.count:

@@ -83,7 +83,7 @@ def record_view(
     partial = start > 1 or start - 1 + count < len(lines)
     offset, limit = (start, max(count, 1)) if partial else (0, 0)
     rs = ReadState(cur.digest, cur.st.st_mtime_ns, cur.st.st_size, offset, limit, time.time(), KIND_READ)
-    coord._record_read(session, rp.key, rs)
+    coord.reader.record_read(session, rp.key, rs)
     return True
 
 
@@ -297,7 +297,7 @@ def _explained(coord: Coordinator, refusal: CoordinatorError | None, key: str, s
     """A stale refusal says who changed the file, or that it changed outside the coordinator (never naming
     the refused session as the writer then)."""
     if refusal is not None and refusal.code == ErrorCode.STALE:
-        refusal.message += coord._stale_detail(key, session)
+        refusal.message += coord.writer.stale_detail(key, session)
     return refusal
 
 

@@ -10,12 +10,15 @@ from typing import Any
 
 from coordinator.arguments import opt_int
 from coordinator.disk import fsio
-from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.caches import StateCalls, _TextCache, _ViewCache
+from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.options import Policy
+from coordinator.engine.record import notice_rider
 from coordinator.engine.results import ReadResult, render_lines
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import content_hash
-from coordinator.state.views import KIND_READ, ReadState
+from coordinator.state.events import ReadTracker
+from coordinator.state.views import KIND_READ, ReadState, StateStore
 from coordinator.text import semantics
 from coordinator.text.codecs import Decoded, decode_bytes
 
@@ -52,10 +55,55 @@ def _render(shown: str, sel: _Lines, unchanged: bool) -> tuple[str, str]:
     return render_lines(shown, chosen, start, total)
 
 
-class _ReadSteps(_CoordinatorBase):
-    """Coordinator methods: the read."""
+def missing_file(rp: fsio.ResolvedPath, root: str, root_fd: int) -> CoordinatorError:
+    """file_not_found with a "Did you mean" hint (computed outside any lock)."""
+    hint = None
+    names = fsio.list_parent(rp, root, root_fd)  # never an outside folder's names
+    suggestion = semantics.suggest_path(rp.name, names)
+    if suggestion is not None:
+        folder = rp.key.rpartition("/")[0]
+        hint = f"{folder}/{suggestion}" if folder else suggestion
+    msg = f"File does not exist: {rp.shown}."
+    if hint:
+        msg += f" Did you mean {hint}?"
+    else:
+        msg += " Check the path (it is relative to the repository root), or create the file with Write."
+    return CoordinatorError(ErrorCode.FILE_NOT_FOUND, msg, path=rp.key, suggestion=hint)
 
-    def _read(
+
+class Reader:
+    """The read, and the recording of a session's view (also of a view an agent's own read gave, native.py).
+    Its collaborators are the Coordinator's: the root's descriptor, the state store and the guard of its
+    calls, this process's caches, the lease gate (its refresh rides the read's round trip)."""
+
+    def __init__(
+        self,
+        *,
+        root: str,
+        root_fd: int,
+        state: StateStore,
+        state_call: StateCalls,
+        views: _ViewCache,
+        texts: _TextCache,
+        tracker: ReadTracker | None,
+        lease_gate: LeaseGate,
+        max_file_bytes: int,
+        max_read_bytes: int,
+        default_read_lines: int,
+    ) -> None:
+        self.root = root
+        self._root_fd = root_fd
+        self.state = state
+        self._state_call = state_call
+        self._views = views
+        self._texts = texts
+        self.tracker = tracker
+        self.lease_gate = lease_gate
+        self.max_file_bytes = max_file_bytes
+        self.max_read_bytes = max_read_bytes
+        self.default_read_lines = default_read_lines
+
+    def read(
         self, session: str, path: str, offset: int | None, limit: int | None, policy: Policy = "strict"
     ) -> ReadResult:
         off = opt_int(offset, "offset", minimum=0)
@@ -70,7 +118,7 @@ class _ReadSteps(_CoordinatorBase):
             # keeps these very bytes as its pre-image (shared by every session that read this version).
             self._texts.put(digest, decoded.text)
         rs = ReadState(digest, st.st_mtime_ns, st.st_size, off or 0, lim or 0, time.time(), KIND_READ)
-        prev, notice = self._record_read(session, rp.key, rs)
+        prev, notice = self.record_read(session, rp.key, rs)
         unchanged = (
             prev is not None
             and prev.kind == KIND_READ
@@ -95,13 +143,18 @@ class _ReadSteps(_CoordinatorBase):
         )
 
     def _read_bytes(self, rp: fsio.ResolvedPath, limit: int | None) -> tuple[bytes, os.stat_result]:
-        dfd = self._open_parent_or_missing(rp)
+        try:
+            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+        except CoordinatorError as exc:
+            if exc.code == ErrorCode.FILE_NOT_FOUND:
+                raise missing_file(rp, self.root, self._root_fd) from None
+            raise
         try:
             found = fsio.read_at(dfd, rp, self.max_file_bytes)
         finally:
             os.close(dfd)
         if found is None:
-            raise self._missing(rp)
+            raise missing_file(rp, self.root, self._root_fd)
         data, st = found
         if limit is None and len(data) > self.max_read_bytes:
             raise CoordinatorError(
@@ -115,9 +168,9 @@ class _ReadSteps(_CoordinatorBase):
             )
         return data, st
 
-    def _record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
+    def record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
         """S's view of P becomes `rs` (one round trip, with the notice lookups); the previous one is returned."""
-        notice_extra, finish = self._notice_extra(session, key)
+        notice_extra, finish = notice_rider(self.tracker, self.state, session, key)
         lease_extra, apply_leases = self.lease_gate.rider()
 
         def extra(pipe: Any) -> None:

@@ -7,34 +7,44 @@ import time
 from collections.abc import Sequence
 
 from coordinator.disk import fsio
-from coordinator.engine.base import _CoordinatorBase
+from coordinator.engine.caches import _TextCache
 from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
 from coordinator.errors import CoordinatorError
-from coordinator.history import content_hash
+from coordinator.history import History, content_hash
 from coordinator.state.views import ReadState
 from coordinator.text import rebase, semantics
 from coordinator.text.codecs import decode_bytes, encode_text
 
 # A path whose view was found out of date this recently is "contended": a rebase there is tried before
-# taking the lock (see _early_rebase).
+# taking the lock (see Rebaser.early).
 _CONTENDED_S = 2.0
 _CONTENDED_MAX = 100_000
 
 
-class _RebaseSteps(_CoordinatorBase):
-    """Coordinator methods: the rebase of an edit made on an older view."""
+class Rebaser:
+    """The rebase of an edit made on an older view, and which paths are contended in this process.
 
-    def _mark_contended(self, key: str) -> None:
+    contended: path -> when a view of it was last found out of date (owned by the Coordinator, shared)."""
+
+    def __init__(
+        self, texts: _TextCache, history_store: History, max_file_bytes: int, contended: dict[str, float]
+    ) -> None:
+        self._texts = texts
+        self.history_store = history_store
+        self.max_file_bytes = max_file_bytes
+        self._contended = contended
+
+    def mark_contended(self, key: str) -> None:
         if len(self._contended) > _CONTENDED_MAX:
             self._contended.clear()
         self._contended[key] = time.monotonic()
 
-    def _is_contended(self, key: str) -> bool:
+    def is_contended(self, key: str) -> bool:
         """Has a view of this path been out of date lately (in this process)?"""
         seen = self._contended.get(key)
         return seen is not None and time.monotonic() - seen < _CONTENDED_S
 
-    def _early_rebase(
+    def early(
         self,
         dfd: int,
         rp: fsio.ResolvedPath,
@@ -57,11 +67,11 @@ class _RebaseSteps(_CoordinatorBase):
         refusal = _view_refusal(recorded, cur, rp)
         if refusal is None:
             return None  # the view is current now: nothing to carry over (judged again under the lock)
-        plan = self._rebase_plan(recorded, cur, specs, rp, use_cache, refusal, match)
+        plan = self.plan(recorded, cur, specs, rp, use_cache, refusal, match)
         assert cur.digest is not None
         return cur.digest, plan
 
-    def _rebase_plan(
+    def plan(
         self,
         recorded: ReadState,
         cur: CurrentFile,

@@ -17,7 +17,7 @@ round trip is made once the result is drafted (`_record`), since the hook is sho
 notice and the lease snapshot come from the replies.
 
 Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
-raise out of `_after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
+raise out of `after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
 result.
 """
 
@@ -30,15 +30,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator.disk import fsio
-from coordinator.engine.base import _CoordinatorBase
+from coordinator.disk.spares import SpareTemps
+from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import PostWriteHook
-from coordinator.engine.intervening import _Intervening
+from coordinator.engine.intervening import InterveningWrites, _Intervening
+from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.results import WriteResult, evolve
 from coordinator.errors import CoordinatorError
 from coordinator.frozen import fast_init
 from coordinator.history import content_hash
 from coordinator.state import events as events_mod
-from coordinator.state.views import KIND_WRITE, ReadState
+from coordinator.state.events import ReadTracker
+from coordinator.state.views import KIND_WRITE, ReadState, StateStore
 from coordinator.text import semantics
 
 if TYPE_CHECKING:
@@ -57,10 +60,41 @@ def _no_notice(replies: list[Any]) -> str:
     return ""
 
 
-class _RecordSteps(_CoordinatorBase):
-    """Coordinator methods: what happens once the lock is released."""
+class Recorder:
+    """What happens once the lock is released: the record, the result, the tidying (module docstring).
+    Its collaborators are the Coordinator's: the state store and the guard of its calls, this process's
+    caches, the lease gate (its refresh rides the record) and the intervening-writes lookup."""
 
-    def _after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+    def __init__(
+        self,
+        *,
+        state: StateStore,
+        state_call: StateCalls,
+        views: _ViewCache,
+        texts: _TextCache,
+        refusals: _RefusalCounts,
+        tracker: ReadTracker | None,
+        lease_gate: LeaseGate,
+        intervening: InterveningWrites,
+        namespace: str,
+        publish_events: bool,
+        tmp_dfd: int,
+        spares: SpareTemps,
+    ) -> None:
+        self.state = state
+        self._state_call = state_call
+        self._views = views
+        self._texts = texts
+        self._refusals = refusals
+        self.tracker = tracker
+        self.lease_gate = lease_gate
+        self.intervening = intervening
+        self.namespace = namespace
+        self.publish_events = publish_events
+        self._tmp_dfd = tmp_dfd
+        self._spares = spares
+
+    def after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         try:
             return self._record_and_report(req, pre, written)
         except Exception:  # the write stands (invariant 3): report it, with a warning, whatever went wrong
@@ -72,13 +106,13 @@ class _RecordSteps(_CoordinatorBase):
             except Exception:
                 return bare
         finally:
-            self._tidy_after_lock(written)
+            self.tidy(written)
 
-    def _tidy_after_lock(self, written: _Written) -> None:
+    def tidy(self, written: _Written) -> None:
         """The replace's directory work that needs no lock, done once the lock is released (while the
         record's round trip is under way when it is sent first): the replaced content's temporary is
         unlinked (fsio.atomic_replace's `old_names`), and a spare temporary made for the next write
-        (spares.py). The early path calls it, then `_after_lock` again: the second call finds the temporary
+        (spares.py). The early path calls it, then `after_lock` again: the second call finds the temporary
         gone and the spares made. Never raises (invariant 3: the write has landed)."""
         try:
             if written.old_temp is not None:
@@ -113,7 +147,7 @@ class _RecordSteps(_CoordinatorBase):
         the tracker), then the replies are read. A record that failed makes the result again, with its
         warning (rare: the message is made twice then)."""
         try:
-            self._tidy_after_lock(written)
+            self.tidy(written)
             draft = self._draft(req, pre, written)
             self._saw(req.session, pre.rp.key, view_digest)
             result = req.finish(draft)
@@ -191,13 +225,13 @@ class _RecordSteps(_CoordinatorBase):
             snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, written.lines[0])
         seen = None
         if plan.rebased is not None and pre.recorded is not None:
-            seen = self._intervening(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
+            seen = self.intervening.since(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
         return self._result(req, pre, written, snippet, seen)
 
     def _riders(self, session: str, key: str) -> _Riders:
         """What else rides the post-write round trip this time: notice lookups (when due) and a lease
         snapshot refresh (when half-way to stale), each with what reads its replies."""
-        notice_extra, notice_finish = self._notice_extra(session, key)
+        notice_extra, notice_finish = notice_rider(self.tracker, self.state, session, key)
         lease_extra, apply_leases = self.lease_gate.rider()
         return _Riders(notice_extra, notice_finish, lease_extra, apply_leases)
 
@@ -293,21 +327,23 @@ class _RecordSteps(_CoordinatorBase):
 
         return extra
 
-    def _notice_extra(self, session: str, key: str) -> tuple[Extra | None, Callable[[list[Any]], str]]:
-        """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
-        tracker = self.tracker
-        keys = tracker.due(session, exclude=key) if tracker is not None else []
-        if not keys or tracker is None:
-            return None, _no_notice
 
-        def extra(pipe: Any) -> None:
-            self.state.queue_heads(pipe, keys)
+def notice_rider(
+    tracker: ReadTracker | None, state: StateStore, session: str, key: str
+) -> tuple[Extra | None, Callable[[list[Any]], str]]:
+    """The notice lookups to add to a pipeline the call makes anyway, and how to read their replies."""
+    keys = tracker.due(session, exclude=key) if tracker is not None else []
+    if not keys or tracker is None:
+        return None, _no_notice
 
-        def finish(replies: list[Any]) -> str:
-            found = tracker.notice(session, keys, replies[-len(keys) :])
-            return found.text if found is not None else ""
+    def extra(pipe: Any) -> None:
+        state.queue_heads(pipe, keys)
 
-        return extra, finish
+    def finish(replies: list[Any]) -> str:
+        found = tracker.notice(session, keys, replies[-len(keys) :])
+        return found.text if found is not None else ""
+
+    return extra, finish
 
 
 @fast_init

@@ -9,6 +9,7 @@ from coordinator import arguments
 from coordinator.arguments import check_text as _check_text
 from coordinator.arguments import opt_int as _opt_int
 from coordinator.disk import fsio
+from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.options import Match, Policy
 from coordinator.engine.plan import _Current, _Missing, _Plan
 from coordinator.engine.results import ReadResult, WriteResult, evolve
@@ -30,22 +31,34 @@ class Session:
 
     policy: "strict" or "rebase" for this session's edits (None: the coordinator's).
     match: "exact" or "flexible" matching of old_string (None: the coordinator's).
+    options: how this session's calls are shaped (calls.py: not waiting for a busy lock, a post-write
+        hook); `with_options` gives the same session with others.
     """
 
     def __init__(
-        self, coord: Coordinator, session_id: str, policy: Policy | None = None, match: Match | None = None
+        self,
+        coord: Coordinator,
+        session_id: str,
+        policy: Policy | None = None,
+        match: Match | None = None,
+        options: CallOptions = DEFAULT_OPTIONS,
     ) -> None:
         self.coord = coord
         self.id = session_id
         self.policy: Policy = policy if policy is not None else coord.policy
         self.match: Match = match if match is not None else coord.match
+        self.options = options
+
+    def with_options(self, options: CallOptions) -> Session:
+        """This session, its calls made with `options` (calls.py); this one keeps its own."""
+        return Session(self.coord, self.id, self.policy, self.match, options)
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
     def read(self, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
         """Read lines of a text file; records this session's view of the whole file."""
-        return self.coord._read(self.id, path, offset, limit, self.policy)
+        return self.coord.reader.read(self.id, path, offset, limit, self.policy)
 
     def notices(self) -> Notice | None:
         """Files this session read that another session has written since (`Coordinator.notices`)."""
@@ -75,7 +88,7 @@ class Session:
 
     def leases(self) -> list[Lease]:
         """This session's live leases."""
-        return [x for x in self.coord.lease_store.live() if x.session == self.id]
+        return [x for x in self.coord.leases() if x.session == self.id]
 
     def write(self, path: str, content: str) -> WriteResult:
         """Create or overwrite a file. An existing file must have been read, and be unchanged since."""
@@ -89,8 +102,15 @@ class Session:
             new = encode_text(content, encoding)
             return _Plan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
 
-        return self.coord.check_then_write(
-            self.id, path, "write", transform, may_create=True, policy=self.policy, finish=_write_message
+        return self.coord.writer.check_then_write(
+            self.id,
+            path,
+            "write",
+            transform,
+            may_create=True,
+            policy=self.policy,
+            options=self.options,
+            finish=_write_message,
         )
 
     def edit(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
@@ -132,13 +152,14 @@ class Session:
                 match_lines=out.match_lines,
             )
 
-        return self.coord.check_then_write(
+        return self.coord.writer.check_then_write(
             self.id,
             path,
             operation,
             transform,
             may_create=creating,
             policy=self.policy,
+            options=self.options,
             specs=specs,
             finish=lambda res: _edit_message(res, creating),
             match=match,
@@ -211,13 +232,14 @@ class Session:
             )
 
         try:
-            return self.coord.check_then_write(
+            return self.coord.writer.check_then_write(
                 self.id,
                 rp.key,
                 operation,
                 transform,
                 may_create=True,
                 policy=self.policy,
+                options=self.options,
                 reverts=target.version,
                 finish=lambda res: _with_message(res, _revert_message(res, target, entries, self.id)),
             )
@@ -268,8 +290,15 @@ class Session:
                 msg += f" Discarded the changes of version{'s' if len(discarded) != 1 else ''} {gone}."
             return _with_message(res, msg)
 
-        return self.coord.check_then_write(
-            self.id, rp.key, operation, transform, may_create=True, policy=self.policy, finish=finish
+        return self.coord.writer.check_then_write(
+            self.id,
+            rp.key,
+            operation,
+            transform,
+            may_create=True,
+            policy=self.policy,
+            options=self.options,
+            finish=finish,
         )
 
 

@@ -13,7 +13,7 @@ check_then_write                       public entry: the request, refusal counti
         _read_and_plan                    history pre-image and index entry, temp file, rename
         _history_first
         _replace
-    _after_lock      (record.py)       4. after the lock: one round trip records the write
+    Recorder.after_lock (record.py)    4. after the lock: one round trip records the write
 
 The common case: a file that exists, written by a session whose view of it this process recorded (its
 last read or write of it was made here) and is still current, on a path whose views have not gone out
@@ -28,14 +28,14 @@ kept by its hash: proving that its bytes decode to exactly that text (no byte or
 byte) scans them as the decode does, and with a regular expression it cost more instructions than the
 decode it saved. Call options are the general path's too: a busy lock under `wait_for_lock=False` is
 handed over (the general path raises LockBusy, whose resume waits), and a post-write hook rides the
-record (`_after_lock`). The HTTP service makes every call with
+record (`Recorder.after_lock`). The HTTP service makes every call with
 both options (it runs calls inline on its event loop), so it takes this path as well.
 
 One owner per decision: the common path makes none of its own. Every rule is applied by the function the
 general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `fsio.read_at` and
 `fsio.check_writable` for the read under the lock, the history's `reconcile` and `begin`, the staleness
 rule's comparison of hashes, the caller's transform for the change, `_write_planned` for the size limit,
-history and the replace, `_after_lock` for the record and the result). Where the common case does not
+history and the replace, `Recorder.after_lock` for the record and the result). Where the common case does not
 hold, it hands the call over before anything is written: `_common_write` returns None, and the general
 path runs the call from the start (resolving the path and reading the file again under the lock, where it
 gives the refusal, the rebase or the creation). What the common path finds out before that is not kept: a
@@ -55,20 +55,24 @@ import time
 from collections.abc import Callable, Sequence
 
 from coordinator.disk import fsio
-from coordinator.disk.locks import HeldLock
+from coordinator.disk.locks import HeldLock, LockManager
+from coordinator.disk.spares import SpareTemps
+from coordinator.engine.caches import StateCalls, _RefusalCounts, _ViewCache
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
-from coordinator.engine.intervening import _InterveningSteps
-from coordinator.engine.observer import APPLIED, REBASED, refusal_outcome
-from coordinator.engine.options import Policy
+from coordinator.engine.intervening import InterveningWrites
+from coordinator.engine.leasing import LeaseGate
+from coordinator.engine.observer import APPLIED, REBASED, EngineObserver, refusal_outcome
+from coordinator.engine.options import Policy, StateCheck
 from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
-from coordinator.engine.rebasing import _RebaseSteps
-from coordinator.engine.record import UNRECORDED_WARNING, _RecordSteps
+from coordinator.engine.reading import missing_file
+from coordinator.engine.rebasing import Rebaser
+from coordinator.engine.record import UNRECORDED_WARNING, Recorder
 from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
-from coordinator.history import HeadRecord, content_hash
+from coordinator.history import HeadRecord, History, content_hash
 from coordinator.state.leases import Lease, LeaseCheck
-from coordinator.state.views import ReadState, reset_note
+from coordinator.state.views import ReadState, StateStore, reset_note
 from coordinator.text import semantics
 
 _UMASK = os.umask(0o022)
@@ -81,7 +85,7 @@ _KNOWN_PATHS_MAX = 1024
 
 
 class _KnownPath:
-    """One path as the common path keeps it: its resolution (see `_WriteSteps._known_path`)."""
+    """One path as the common path keeps it: its resolution (see `CheckThenWrite._known_path`)."""
 
     __slots__ = ("rp",)
 
@@ -89,10 +93,56 @@ class _KnownPath:
         self.rp = rp
 
 
-class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
-    """Coordinator methods: the check-then-write, its common path beside its general one."""
+class CheckThenWrite:
+    """The check-then-write, its common path beside its general one (module docstring). It holds its
+    collaborators, all made by the Coordinator: the disk (the root's and the temporaries' descriptors, the
+    locks, the spares, the history), the state store and the guard of its calls, this process's caches,
+    the lease gate, the rebaser, the recorder and the intervening-writes lookup. `observer`: set by
+    `Coordinator.observe`."""
 
-    _known_paths: dict[str, _KnownPath]  # set by Coordinator._init_process_state
+    def __init__(
+        self,
+        *,
+        root: str,
+        root_fd: int,
+        tmp_dfd: int,
+        spares: SpareTemps,
+        locks: LockManager,
+        history_store: History,
+        state: StateStore,
+        state_call: StateCalls,
+        views: _ViewCache,
+        refusals: _RefusalCounts,
+        known_paths: dict[str, _KnownPath],
+        lease_gate: LeaseGate,
+        rebaser: Rebaser,
+        recorder: Recorder,
+        intervening: InterveningWrites,
+        state_check: StateCheck,
+        fsync: bool,
+        max_file_bytes: int,
+        publish_events: bool,
+    ) -> None:
+        self.root = root
+        self._root_fd = root_fd
+        self._tmp_dfd = tmp_dfd
+        self._spares = spares
+        self.locks = locks
+        self.history_store = history_store
+        self.state = state
+        self._state_call = state_call
+        self._views = views
+        self._refusals = refusals
+        self._known_paths = known_paths
+        self.lease_gate = lease_gate
+        self.rebaser = rebaser
+        self.recorder = recorder
+        self.intervening = intervening
+        self.state_check = state_check
+        self.fsync = fsync
+        self.max_file_bytes = max_file_bytes
+        self.publish_events = publish_events
+        self.observer: EngineObserver | None = None
 
     def check_then_write(
         self,
@@ -107,6 +157,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         finish: Callable[[WriteResult], WriteResult] | None = None,
         match: str = "exact",
         reverts: int | None = None,
+        options: CallOptions = DEFAULT_OPTIONS,
     ) -> WriteResult:
         """Run `transform` on the file as it is on disk, under its lock, and write its plan atomically.
 
@@ -122,9 +173,10 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         match: the edits' matching rule ("exact" or "flexible"), used when they are rebased.
         reverts: an undo or redo, the version whose change it reverts (kept in the history entry).
 
-        Options set with `Coordinator.call_options` on this thread apply (a busy lock raising LockBusy, a
-        post-write hook). A refusal made against this process's cached view of the session is checked once
-        more against Redis (another process of the same session may have read or written since).
+        options: how the caller shapes the call (calls.py: a busy lock raising LockBusy, a post-write hook).
+
+        A refusal made against this process's cached view of the session is checked once more against Redis
+        (another process of the same session may have read or written since).
         """
         req = _Request(
             session,
@@ -134,7 +186,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             may_create,
             specs if policy == "rebase" and specs else None,
             finish or _same,
-            self._current_options(),
+            options,
             match,
             reverts,
         )
@@ -159,7 +211,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         gate = self.lease_gate
         if (
             recorded is None
-            or self._is_contended(rp.key)  # views of it go stale here lately: the general path, lock taken once
+            or self.rebaser.is_contended(rp.key)  # views of it go stale here lately: the general path, lock taken once
             or gate.fresh() != []
             or gate.granted_any(req.session)
         ):
@@ -178,7 +230,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
                 os.close(dfd)
         if written is None:
             return None
-        return self._after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)
+        return self.recorder.after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)
 
     def _known_path(self, path: str) -> _KnownPath:
         """What the common path keeps per path: its resolution.
@@ -246,9 +298,6 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             st=st,
             digest=digest,
         ), head
-
-    def _current_options(self) -> CallOptions:
-        return getattr(self._call_local, "options", DEFAULT_OPTIONS)
 
     def _counted(self, call: Callable[[], WriteResult], operation: str) -> WriteResult:
         """Refusals are counted by code (flushed to Redis on the next post-write round trip), and leave the
@@ -337,27 +386,27 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
         try:
             written = self._critical_section(req, pre, dfd, wait)
         except _Missing:
-            raise self._missing(rp) from None
+            raise missing_file(rp, self.root, self._root_fd) from None
         except CoordinatorError as exc:
             raise self._decorate_refusal(exc, rp.key, pre.recorded, req.session) from None
         finally:
             with contextlib.suppress(OSError):  # after a rename, nothing may turn the write into a failure
                 os.close(dfd)
         # 4. After the lock.
-        return self._after_lock(req, pre, written)
+        return self.recorder.after_lock(req, pre, written)
 
     def _open_parent_for_write(self, rp: fsio.ResolvedPath, may_create: bool) -> int:
         try:
             return fsio.open_parent(rp, self.root, create=may_create, root_fd=self._root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND and not may_create:  # (with create: a file in the way)
-                raise self._missing(rp) from None
+                raise missing_file(rp, self.root, self._root_fd) from None
             raise
 
     def _critical_section(self, req: _Request, pre: _PreLock, dfd: int, wait: bool) -> _Written:
         early: tuple[str, WritePlan] | None = None
-        if req.rebase_specs is not None and pre.recorded is not None and self._is_contended(pre.rp.key):
-            early = self._early_rebase(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache, req.match)
+        if req.rebase_specs is not None and pre.recorded is not None and self.rebaser.is_contended(pre.rp.key):
+            early = self.rebaser.early(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache, req.match)
         # 2. The lock.
         held = self._take_lock(req, pre, wait)
         try:
@@ -447,11 +496,11 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
             return None
         if recorded is None:
             raise refusal  # not read: there is no view to carry over, nor a cached one
-        self._mark_contended(rp.key)
+        self.rebaser.mark_contended(rp.key)
         if early is not None and early[0] == cur.digest:
             return early[1]  # carried over outside the lock onto these very bytes
         if req.rebase_specs is not None:
-            return self._rebase_plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, refusal, req.match)
+            return self.rebaser.plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, refusal, req.match)
         if pre.use_cache:
             raise _CachedViewRefused(rp.key, recorded, refusal)
         raise refusal
@@ -520,7 +569,7 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
                     old_names=old,
                     spare=self._spares.take(),  # made after an earlier write, outside the lock (spares.py)
                 )
-                written.old_temp = old[0] if old else None  # removed after the lock (`_tidy_after_lock`)
+                written.old_temp = old[0] if old else None  # removed after the lock (`Recorder.tidy`)
         except BaseException:
             self.history_store.abort(held, written.pending)
             raise
@@ -545,12 +594,12 @@ class _WriteSteps(_InterveningSteps, _RebaseSteps, _RecordSteps):
                 exc.details["state_reset"] = True
         if exc.code == ErrorCode.STALE:
             if "changes" in exc.details and recorded is not None:  # a refused rebase: name who changed it
-                exc.message += self._intervening_detail(key, recorded, session, exc)
+                exc.message += self.intervening.detail(key, recorded, session, exc)
             else:
-                exc.message += self._stale_detail(key, session)
+                exc.message += self.stale_detail(key, session)
         return exc
 
-    def _stale_detail(self, key: str, refused: str | None = None) -> str:
+    def stale_detail(self, key: str, refused: str | None = None) -> str:
         """Who changed the file since: the newest version's writer, or "outside the coordinator" when the
         file is not what that version left. After an outside change the writer is named only when it is not
         the refused session `refused` (naming the session itself would send its model looking for a session

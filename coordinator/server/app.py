@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from coordinator.client import operations as ops
 from coordinator.client.local import LocalClient
 from coordinator.client.operations import Operation
-from coordinator.engine import LockBusy
+from coordinator.engine import CallOptions, LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history.footprint import FootprintMeter
 from coordinator.server import dashboard
@@ -367,24 +367,21 @@ class App:
         pool = self.poll_executor if long_poll else self.executor
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
-    async def _engine(self, fn: Callable[[], Any], hook: RecordOnWrite | None = None) -> Answer:
-        """Run an engine call: inline on the event loop while it need not wait (the engine raises LockBusy,
-        before anything is read under the lock, where the file's lock is taken), else resumed in the
-        thread pool. Why: handing every call to a thread costs two context switches, more than the engine's
-        own work (BENCHMARKS.md, "Figures behind design choices"), while most calls find their lock free."""
-        coord = self.coord
+    async def _engine(self, fn: Callable[[CallOptions], Any], hook: RecordOnWrite | None = None) -> Answer:
+        """Run an engine call, `fn(options)` (it makes its calls with those options, `LocalClient.with_options`):
+        inline on the event loop while it need not wait (the engine raises LockBusy, before anything is
+        read under the lock, where the file's lock is taken), else resumed in the thread pool. Why: handing
+        every call to a thread costs two context switches, more than the engine's own work (BENCHMARKS.md,
+        "Figures behind design choices"), while most calls find their lock free."""
         if not self.config.inline:
-            return await self._run(lambda: self._within(hook, lambda: self._call_engine(fn)))
+            waiting = CallOptions(post_write=hook)
+            return await self._run(lambda: self._call_engine(lambda: fn(waiting)))
+        inline = CallOptions(wait_for_lock=False, post_write=hook)
         try:
-            with coord.call_options(wait_for_lock=False, post_write=hook):
-                return self._call_engine(fn)
+            return self._call_engine(lambda: fn(inline))
         except LockBusy as busy:
             resume = busy.resume
         return await self._run(lambda: self._call_engine(resume))
-
-    def _within(self, hook: RecordOnWrite | None, fn: Callable[[], Answer]) -> Answer:
-        with self.coord.call_options(post_write=hook):
-            return fn()
 
     def _call_engine(self, fn: Callable[[], Any]) -> Answer:
         """Run an engine call and turn its outcome (result or refusal) into an answer."""
@@ -399,7 +396,12 @@ class App:
             return self._error(ServiceError("internal_error", _INTERNAL))
 
     async def _mutate(
-        self, route: Route, session: str, model: Operation, headers: dict[str, str], fn: Callable[[], Any]
+        self,
+        route: Route,
+        session: str,
+        model: Operation,
+        headers: dict[str, str],
+        fn: Callable[[CallOptions], Any],
     ) -> Answer:
         """Run a mutating engine call, once per (session, Idempotency-Key) when the header is given."""
         idem_key = headers.get("idempotency-key")
@@ -446,21 +448,23 @@ class App:
             m = dataclasses.replace(m, wait_s=self.config.max_poll_wait_s)  # type: ignore[type-var]
         if route.mutating:
             assert session is not None  # no viewer route mutates (Route.viewer, checked by _authorize)
-            return await self._mutate(route, session, m, h, lambda: m.answer(client, m.apply(client, session)))
+            return await self._mutate(
+                route, session, m, h, lambda o: m.answer(client, m.apply(client.with_options(o), session))
+            )
         if route.long_poll:
             return await self._run(
                 lambda: self._call_engine(lambda: m.answer(client, m.apply(client, session))), long_poll=True
             )
-        return await self._engine(lambda: m.answer(client, m.apply(client, session)))
+        return await self._engine(lambda o: m.answer(client, m.apply(client.with_options(o), session)))
 
     async def op_undo(self, route: Route, p: Principal, m: ops.Undo, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
         client = self.client
 
-        def undo() -> Any:
+        def undo(options: CallOptions) -> Any:
             if not p.is_admin:
                 self._check_undo_own(session, m.path, m.version)
-            return m.apply(client, session)
+            return m.apply(client.with_options(options), session)
 
         return await self._mutate(route, session, m, h, undo)
 
@@ -481,13 +485,13 @@ class App:
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         op = ops.Leases(session=query_session(scope))
         client = self.client
-        return await self._engine(lambda: op.answer(client, op.apply(client, op.session)))
+        return await self._engine(lambda _: op.answer(client, op.apply(client, op.session)))
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
         op, client = ops.Status(session=session), self.client
 
-        def status() -> dict[str, Any]:
+        def status(_: CallOptions) -> dict[str, Any]:
             found = op.apply(client, session)
             return {**found.to_dict(), "role": p.role, "token_expires_at": p.expires_at}
 

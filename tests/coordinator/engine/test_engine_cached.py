@@ -14,7 +14,7 @@ import redis.connection
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator.disk.layout import redis_dir, state_dir_of
-from coordinator.engine import WriteResult, leasing
+from coordinator.engine import CallOptions, WriteResult, leasing
 
 
 def test_cached_is_the_default() -> None:
@@ -148,11 +148,11 @@ def test_default_edit_with_a_post_write_hook_is_one_round_trip(
         s = coord.session("rt")
         s.read("rt.txt")
         s.edit("rt.txt", "line 0 = 0", "line 0 = 1")  # warm up (script load)
-        with coord.call_options(post_write=hook):
-            sends = _count_sends(monkeypatch)
-            for i in range(1, 11):
-                s.edit("rt.txt", f"line {i} = 0", f"line {i} = 1")
-            monkeypatch.undo()
+        hooked = s.with_options(CallOptions(post_write=hook))
+        sends = _count_sends(monkeypatch)
+        for i in range(1, 11):
+            hooked.edit("rt.txt", f"line {i} = 0", f"line {i} = 1")
+        monkeypatch.undo()
         assert coord.redis.get("idem:11") is not None
     assert hook.replies == [[True]] * 10
     assert 1.0 <= sends[0] / 10 < 1.5

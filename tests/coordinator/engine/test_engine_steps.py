@@ -11,7 +11,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode, arguments
 from coordinator.disk.locks import LockManager
-from coordinator.engine import CurrentFile, LockBusy, WritePlan, WriteResult, _Current, _Plan
+from coordinator.engine import CallOptions, CurrentFile, LockBusy, WritePlan, WriteResult, _Current, _Plan
 from coordinator.history import content_hash
 
 
@@ -76,17 +76,17 @@ def test_busy_lock_raises_lock_busy_and_resume_finishes_the_same_call(
     s = coord.session("s")
     s.read("f.txt")
     pre_lock_calls = []
-    real_pre_lock = coord._pre_lock
+    real_pre_lock = coord.writer._pre_lock
 
     def counting_pre_lock(*a: Any, **kw: Any) -> Any:
         pre_lock_calls.append(a)
         return real_pre_lock(*a, **kw)
 
-    monkeypatch.setattr(coord, "_pre_lock", counting_pre_lock)
+    monkeypatch.setattr(coord.writer, "_pre_lock", counting_pre_lock)
     other = _other_holder(coord)
     held = other.acquire("f.txt")
-    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
-        s.edit("f.txt", "x = 1", "x = 2")
+    with pytest.raises(LockBusy) as ei:
+        s.with_options(CallOptions(wait_for_lock=False)).edit("f.txt", "x = 1", "x = 2")
     assert (root / "f.txt").read_text() == "x = 1\n"  # nothing written while busy
     assert len(pre_lock_calls) == 1
     out: list[WriteResult] = []
@@ -108,8 +108,7 @@ def test_free_lock_with_no_wait_runs_inline(coord: Coordinator, root: Path) -> N
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")
     s.read("f.txt")
-    with coord.call_options(wait_for_lock=False):
-        res = s.edit("f.txt", "a", "b")
+    res = s.with_options(CallOptions(wait_for_lock=False)).edit("f.txt", "a", "b")
     assert res.version == 1 and (root / "f.txt").read_text() == "b\n"
 
 
@@ -122,8 +121,8 @@ def test_resumed_call_still_judges_the_view_under_the_lock(coord: Coordinator, r
     t.read("f.txt")
     other = _other_holder(coord)
     held = other.acquire("f.txt")
-    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
-        s.edit("f.txt", "a", "A")
+    with pytest.raises(LockBusy) as ei:
+        s.with_options(CallOptions(wait_for_lock=False)).edit("f.txt", "a", "A")
     held.release()
     other.close()
     t.edit("f.txt", "b", "B")  # lands first
@@ -133,25 +132,27 @@ def test_resumed_call_still_judges_the_view_under_the_lock(coord: Coordinator, r
     assert (root / "f.txt").read_text() == "a\nB\n"
 
 
-def test_options_are_per_thread_and_restored(coord: Coordinator, root: Path) -> None:
+def test_options_belong_to_the_session_view_not_the_thread(coord: Coordinator, root: Path) -> None:
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")
     s.read("f.txt")
+    nowait = s.with_options(CallOptions(wait_for_lock=False))
     other = _other_holder(coord)
     held = other.acquire("f.txt")
     outcome: list[object] = []
-    with coord.call_options(wait_for_lock=False):
 
-        def elsewhere() -> None:  # another thread, outside any call_options block: it waits
-            outcome.append(s.edit("f.txt", "a", "b"))
+    def elsewhere() -> None:  # another thread, the session without the options: it waits
+        outcome.append(s.edit("f.txt", "a", "b"))
 
-        worker = threading.Thread(target=elsewhere)
-        worker.start()
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    with pytest.raises(LockBusy):  # the view, on this thread meanwhile, does not wait
+        nowait.edit("f.txt", "a", "b")
     held.release()
     worker.join(timeout=30)
     other.close()
     assert isinstance(outcome[0], WriteResult) and (root / "f.txt").read_text() == "b\n"
-    assert coord._current_options().wait_for_lock  # the block's options ended with it
+    assert s.options.wait_for_lock and not nowait.options.wait_for_lock  # the session kept its own
 
 
 # ------------------------------------------------------------------------------------------ post-write hook
@@ -181,10 +182,10 @@ def test_post_write_hook_rides_the_write_and_gets_its_replies(root: Path) -> Non
         s = coord.session("s")
         s.read("f.txt")
         hook = _Recorder()
-        with coord.call_options(post_write=hook):
-            res = s.edit("f.txt", "a", "b")
-            with pytest.raises(CoordinatorError):
-                s.edit("f.txt", "zzz", "y")  # a refusal: the hook is not used
+        hooked = s.with_options(CallOptions(post_write=hook))
+        res = hooked.edit("f.txt", "a", "b")
+        with pytest.raises(CoordinatorError):
+            hooked.edit("f.txt", "zzz", "y")  # a refusal: the hook is not used
     assert hook.replies == [[True, 1]]
     assert r.get("hook:answer") == res.message.encode()  # the result as the caller sees it
     assert len(hook.queued) == 1 and hook.queued[0].version == res.version
@@ -195,8 +196,7 @@ def test_a_failing_hook_never_fails_the_write(coord: Coordinator, root: Path) ->
     s = coord.session("s")
     s.read("f.txt")
     hook = _Recorder(fail=True)
-    with coord.call_options(post_write=hook):
-        res = s.edit("f.txt", "a", "b")
+    res = s.with_options(CallOptions(post_write=hook)).edit("f.txt", "a", "b")
     assert (root / "f.txt").read_text() == "b\n" and res.version == 1 and not res.warnings
     s.edit("f.txt", "b", "c")  # the write itself was recorded
 
@@ -211,8 +211,7 @@ def test_hook_gets_none_when_the_round_trip_fails(coord: Coordinator, root: Path
 
     monkeypatch.setattr(coord.state, "record_write", down)
     hook = _Recorder()
-    with coord.call_options(post_write=hook):
-        res = s.edit("f.txt", "a", "b")
+    res = s.with_options(CallOptions(post_write=hook)).edit("f.txt", "a", "b")
     assert hook.replies == [None]
     assert (root / "f.txt").read_text() == "b\n" and res.warnings  # written, and said so
 
@@ -247,7 +246,7 @@ def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
     else:
         monkeypatch.setattr(coord.state, step, broken)
     if step == "record_write":  # the waited-for way (as with a post-write hook, notices or a lease refresh)
-        monkeypatch.setattr(coord, "_start_record", lambda *a, **kw: None)
+        monkeypatch.setattr(coord.writer.recorder, "_start_record", lambda *a, **kw: None)
     res = s.edit("f.txt", "a", "b")
     assert (root / "f.txt").read_text() == "b\n"
     assert res.version == 1 and res.warnings and "written" in res.warnings[0]
@@ -303,15 +302,15 @@ def test_argument_rules_are_one_module_the_engine_uses(coord: Coordinator, root:
 
 
 def test_a_resumed_call_keeps_the_options_it_started_with(coord: Coordinator, root: Path) -> None:
-    """The post-write hook of the block the call started in rides the resumed call too, on any thread."""
+    """The post-write hook of the session view the call started on rides the resumed call too, on any thread."""
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")
     s.read("f.txt")
     hook = _Recorder()
     other = _other_holder(coord)
     held = other.acquire("f.txt")
-    with coord.call_options(wait_for_lock=False, post_write=hook), pytest.raises(LockBusy) as ei:
-        s.edit("f.txt", "a", "b")
+    with pytest.raises(LockBusy) as ei:
+        s.with_options(CallOptions(wait_for_lock=False, post_write=hook)).edit("f.txt", "a", "b")
     held.release()
     other.close()
     out: list[WriteResult] = []
@@ -340,8 +339,8 @@ def test_a_resumed_call_never_raises_lock_busy_again(
         same.close()
     other = _other_holder(coord)
     held = other.acquire("f.txt")
-    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as ei:
-        s.edit("f.txt", "a", "A")
+    with pytest.raises(LockBusy) as ei:
+        s.with_options(CallOptions(wait_for_lock=False)).edit("f.txt", "a", "A")
     held.release()
     other.close()
     monkeypatch.setattr(coord.locks, "try_acquire", lambda key: None)  # from now on the lock looks busy

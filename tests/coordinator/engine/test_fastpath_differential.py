@@ -45,7 +45,7 @@ class Side:
 
 
 def _spy(side: Side) -> None:
-    real = side.coord._common_write
+    real = side.coord.writer._common_write
 
     def spy(req: Any) -> Any:
         try:
@@ -61,7 +61,7 @@ def _spy(side: Side) -> None:
             side.taken += 1
         return done
 
-    side.coord._common_write = spy  # type: ignore[method-assign]
+    side.coord.writer._common_write = spy  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Sid
         made.append(Side(coord))
     fast, general = made
     _spy(fast)
-    general.coord._common_write = lambda req: None  # type: ignore[method-assign]
+    general.coord.writer._common_write = lambda req: None  # type: ignore[method-assign]
     yield fast, general
     for side in made:
         side.coord.close()

@@ -1,4 +1,4 @@
-"""The common path (`_WriteSteps._common_write`, engine/write.py) gives what the general path gives: the
+"""The common path (`CheckThenWrite._common_write`, engine/write.py) gives what the general path gives: the
 same results, files, history and refusals, call by call; and it hands every call that is not the common
 case over with nothing written."""
 
@@ -12,7 +12,7 @@ import fakeredis
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
-from coordinator.engine import LockBusy, Session, WriteResult, leasing
+from coordinator.engine import CallOptions, LockBusy, Session, WriteResult, leasing
 from coordinator.engine import write as write_mod
 from tests.refusals import refused
 
@@ -24,7 +24,7 @@ class _Spy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, enabled: bool = True) -> None:
         self.taken = self.handed = self.raised = 0
-        real = write_mod._WriteSteps._common_write
+        real = write_mod.CheckThenWrite._common_write
 
         def spy(eng: Any, req: Any) -> WriteResult | None:
             try:
@@ -38,7 +38,7 @@ class _Spy:
                 self.taken += 1
             return done
 
-        monkeypatch.setattr(write_mod._WriteSteps, "_common_write", spy)
+        monkeypatch.setattr(write_mod.CheckThenWrite, "_common_write", spy)
 
 
 @pytest.fixture
@@ -204,8 +204,7 @@ class _Hook:
 
 def _with_options(call: Call, hook: _Hook | None, wait_for_lock: bool) -> Call:
     def run(s: Session, p: str) -> Any:
-        with s.coord.call_options(wait_for_lock=wait_for_lock, post_write=hook):
-            return call(s, p)
+        return call(s.with_options(CallOptions(wait_for_lock=wait_for_lock, post_write=hook)), p)
 
     return run
 
@@ -237,8 +236,8 @@ def test_a_busy_lock_not_waited_for_is_handed_over_to_lock_busy(
     spy = _Spy(monkeypatch)
     held = coord.locks.try_acquire("f.txt")
     assert held is not None
-    with coord.call_options(wait_for_lock=False), pytest.raises(LockBusy) as busy:
-        coord.session("s").edit("f.txt", "return 'a'", "return 'b'")
+    with pytest.raises(LockBusy) as busy:
+        coord.session("s", options=CallOptions(wait_for_lock=False)).edit("f.txt", "return 'a'", "return 'b'")
     assert (spy.taken, spy.handed) == (0, 1)
     assert (root / "f.txt").read_bytes() == TEXT  # nothing written while the lock is someone else's
     held.release()

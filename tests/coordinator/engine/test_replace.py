@@ -81,7 +81,7 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
         seen: list[tuple[bool, str]] = []  # (the lock was free, the temporary's content) per removal
         hot: list[bool] = []
-        real_remove, real_hot = fsio.remove_temp, write_mod._WriteSteps._common_write
+        real_remove, real_hot = fsio.remove_temp, write_mod.CheckThenWrite._common_write
 
         def remove(dfd: int, name: str) -> None:
             held = c.locks.try_acquire("a.txt")  # another holder would get it: the writer's lock is released
@@ -96,7 +96,7 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
             return done
 
         monkeypatch.setattr(fsio, "remove_temp", remove)
-        monkeypatch.setattr(write_mod._WriteSteps, "_common_write", hot_write)
+        monkeypatch.setattr(write_mod.CheckThenWrite, "_common_write", hot_write)
         s = c.session("s")
         s.read("a.txt")
         s.edit("a.txt", "one", "two")
