@@ -189,19 +189,19 @@ class Calls:
     # -- the service's own routes (no Client operation behind them) -------------------------------------------
     def session_status(self, session: str | None = None) -> Call[dict[str, Any]]:
         params = {"session": session} if session is not None else None
-        return Call("GET", "/v1/session", session, None, True, _same, params=params)
+        return Call("GET", ops.Status.route.path, session, None, True, _same, params=params)
 
     def sessions(self) -> Call[dict[str, Any]]:
-        return Call("GET", "/v1/sessions", None, None, True, _same)
+        return Call("GET", ops.SESSIONS_ROUTE.path, None, None, True, _same)
 
     def health(self) -> Call[dict[str, Any]]:
-        return Call("GET", "/v1/health", None, None, True, _same, auth=False)
+        return Call("GET", ops.HEALTH_ROUTE.path, None, None, True, _same, auth=False)
 
     def issue_token(self, session: str, ttl_s: int = 24 * 3600) -> Call[str]:
-        return Call("POST", "/v1/tokens", None, {"session": session, "ttl_s": ttl_s}, True, _token)
+        return Call("POST", ops.TOKENS_ROUTE.path, None, {"session": session, "ttl_s": ttl_s}, True, _token)
 
     def shutdown(self) -> Call[dict[str, Any]]:
-        return Call("POST", "/v1/admin/shutdown", None, None, False, _same)
+        return Call("POST", ops.SHUTDOWN_ROUTE.path, None, None, False, _same)
 
 
 def _token(data: dict[str, Any]) -> str:

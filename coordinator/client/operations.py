@@ -114,6 +114,22 @@ class HttpRoute:
     operation_id: str = ""  # the OpenAPI operationId and the service's name for it, when not the method's
 
 
+# The service's own endpoints that HttpClient calls too (no engine operation behind them): each is written
+# here once, for the service's route table and for HttpClient's requests.
+SESSIONS_ROUTE = HttpRoute(
+    "GET", "/v1/sessions", "Sessions seen recently (admin or viewer)", (*_AUTH_ERRORS, 503), tags=("admin",)
+)
+TOKENS_ROUTE = HttpRoute(
+    "POST", "/v1/tokens", "Issue a session or viewer token (admin)", (*_AUTH_ERRORS, *_BODY_ERRORS), tags=("admin",)
+)
+SHUTDOWN_ROUTE = HttpRoute(
+    "POST", "/v1/admin/shutdown", "Stop the service gracefully (admin)", _AUTH_ERRORS, tags=("admin",), ok_status=202
+)
+HEALTH_ROUTE = HttpRoute(
+    "GET", "/v1/health", "Liveness and Redis reachability (no token needed)", (503,), tags=("service",)
+)
+
+
 # -- decoding the service's JSON ---------------------------------------------------------------------------
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 

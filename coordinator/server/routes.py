@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from coordinator.client import operations as ops
-from coordinator.client.operations import Auth, Operation
+from coordinator.client.operations import Auth, HttpRoute, Operation
 from coordinator.engine import ReadResult
 from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
 from coordinator.server.models import (
@@ -80,6 +80,14 @@ class Route:
             own_handler=own_handler, schema=op.schema,
         )  # fmt: skip
 
+    @classmethod
+    def service(
+        cls, r: HttpRoute, name: str, auth: Auth, request: type[Any] | None, response: type[Any], **options: Any
+    ) -> Route:
+        """A route of the service's own (no Client operation), at the place `r` declares."""
+        return cls(r.method, r.path, name, r.summary, auth, request, response, r.errors, ok_status=r.ok_status,
+                   tags=r.tags, **options)  # fmt: skip
+
 
 _AUTH_ERRORS = (401, 403)
 _BODY_ERRORS = (413, 422)
@@ -103,20 +111,16 @@ def _declared(op: type[Operation]) -> Route:
 ROUTES: tuple[Route, ...] = (
     *(_declared(op) for op in ops.OPERATIONS),
     # The service's own routes (no Client operation behind them).
-    Route("GET", "/v1/sessions", "sessions", "Sessions seen recently (admin or viewer)", "admin",
-          None, SessionsResponse, (*_AUTH_ERRORS, 503), tags=("admin",), viewer=True),
-    Route("POST", "/v1/tokens", "token", "Issue a session or viewer token (admin)", "admin", TokenRequest,
-          TokenResponse, (*_AUTH_ERRORS, *_BODY_ERRORS), tags=("admin",)),
-    Route("POST", "/v1/admin/shutdown", "shutdown", "Stop the service gracefully (admin)", "admin", None,
-          ShutdownResponse, _AUTH_ERRORS, ok_status=202, tags=("admin",), limited=False),
+    Route.service(ops.SESSIONS_ROUTE, "sessions", "admin", None, SessionsResponse, viewer=True),
+    Route.service(ops.TOKENS_ROUTE, "token", "admin", TokenRequest, TokenResponse),
+    Route.service(ops.SHUTDOWN_ROUTE, "shutdown", "admin", None, ShutdownResponse, limited=False),
     Route("GET", "/v1/dashboard", "dashboard", "What the dashboard shows: health, sessions, leases, refusals, "
           "recent change events (admin or viewer)", "admin", None, DashboardResponse, (*_AUTH_ERRORS, 503),
           tags=("dashboard",), viewer=True),
     Route("POST", "/v1/dashboard/diff", "version_diff", "The unified diff of one recorded version of a file "
           "(admin or viewer)", "admin", DiffRequest, DiffResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
           tags=("dashboard",), viewer=True),
-    Route("GET", "/v1/health", "health", "Liveness and Redis reachability (no token needed)", "none",
-          None, HealthResponse, (503,), tags=("service",)),
+    Route.service(ops.HEALTH_ROUTE, "health", "none", None, HealthResponse),
 )  # fmt: skip
 ROUTE_BY_PATH: dict[str, dict[str, Route]] = {}
 for _r in ROUTES:

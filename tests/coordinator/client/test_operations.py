@@ -112,3 +112,36 @@ def test_run_answers_as_the_named_methods_do(coord: Coordinator, root: Path) -> 
     assert [x.id for x in client.run(ops.Leases(session="a"))] == [lease.id] == [x.id for x in client.leases("a")]
     assert client.run(ops.Release(session="a")) == 1
     assert [e.version for e in client.run(ops.History(path="n.txt"))] == [e.version for e in client.history("n.txt")]
+
+
+def test_a_declaration_runs_over_http_and_async_as_its_request_says() -> None:
+    """`HttpClient.run(op)` and `await AsyncClient.run(op)` send the declaration's route and body (the call's
+    own policy included) and decode the answer into the result type; a keyed async write keeps its key."""
+    import asyncio
+
+    import httpx
+
+    from coordinator import AsyncClient
+    from coordinator.client.http import HttpClient
+
+    seen: list[tuple[str, str, dict[str, object], str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append((request.method, request.url.path, body, request.headers.get("idempotency-key")))
+        answer = {"path": "a.txt", "operation": "edit", "created": False, "version": 4, "hash": None, "message": "ok"}
+        return httpx.Response(200, json=answer)
+
+    op = ops.Edit(path="a.txt", old_string="x", new_string="y", session="s", policy="rebase")
+    with HttpClient("http://svc", token="t", transport=httpx.MockTransport(handler)) as http:
+        assert http.run(op).version == 4
+
+    async def main() -> int:
+        async with AsyncClient(HttpClient("http://svc", token="t", transport=httpx.MockTransport(handler))) as c:
+            result = await c.run(op, idempotency_key="k-1")
+            return int(result.version)
+
+    assert asyncio.run(main()) == 4
+    assert [(m, p) for m, p, _, _ in seen] == [("POST", "/v1/edit")] * 2
+    assert all(body["policy"] == "rebase" and body["session"] == "s" for _, _, body, _ in seen)
+    assert seen[0][3] is not None and seen[1][3] == "k-1"
