@@ -375,18 +375,18 @@ class App:
         "Figures behind design choices"), while most calls find their lock free."""
         if not self.config.inline:
             waiting = CallOptions(post_write=hook)
-            return await self._run(lambda: self._call_engine(lambda: fn(waiting)))
+            return await self._run(lambda: self._call_engine(fn, waiting))
         inline = CallOptions(wait_for_lock=False, post_write=hook)
         try:
-            return self._call_engine(lambda: fn(inline))
+            return self._call_engine(fn, inline)  # no lambda: one frame fewer on every HTTP edit
         except LockBusy as busy:
             resume = busy.resume
         return await self._run(lambda: self._call_engine(resume))
 
-    def _call_engine(self, fn: Callable[[], Any]) -> Answer:
-        """Run an engine call and turn its outcome (result or refusal) into an answer."""
+    def _call_engine(self, fn: Callable[..., Any], *args: Any) -> Answer:
+        """Run an engine call, `fn(*args)`, and turn its outcome (result or refusal) into an answer."""
         try:
-            return 200, dumps(_plain(fn())), []
+            return 200, dumps(_plain(fn(*args))), []
         except (CoordinatorError, ServiceError) as exc:
             return self._error(exc)
         except LockBusy:
