@@ -75,3 +75,4 @@ class _Written:
     wait_s: float = 0.0
     hold_s: float = 0.0
     old_temp: str | None = None  # the replaced content's temporary in the state folder, removed after the lock
+    tidied: bool = False  # `Recorder.tidy` has run

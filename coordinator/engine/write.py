@@ -226,8 +226,10 @@ class CheckThenWrite:
         except CoordinatorError as exc:
             raise self._decorate_refusal(exc, rp.key, recorded, req.session) from None
         finally:
-            with contextlib.suppress(OSError):  # after a rename, nothing may turn the write into a failure
+            try:
                 os.close(dfd)
+            except OSError:  # after a rename, nothing may turn the write into a failure
+                pass
         if written is None:
             return None
         return self.recorder.after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)

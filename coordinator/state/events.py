@@ -102,7 +102,7 @@ def queue_event(
         "op",
         operation,
         "ranges",
-        ",".join(f"{a}-{b}" for a, b in ranges),
+        f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges),
         "time",
         repr(when),
         "hash",

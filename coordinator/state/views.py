@@ -143,6 +143,9 @@ def connect(url: str, timeout: float = 2.0) -> Any:
     return redisconn.connect(url, timeout=timeout)
 
 
+_TAGS_KEPT = 4096  # paths whose hash tag is kept (a cache: cleared when full)
+
+
 class StateStore:
     """Read state, versions and the session registry for one repository namespace.
 
@@ -167,10 +170,16 @@ class StateStore:
         self._ns_tag = short_hash(namespace)
         self._epoch_synced = False
         self._registered: dict[str, float] = {}
+        self._tags: dict[str, str] = {}  # path -> its keys' hash tag (a pure function of the two names)
 
     # -- keys ---------------------------------------------------------------------------------------------
     def _tag(self, key: str) -> str:
-        return f"ec:{{{self._ns_tag}:{short_hash(key)}}}"
+        tag = self._tags.get(key)
+        if tag is None:
+            if len(self._tags) >= _TAGS_KEPT:
+                self._tags.clear()
+            tag = self._tags[key] = f"ec:{{{self._ns_tag}:{short_hash(key)}}}"
+        return tag
 
     def rs_key(self, session: str, key: str) -> str:
         return f"{self._tag(key)}:r:{session}"

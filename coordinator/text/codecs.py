@@ -71,6 +71,10 @@ class Decoded:
     encoding: Encoding
 
 
+# The first bytes of every byte order mark (UTF-8 EF, UTF-16 FE/FF, UTF-32 FF/00).
+_BOM_LEADS = frozenset(b"\xef\xfe\xff\x00")
+
+
 def _has_utf32_bom(data: bytes) -> bool:
     # Checked before UTF-16: the UTF-32 LE BOM starts with the UTF-16 LE one.
     return data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE))
@@ -92,6 +96,11 @@ def looks_binary(data: bytes) -> bool:
     (U+0000 in its text makes it binary there), not by this heuristic, and is never called binary here."""
     if _utf16_encoding(data) is not None:
         return False
+    return looks_binary_unmarked(data)
+
+
+def looks_binary_unmarked(data: bytes) -> bool:
+    """`looks_binary` for data known to start with no UTF-16 byte order mark."""
     sample = data[:BINARY_SNIFF_BYTES]
     if not sample:
         return False
@@ -104,8 +113,19 @@ def looks_binary(data: bytes) -> bool:
 
 def decode_bytes(data: bytes) -> Decoded:
     """Decode a file's bytes strictly, sniffing the BOM. Refuses binary data (BINARY_FILE) and anything
-    that is not valid in a supported encoding (UNSUPPORTED_ENCODING)."""
-    data = bytes(data)
+    that is not valid in a supported encoding (UNSUPPORTED_ENCODING).
+
+    Bytes whose first byte starts no byte order mark (every BOM starts with one of `_BOM_LEADS`) are
+    UTF-8 or refused: that case, nearly every edit's, is judged without the BOM sniffing."""
+    if type(data) is not bytes:
+        data = bytes(data)
+    if data and data[0] not in _BOM_LEADS:
+        if looks_binary_unmarked(data):
+            raise CoordinatorError(ErrorCode.BINARY_FILE, _BINARY_MESSAGE)
+        try:
+            return Decoded(data.decode("utf-8"), Encoding.UTF8)
+        except UnicodeDecodeError as exc:
+            raise _undecodable(exc, Encoding.UTF8, 0) from exc
     if _has_utf32_bom(data):
         raise CoordinatorError(
             ErrorCode.UNSUPPORTED_ENCODING,
@@ -124,21 +144,26 @@ def decode_bytes(data: bytes) -> Decoded:
         if bom in _UTF16_BOMS and "\x00" in text:
             raise CoordinatorError(ErrorCode.BINARY_FILE, _BINARY_MESSAGE)
     except UnicodeDecodeError as exc:
-        where = exc.start + len(bom)
-        raise CoordinatorError(
-            ErrorCode.UNSUPPORTED_ENCODING,
-            f"The file is not valid {encoding.value} (bad byte sequence at byte offset {where}: "
-            f"{exc.reason}); supported are {_SUPPORTED}. Convert the file or leave it alone.",
-            encoding=encoding.value,
-            byte_offset=where,
-        ) from exc
+        raise _undecodable(exc, encoding, len(bom)) from exc
     return Decoded(text, encoding)
+
+
+def _undecodable(exc: UnicodeDecodeError, encoding: Encoding, bom_len: int) -> CoordinatorError:
+    where = exc.start + bom_len
+    return CoordinatorError(
+        ErrorCode.UNSUPPORTED_ENCODING,
+        f"The file is not valid {encoding.value} (bad byte sequence at byte offset {where}: "
+        f"{exc.reason}); supported are {_SUPPORTED}. Convert the file or leave it alone.",
+        encoding=encoding.value,
+        byte_offset=where,
+    )
 
 
 def encode_text(text: str, encoding: Encoding) -> bytes:
     """The exact inverse of `decode_bytes`: the BOM of ``encoding`` (if any), then the strictly encoded
     text. Text that cannot be encoded (lone surrogates) is refused with INVALID_ARGUMENT."""
-    encoding = Encoding(encoding)
+    if type(encoding) is not Encoding:
+        encoding = Encoding(encoding)
     try:
         body = text.encode(_CODECS[encoding])
     except UnicodeEncodeError as exc:
