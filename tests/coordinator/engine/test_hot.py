@@ -210,11 +210,12 @@ def _with_options(call: Call, hook: _Hook | None, wait_for_lock: bool) -> Call:
 
 
 @pytest.mark.parametrize("wait_for_lock", [True, False])
-def test_call_options_are_the_hot_paths_too(
+def test_a_sessions_call_options_take_the_hot_path_too(
     wait_for_lock: bool, pair: tuple[Coordinator, Coordinator], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The HTTP service's calls (a hook, not waiting for the lock) take the hot path when the lock is free,
     and the hook rides the record there as on the general path."""
+    monkeypatch.setattr(leasing, "LEASE_SNAPSHOT_S", 3600.0)  # no lease here: see the test above
     hooks = [_Hook(), _Hook()]
     calls = iter(hooks)
 
@@ -231,6 +232,7 @@ def test_call_options_are_the_hot_paths_too(
 def test_a_busy_lock_not_waited_for_is_handed_over_to_lock_busy(
     coord: Coordinator, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(leasing, "LEASE_SNAPSHOT_S", 3600.0)  # no lease here: see the first test above
     (root / "f.txt").write_bytes(TEXT)
     coord.session("s").read("f.txt")
     spy = _Spy(monkeypatch)
