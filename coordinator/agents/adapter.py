@@ -7,11 +7,11 @@ agent's own write, which the agent performs between two hook calls:
 - before a write or edit: refuse a stale or unread file (without waiting); take the write ticket, a short
   exclusive lease of the path, so that another hooked session waits for it (up to `TICKET_WAIT_S`) and is
   then refused naming the holder; under the ticket, judge the view again and keep the pre-image
-  (`native.prepare_write`). A refusal never leaves a ticket behind.
+  (`Coordinator.native.prepare_write`). A refusal never leaves a ticket behind.
 - after it: record the history entry, the session's new view, attribution and change event
-  (`native.record_write`), then release the ticket; after a failure or an interrupt, release the ticket
+  (`Coordinator.native.record_write`), then release the ticket; after a failure or an interrupt, release the ticket
   only and record nothing. A ticket whose agent died runs out after `TICKET_TTL_S`.
-- after a read: record the session's view from what the agent was shown (`native.record_view`).
+- after a read: record the session's view from what the agent was shown (`Coordinator.native.record_view`).
 - a session's end: the optional auto-commit (coordinator.git.autocommit).
 
 Where the ticket is between the two hook calls (which may run in different processes): a Redis key per
@@ -99,7 +99,7 @@ class HookAdapter:
         try:
             if call.kind == "read":
                 if call.phase == "after" and call.shown is not None:
-                    native.record_view(self.coord, call.session, call.path, call.shown, call.offset or 1, call.limit)
+                    self.coord.native.record_view(call.session, call.path, call.shown, call.offset or 1, call.limit)
                 return ALLOW
             if call.phase == "before":
                 return self._before_write(call)
@@ -114,12 +114,12 @@ class HookAdapter:
     def _before_write(self, call: ToolCall) -> Decision:
         assert call.path is not None
         whole = call.operation == "write"
-        judged = native.judge_write(self.coord, call.session, call.path, whole=whole)
+        judged = self.coord.native.judge_write(call.session, call.path, whole=whole)
         if judged.refusal is not None:
             return Decision.deny(judged.refusal.message, judged.refusal.code.value)
         ticket = self._take_ticket(call.session, judged.key)
         try:
-            prepared = native.prepare_write(self.coord, call.session, call.path, whole=whole, view=judged.view)
+            prepared = self.coord.native.prepare_write(call.session, call.path, whole=whole, view=judged.view)
             self._remember(call, ticket, prepared)
         except BaseException:
             self._release(call.session, ticket)
@@ -133,8 +133,8 @@ class HookAdapter:
         ticket, prepared = remembered
         try:
             if succeeded:
-                native.record_write(
-                    self.coord, call.session, prepared, call.operation or "write", call=call.tool_use_id or None
+                self.coord.native.record_write(
+                    call.session, prepared, call.operation or "write", call=call.tool_use_id or None
                 )
         finally:
             self._release(call.session, ticket)
@@ -166,10 +166,10 @@ class HookAdapter:
 
     def _remember(self, call: ToolCall, ticket: str | None, prepared: native.NativeWrite) -> None:
         value = json.dumps({"ticket": ticket, "key": prepared.key, "before": prepared.before})
-        native.keep_pending(self.coord, call.session, call.tool_use_id, value, TICKET_TTL_S)
+        self.coord.native.keep_pending(call.session, call.tool_use_id, value, TICKET_TTL_S)
 
     def _recall(self, call: ToolCall) -> tuple[str | None, native.NativeWrite] | None:
-        raw = native.take_pending(self.coord, call.session, call.tool_use_id)
+        raw = self.coord.native.take_pending(call.session, call.tool_use_id)
         if raw is None:
             return None
         try:

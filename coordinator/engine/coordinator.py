@@ -19,6 +19,7 @@ from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _V
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.intervening import InterveningWrites
 from coordinator.engine.leasing import LeaseGate
+from coordinator.engine.native import NativeWrites
 from coordinator.engine.observer import EngineObserver
 from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
 from coordinator.engine.plan import CurrentFile, WritePlan
@@ -212,6 +213,21 @@ class Coordinator:
             state_call=self._state_call,
             views=self._views,
         )
+        self.native = NativeWrites(  # an agent's own writes, guarded through its hooks (coordinator/agents/)
+            root=self.root,
+            root_fd=self._root_fd,
+            max_file_bytes=self.max_file_bytes,
+            state=self.state,
+            state_call=self._state_call,
+            views=self._views,
+            locks=self.locks,
+            history_store=self.history_store,
+            reader=self.reader,
+            writer=self.writer,
+            redis=self.lease_store.r,
+            namespace=self.namespace,
+            publish_events=self.publish_events,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -251,6 +267,7 @@ class Coordinator:
         and holds, each write's outcome, the change events it publishes. None stops telling."""
         self.observer = observer
         self.writer.observer = observer
+        self.native.observer = observer
         self.locks.on_release = observer.lock_released if observer is not None else None
 
     def session(

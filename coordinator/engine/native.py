@@ -1,5 +1,6 @@
-"""Public entries for writes the coordinator does not perform itself: an agent's own file tools, guarded
-through its hooks (coordinator/agents/). The engine keeps the order of the I/O; the agents' adapter only
+"""The engine's part for writes it does not perform itself: an agent's own file tools, guarded through its
+hooks (coordinator/agents/). `NativeWrites` is built by the Coordinator (`Coordinator.native`) with the
+resources it shares with the other parts; the engine keeps the order of the I/O, the agents' adapter only
 orders these steps around the agent's write.
 
 - `judge_write` / `view_refusal`: would the session's write be refused as `not_read` / `stale` now (no
@@ -22,27 +23,23 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from coordinator.disk import fsio
-from coordinator.engine.coordinator import Coordinator
-from coordinator.engine.observer import APPLIED
+from coordinator.disk.locks import LockManager
+from coordinator.engine.caches import StateCalls, _ViewCache
+from coordinator.engine.observer import APPLIED, EngineObserver
 from coordinator.engine.plan import CurrentFile, _view_refusal
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import HistoryEntry, content_hash
+from coordinator.history import History, HistoryEntry, content_hash
 from coordinator.state import events as events_mod
-from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState
+from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState, StateStore
 
-__all__ = [
-    "Judged",
-    "NativeWrite",
-    "forget_view",
-    "judge_write",
-    "path_key",
-    "prepare_write",
-    "record_view",
-    "record_write",
-    "view_refusal",
-]
+if TYPE_CHECKING:
+    from coordinator.engine.reading import Reader
+    from coordinator.engine.write import CheckThenWrite
+
+__all__ = ["Judged", "NativeWrite", "NativeWrites"]
 
 
 @dataclass(frozen=True)
@@ -52,39 +49,6 @@ class NativeWrite:
 
     key: str
     before: str | None
-
-
-def path_key(coord: Coordinator, path: str) -> str:
-    """The path's key (POSIX, relative to the root), as leases and views name it."""
-    return fsio.resolve(coord.root, path).key
-
-
-def record_view(
-    coord: Coordinator, session: str, path: str, shown: str, start_line: int = 1, num_lines: int | None = None
-) -> bool:
-    """After an agent's own read of `path`: record `session`'s view of the file if `shown` (the text the
-    agent was shown, lines `start_line`.. of the file, `num_lines` of them; None: to the end) is what the
-    file holds there now. A window short of the whole file is a partial view (an edit may follow; a whole
-    write needs a full read). When what was shown is not the file (it changed in between, or the agent's
-    tool showed something else), the session's view is dropped instead. Returns whether one was recorded."""
-    rp = fsio.resolve(coord.root, path)
-    cur = _current(coord, rp)
-    try:
-        text = cur.decoded().text if cur.exists else None
-    except CoordinatorError:
-        text = None
-    lines = _text_lines(text) if text is not None else None
-    start = max(start_line, 1)
-    count = len(lines) - start + 1 if lines is not None and num_lines is None else (num_lines or 0)
-    if lines is None or lines[start - 1 : start - 1 + count] != _text_lines(shown)[: max(count, 0)] or count < 0:
-        forget_view(coord, session, path)
-        return False
-    assert cur.st is not None and cur.digest is not None
-    partial = start > 1 or start - 1 + count < len(lines)
-    offset, limit = (start, max(count, 1)) if partial else (0, 0)
-    rs = ReadState(cur.digest, cur.st.st_mtime_ns, cur.st.st_size, offset, limit, time.time(), KIND_READ)
-    coord.reader.record_read(session, rp.key, rs)
-    return True
 
 
 @dataclass(frozen=True)
@@ -97,175 +61,245 @@ class Judged:
     refusal: CoordinatorError | None
 
 
-def judge_write(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> Judged:
-    """Would `session`'s write of `path` be refused as `not_read` or `stale` right now (no lock, nothing
-    changed)? No refusal: its view is the file on disk, or the file does not exist yet (a write may create
-    it). `whole`: the write replaces the whole file, so a partial view (a read of some lines) is not enough.
-    A stale refusal after an outside change says so, and never names the session itself."""
-    rp = fsio.resolve(coord.root, path)
-    cur = _current(coord, rp)
-    recorded = coord._state_call(lambda: coord.state.get(session, rp.key)) if cur.exists else None
-    refusal = _judged(recorded, cur, rp, whole) if cur.exists else None
-    return Judged(rp.key, recorded, _explained(coord, refusal, rp.key, session))
+class NativeWrites:
+    """The engine's part for writes it does not perform itself (module docstring): built by the Coordinator
+    with the resources it shares with the other parts (`Coordinator.native`)."""
 
+    def __init__(
+        self,
+        *,
+        root: str,
+        root_fd: int,
+        max_file_bytes: int,
+        state: StateStore,
+        state_call: StateCalls,
+        views: _ViewCache,
+        locks: LockManager,
+        history_store: History,
+        reader: Reader,
+        writer: CheckThenWrite,
+        redis: Any,
+        namespace: str,
+        publish_events: bool,
+    ) -> None:
+        self.root = root
+        self._root_fd = root_fd
+        self.max_file_bytes = max_file_bytes
+        self.state = state
+        self._state_call = state_call
+        self._views = views
+        self.locks = locks
+        self.history_store = history_store
+        self.reader = reader
+        self.writer = writer
+        self._redis = redis  # the pending values of hooked tool calls (keep_pending), beside the leases
+        self.namespace = namespace
+        self.publish_events = publish_events
+        self.observer: EngineObserver | None = None  # Coordinator.observe sets it
 
-def view_refusal(coord: Coordinator, session: str, path: str, *, whole: bool = False) -> CoordinatorError | None:
-    """`judge_write`'s refusal alone."""
-    return judge_write(coord, session, path, whole=whole).refusal
+    def record_view(
+        self, session: str, path: str, shown: str, start_line: int = 1, num_lines: int | None = None
+    ) -> bool:
+        """After an agent's own read of `path`: record `session`'s view of the file if `shown` (the text the
+        agent was shown, lines `start_line`.. of the file, `num_lines` of them; None: to the end) is what the
+        file holds there now. A window short of the whole file is a partial view (an edit may follow; a whole
+        write needs a full read). When what was shown is not the file (it changed in between, or the agent's
+        tool showed something else), the session's view is dropped instead. Returns whether one was recorded."""
+        rp = fsio.resolve(self.root, path)
+        cur = self._current(rp)
+        try:
+            text = cur.decoded().text if cur.exists else None
+        except CoordinatorError:
+            text = None
+        lines = _text_lines(text) if text is not None else None
+        start = max(start_line, 1)
+        count = len(lines) - start + 1 if lines is not None and num_lines is None else (num_lines or 0)
+        if lines is None or lines[start - 1 : start - 1 + count] != _text_lines(shown)[: max(count, 0)] or count < 0:
+            self.forget_view(session, path)
+            return False
+        assert cur.st is not None and cur.digest is not None
+        partial = start > 1 or start - 1 + count < len(lines)
+        offset, limit = (start, max(count, 1)) if partial else (0, 0)
+        rs = ReadState(cur.digest, cur.st.st_mtime_ns, cur.st.st_size, offset, limit, time.time(), KIND_READ)
+        self.reader.record_read(session, rp.key, rs)
+        return True
 
+    def judge_write(self, session: str, path: str, *, whole: bool = False) -> Judged:
+        """Would `session`'s write of `path` be refused as `not_read` or `stale` right now (no lock, nothing
+        changed)? No refusal: its view is the file on disk, or the file does not exist yet (a write may create
+        it). `whole`: the write replaces the whole file, so a partial view (a read of some lines) is not enough.
+        A stale refusal after an outside change says so, and never names the session itself."""
+        rp = fsio.resolve(self.root, path)
+        cur = self._current(rp)
+        recorded = self._state_call(lambda: self.state.get(session, rp.key)) if cur.exists else None
+        refusal = _judged(recorded, cur, rp, whole) if cur.exists else None
+        return Judged(rp.key, recorded, self._explained(refusal, rp.key, session))
 
-def prepare_write(
-    coord: Coordinator, session: str, path: str, *, whole: bool = False, view: ReadState | None = None
-) -> NativeWrite:
-    """Before the agent's own write of `path`, under the path's lock: the session's view is judged against
-    the bytes on disk (raises `not_read` / `stale`, or the content's refusal), and those bytes are kept in
-    the history as the write's pre-image. The caller holds the write ticket: no other hooked write of the
-    path can come in between this and `record_write`. `view`: the session's view as `judge_write` just
-    found it (saves a round trip; the disk decides either way), else it is looked up."""
-    rp = fsio.resolve(coord.root, path)
-    recorded = view if view is not None else coord._state_call(lambda: coord.state.get(session, rp.key))
-    held = coord.locks.acquire(rp.key)
-    try:
-        cur = _current(coord, rp)
-        coord.history_store.reconcile(held, rp.key, cur.digest)
-        if not cur.exists:
-            return NativeWrite(rp.key, None)
-        refusal = _judged(recorded, cur, rp, whole)
-        if refusal is None:
-            assert cur.digest is not None
+    def prepare_write(
+        self, session: str, path: str, *, whole: bool = False, view: ReadState | None = None
+    ) -> NativeWrite:
+        """Before the agent's own write of `path`, under the path's lock: the session's view is judged against
+        the bytes on disk (raises `not_read` / `stale`, or the content's refusal), and those bytes are kept in
+        the history as the write's pre-image. The caller holds the write ticket: no other hooked write of the
+        path can come in between this and `record_write`. `view`: the session's view as `judge_write` just
+        found it (saves a round trip; the disk decides either way), else it is looked up."""
+        rp = fsio.resolve(self.root, path)
+        recorded = view if view is not None else self._state_call(lambda: self.state.get(session, rp.key))
+        held = self.locks.acquire(rp.key)
+        try:
+            cur = self._current(rp)
+            self.history_store.reconcile(held, rp.key, cur.digest)
+            if not cur.exists:
+                return NativeWrite(rp.key, None)
+            refusal = _judged(recorded, cur, rp, whole)
+            if refusal is None:
+                assert cur.digest is not None
+                try:
+                    self.history_store.keep(held, rp.key, cur.data, cur.digest)
+                except OSError as exc:
+                    raise fsio.os_error(exc, rp) from exc
+                return NativeWrite(rp.key, cur.digest)
+        finally:
+            held.release()
+        explained = self._explained(refusal, rp.key, session)
+        assert explained is not None
+        raise explained
+
+    def record_write(
+        self, session: str, prepared: NativeWrite, operation: str, call: str | None = None
+    ) -> HistoryEntry | None:
+        """After the agent's own write: the history entry (the pre-image `prepare_write` kept, and the bytes
+        now on disk, attributed to `session`), then the session's new view, the path's version and the change
+        event. None, and nothing recorded, when there is nothing to record: the file is unchanged or gone, or
+        another write was recorded since `prepare_write` (then the session's next write is judged against the
+        disk and refused as stale, the safe side). A Redis failure after the entry raises state_unavailable;
+        the entry stands (the file holds it) and the session's next write is refused until it reads again."""
+        rp = fsio.resolve(self.root, prepared.key)
+        held = self.locks.acquire(rp.key)
+        try:
+            cur = self._current(rp)
+            if not cur.exists or cur.digest == prepared.before:
+                return None
+            assert cur.st is not None and cur.digest is not None
+            first, last = self._changed_lines(prepared, cur)
             try:
-                coord.history_store.keep(held, rp.key, cur.data, cur.digest)
+                entry = self.history_store.record_kept(
+                    held,
+                    rp.key,
+                    before_digest=prepared.before,
+                    after=cur.data,
+                    after_digest=cur.digest,
+                    session=session,
+                    operation=operation,
+                    call=call,
+                    size_after=len(cur.data),
+                    first_line=first,
+                    last_line=last,
+                )
             except OSError as exc:
                 raise fsio.os_error(exc, rp) from exc
-            return NativeWrite(rp.key, cur.digest)
-    finally:
-        held.release()
-    explained = _explained(coord, refusal, rp.key, session)
-    assert explained is not None
-    raise explained
-
-
-def record_write(
-    coord: Coordinator, session: str, prepared: NativeWrite, operation: str, call: str | None = None
-) -> HistoryEntry | None:
-    """After the agent's own write: the history entry (the pre-image `prepare_write` kept, and the bytes
-    now on disk, attributed to `session`), then the session's new view, the path's version and the change
-    event. None, and nothing recorded, when there is nothing to record: the file is unchanged or gone, or
-    another write was recorded since `prepare_write` (then the session's next write is judged against the
-    disk and refused as stale, the safe side). A Redis failure after the entry raises state_unavailable;
-    the entry stands (the file holds it) and the session's next write is refused until it reads again."""
-    rp = fsio.resolve(coord.root, prepared.key)
-    held = coord.locks.acquire(rp.key)
-    try:
-        cur = _current(coord, rp)
-        if not cur.exists or cur.digest == prepared.before:
+            st = cur.st
+        finally:
+            held.release()
+        if entry is None:
             return None
-        assert cur.st is not None and cur.digest is not None
-        first, last = _changed_lines(coord, prepared, cur)
+        self._record_state(session, rp.key, entry, st, (first, last))
+        return entry
+
+    def _record_state(
+        self, session: str, key: str, entry: HistoryEntry, st: os.stat_result, lines: tuple[int, int]
+    ) -> None:
+        """The Redis side of a recorded agent write: the session's view, the path's version and the change
+        event in one round trip, then this process's cached view and the observer."""
+        now = time.time()
+        digest = entry.after
+        rs = ReadState(digest or "", st.st_mtime_ns, st.st_size, 0, 0, now, KIND_WRITE)
+
+        def event(pipe: object) -> None:
+            if self.publish_events:
+                events_mod.queue_event(
+                    pipe,
+                    self.namespace,
+                    path=key,
+                    session=session,
+                    version=entry.version,
+                    operation=entry.operation,
+                    ranges=[lines],
+                    when=now,
+                    digest=digest,
+                    rebased=False,
+                )
+
+        self._views.drop(session, key)
+        self._state_call(
+            lambda: self.state.record_write(
+                session, key, rs, entry.version, entry.operation, digest=digest, extra=event
+            )
+        )
+        self._views.put(session, key, rs)
+        observer = self.observer
+        if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
+            observer.write_finished(entry.operation, APPLIED)
+            if self.publish_events:
+                observer.event_published()
+
+    def keep_pending(self, session: str, call_id: str, value: str, ttl_s: float) -> None:
+        """Keep `value` (what a write's after-hook needs: its ticket and pre-image) between the two hook calls
+        of one tool call, which may run in different processes, for `ttl_s` (the ticket's life). In Redis, like
+        the views: losing it (a flush) only loses the record of that write, the session's next write being
+        refused as stale."""
+        key = self._pending_key(session, call_id)
+        self._state_call(lambda: self._redis.set(key, value, ex=max(1, int(ttl_s) + 2)))
+
+    def take_pending(self, session: str, call_id: str) -> str | None:
+        """The value `keep_pending` kept for this tool call, removed as it is read (None: none, or it ran out)."""
+        key = self._pending_key(session, call_id)
+        raw = self._state_call(lambda: self._redis.getdel(key))
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def _pending_key(self, session: str, call_id: str) -> str:
+        return f"ec:{{{self.namespace}}}:hook-ticket:{session}:{call_id}"
+
+    def forget_view(self, session: str, path: str) -> None:
+        """Drop `session`'s view of `path`: what it was shown is not the file (its next write is `not_read`)."""
+        rp = fsio.resolve(self.root, path)
+        self._views.drop(session, rp.key)
+        self._state_call(lambda: self.state.forget(session, rp.key))
+
+    def _current(self, rp: fsio.ResolvedPath) -> CurrentFile:
+        """The file as it is now (a missing file, or a missing folder on the way, is `exists=False`)."""
         try:
-            entry = coord.history_store.record_kept(
-                held,
-                rp.key,
-                before_digest=prepared.before,
-                after=cur.data,
-                after_digest=cur.digest,
-                session=session,
-                operation=operation,
-                call=call,
-                size_after=len(cur.data),
-                first_line=first,
-                last_line=last,
-            )
-        except OSError as exc:
-            raise fsio.os_error(exc, rp) from exc
-        st = cur.st
-    finally:
-        held.release()
-    if entry is None:
-        return None
-    _record_state(coord, session, rp.key, entry, st, (first, last))
-    return entry
-
-
-def _record_state(
-    coord: Coordinator, session: str, key: str, entry: HistoryEntry, st: os.stat_result, lines: tuple[int, int]
-) -> None:
-    """The Redis side of a recorded agent write: the session's view, the path's version and the change
-    event in one round trip, then this process's cached view and the observer."""
-    now = time.time()
-    digest = entry.after
-    rs = ReadState(digest or "", st.st_mtime_ns, st.st_size, 0, 0, now, KIND_WRITE)
-
-    def event(pipe: object) -> None:
-        if coord.publish_events:
-            events_mod.queue_event(
-                pipe,
-                coord.namespace,
-                path=key,
-                session=session,
-                version=entry.version,
-                operation=entry.operation,
-                ranges=[lines],
-                when=now,
-                digest=digest,
-                rebased=False,
-            )
-
-    coord._views.drop(session, key)
-    coord._state_call(
-        lambda: coord.state.record_write(session, key, rs, entry.version, entry.operation, digest=digest, extra=event)
-    )
-    coord._views.put(session, key, rs)
-    observer = coord.observer
-    if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
-        observer.write_finished(entry.operation, APPLIED)
-        if coord.publish_events:
-            observer.event_published()
-
-
-def keep_pending(coord: Coordinator, session: str, call_id: str, value: str, ttl_s: float) -> None:
-    """Keep `value` (what a write's after-hook needs: its ticket and pre-image) between the two hook calls
-    of one tool call, which may run in different processes, for `ttl_s` (the ticket's life). In Redis, like
-    the views: losing it (a flush) only loses the record of that write, the session's next write being
-    refused as stale."""
-    key = _pending_key(coord, session, call_id)
-    coord._state_call(lambda: coord.lease_store.r.set(key, value, ex=max(1, int(ttl_s) + 2)))
-
-
-def take_pending(coord: Coordinator, session: str, call_id: str) -> str | None:
-    """The value `keep_pending` kept for this tool call, removed as it is read (None: none, or it ran out)."""
-    key = _pending_key(coord, session, call_id)
-    raw = coord._state_call(lambda: coord.lease_store.r.getdel(key))
-    return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
-def _pending_key(coord: Coordinator, session: str, call_id: str) -> str:
-    return f"ec:{{{coord.namespace}}}:hook-ticket:{session}:{call_id}"
-
-
-def forget_view(coord: Coordinator, session: str, path: str) -> None:
-    """Drop `session`'s view of `path`: what it was shown is not the file (its next write is `not_read`)."""
-    rp = fsio.resolve(coord.root, path)
-    coord._views.drop(session, rp.key)
-    coord._state_call(lambda: coord.state.forget(session, rp.key))
-
-
-def _current(coord: Coordinator, rp: fsio.ResolvedPath) -> CurrentFile:
-    """The file as it is now (a missing file, or a missing folder on the way, is `exists=False`)."""
-    try:
-        dfd = fsio.open_parent(rp, coord.root, root_fd=coord._root_fd)
-    except CoordinatorError as exc:
-        if exc.code == ErrorCode.FILE_NOT_FOUND:
+            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+        except CoordinatorError as exc:
+            if exc.code == ErrorCode.FILE_NOT_FOUND:
+                return CurrentFile(exists=False)
+            raise
+        try:
+            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        finally:
+            os.close(dfd)
+        if found is None:
             return CurrentFile(exists=False)
-        raise
-    try:
-        found = fsio.read_at(dfd, rp, coord.max_file_bytes)
-    finally:
-        os.close(dfd)
-    if found is None:
-        return CurrentFile(exists=False)
-    data, st = found
-    return CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
+        data, st = found
+        return CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
+
+    def _explained(self, refusal: CoordinatorError | None, key: str, session: str) -> CoordinatorError | None:
+        """A stale refusal says who changed the file, or that it changed outside the coordinator (never naming
+        the refused session as the writer then)."""
+        if refusal is not None and refusal.code == ErrorCode.STALE:
+            refusal.message += self.writer.stale_detail(key, session)
+        return refusal
+
+    def _changed_lines(self, prepared: NativeWrite, cur: CurrentFile) -> tuple[int, int]:
+        """The lines of the new file that the agent's write changed (1, 1 when the texts cannot be compared)."""
+        if prepared.before is None:
+            return 1, max(cur.data.count(b"\n"), 1)
+        try:
+            old = self.history_store.load(prepared.before, prepared.key).decode("utf-8")
+            new = cur.data.decode("utf-8")
+        except (CoordinatorError, UnicodeDecodeError):
+            return 1, 1
+        return _differing_lines(old.split("\n"), new.split("\n"))
 
 
 def _judged(
@@ -291,26 +325,6 @@ def _text_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
-
-
-def _explained(coord: Coordinator, refusal: CoordinatorError | None, key: str, session: str) -> CoordinatorError | None:
-    """A stale refusal says who changed the file, or that it changed outside the coordinator (never naming
-    the refused session as the writer then)."""
-    if refusal is not None and refusal.code == ErrorCode.STALE:
-        refusal.message += coord.writer.stale_detail(key, session)
-    return refusal
-
-
-def _changed_lines(coord: Coordinator, prepared: NativeWrite, cur: CurrentFile) -> tuple[int, int]:
-    """The lines of the new file that the agent's write changed (1, 1 when the texts cannot be compared)."""
-    if prepared.before is None:
-        return 1, max(cur.data.count(b"\n"), 1)
-    try:
-        old = coord.history_store.load(prepared.before, prepared.key).decode("utf-8")
-        new = cur.data.decode("utf-8")
-    except (CoordinatorError, UnicodeDecodeError):
-        return 1, 1
-    return _differing_lines(old.split("\n"), new.split("\n"))
 
 
 def _differing_lines(old: list[str], new: list[str]) -> tuple[int, int]:

@@ -106,13 +106,11 @@ def test_no_observer_no_calls(coord: Coordinator, observed: Recorder) -> None:
 
 
 def test_an_agents_own_write_is_told_like_the_engines(coord: Coordinator, root: Path, observed: Recorder) -> None:
-    from coordinator.engine import native
-
     (root / "n.txt").write_text("one\n")
     coord.session("agent").read("n.txt")
-    prepared = native.prepare_write(coord, "agent", "n.txt")
+    prepared = coord.native.prepare_write("agent", "n.txt")
     (root / "n.txt").write_text("two\n")  # the agent's own tool writes the file
-    assert native.record_write(coord, "agent", prepared, "edit") is not None
+    assert coord.native.record_write("agent", prepared, "edit") is not None
     assert observed.writes == [("edit", APPLIED)]
     assert observed.events == 1
     assert len(observed.locks) == 2  # the lock taken before the write (pre-image) and after it (record)

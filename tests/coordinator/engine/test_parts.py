@@ -7,11 +7,14 @@ import ast
 import inspect
 import threading
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from coordinator import Coordinator
-from coordinator.engine import CallOptions, LockBusy, session
+from coordinator.agents import adapter
+from coordinator.engine import CallOptions, LockBusy, native, session
+from coordinator.engine.native import NativeWrites
 from coordinator.engine.reading import Reader
 from coordinator.engine.record import Recorder
 from coordinator.engine.write import CheckThenWrite
@@ -24,10 +27,14 @@ def test_the_coordinator_inherits_no_steps_and_builds_its_parts(coord: Coordinat
     # One of each resource, shared by the parts: the same caches, not copies.
     assert coord.writer._views is coord.reader._views is coord.writer.recorder._views
     assert coord.writer.lease_gate is coord.reader.lease_gate is coord.lease_gate
+    assert isinstance(coord.native, NativeWrites) and coord.native._views is coord.reader._views
 
 
-def test_a_session_calls_only_public_names_of_the_coordinator_and_its_parts() -> None:
-    tree = ast.parse(inspect.getsource(session))
+@pytest.mark.parametrize("module", [session, native, adapter], ids=lambda m: m.__name__)
+def test_a_session_calls_only_public_names_of_the_coordinator_and_its_parts(module: ModuleType) -> None:
+    """The Session, the part for agents' own writes and the hook adapter above it: no private name of the
+    coordinator or of its parts."""
+    tree = ast.parse(inspect.getsource(module))
     private = [
         ast.unparse(node)
         for node in ast.walk(tree)
