@@ -3,7 +3,7 @@ hooks (coordinator/agents/). `NativeWrites` is built by the Coordinator (`Coordi
 resources it shares with the other parts; the engine keeps the order of the I/O, the agents' adapter only
 orders these steps around the agent's write.
 
-- `judge_write` / `view_refusal`: would the session's write be refused as `not_read` / `stale` now (no
+- `judge_write`: would the session's write be refused as `not_read` / `stale` now (no
   lock, no change)?
 - `prepare_write`: under the path's lock, judge the session's view against the bytes on disk once more and
   keep those bytes in the history as the pre-image (before the agent replaces the file).
