@@ -69,27 +69,51 @@ class Batch:
     redis-py pipeline has too, so the same builder fills either; `replay` copies the commands onto a
     pipeline for the pool's path (and a cluster's)."""
 
-    __slots__ = ("commands",)
+    __slots__ = ("_wire", "commands")
 
     def __init__(self) -> None:
         self.commands: list[tuple[Any, ...]] = []
+        self._wire: list[bytes | tuple[Any, ...]] = []  # packed runs (`add_packed`) or raw commands, in order
 
     def __len__(self) -> int:
         return len(self.commands)
 
     def execute_command(self, *args: Any) -> None:
         self.commands.append(args)
+        self._wire.append(args)
+
+    def add_packed(self, wire: bytes, *commands: tuple[Any, ...]) -> None:
+        """Commands already in the Redis protocol (`wire`, made from a `template`), with their raw arguments
+        (what `replay` and the replies' count use). The caller owes `wire == packed(commands)`
+        (tests/coordinator/state/test_redislane.py checks every template against hiredis's packing)."""
+        self.commands.extend(commands)
+        self._wire.append(wire)
 
     def packed(self) -> bytes:
         """The commands in the Redis protocol. Arguments are str, bytes, int or float (hiredis writes a
         float as its repr, as redis-py does)."""
-        return b"".join([hiredis.pack_command(args) for args in self.commands])
+        return b"".join([w if isinstance(w, bytes) else hiredis.pack_command(w) for w in self._wire])
 
     def replay(self, pipe: Any) -> Any:
         """`pipe` with these commands queued on it (redis-py applies its reply parsing by command name)."""
         for args in self.commands:
             pipe.execute_command(*args)
         return pipe
+
+
+def template(*parts: str | int | float | None) -> bytes:
+    """One command in the Redis protocol with its constant arguments packed once: each None is a slot for a
+    bulk string, filled with `template % (len(b1), b1, len(b2), b2, ...)` (bytes). Made once per path and
+    kept (the keys and the constant arguments of a write's record), so a record packs only what changes.
+    Constants are packed as hiredis packs them (str as UTF-8, int and float as their str and repr)."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        if part is None:
+            out.append(b"$%d\r\n%b\r\n")
+            continue
+        raw = part.encode() if isinstance(part, str) else repr(part).encode()
+        out.append((b"$%d\r\n" % len(raw) + raw + b"\r\n").replace(b"%", b"%%"))  # a literal % stays one
+    return b"".join(out)
 
 
 def supported() -> bool:

@@ -171,6 +171,7 @@ class StateStore:
         self._epoch_synced = False
         self._registered: dict[str, float] = {}
         self._tags: dict[str, str] = {}  # path -> its keys' hash tag (a pure function of the two names)
+        self._record_templates: dict[tuple[str, str], tuple[bytes, str, str]] = {}  # see `_record_template`
 
     # -- keys ---------------------------------------------------------------------------------------------
     def _tag(self, key: str) -> str:
@@ -364,11 +365,39 @@ class StateStore:
         register: bool,
     ) -> None:
         """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD).
-        Raw commands (`pipe` is a redis-py pipeline or a redislane `Batch`)."""
-        pipe.execute_command("SET", self.rs_key(session, key), rs.pack(), "EX", self.ttl_s)
-        self._queue_head(pipe, session, key, version, op, rs.time, digest or rs.hash)
+        Raw commands (`pipe` is a redis-py pipeline or a redislane `Batch`); on a `Batch`, SET and HSET are
+        packed from the path's kept template (`_record_template`): only the view, version, time, operation
+        and hash are packed per write, into the same bytes hiredis would make."""
+        if type(pipe) is Batch:
+            wire, rs_key, meta_key = self._record_template(session, key)
+            view, when, head = rs.pack(), repr(rs.time), digest or rs.hash
+            v, w, o, h = b"%d" % version, when.encode(), op.encode(), head.encode()
+            pipe.add_packed(
+                wire % (len(view), view, len(v), v, len(w), w, len(o), o, len(h), h),
+                ("SET", rs_key, view, "EX", self.ttl_s),
+                ("HSET", meta_key, "version", version, "writer", session, "time", when, "op", op, "path", key,
+                 "hash", head),
+            )  # fmt: skip
+        else:
+            pipe.execute_command("SET", self.rs_key(session, key), rs.pack(), "EX", self.ttl_s)
+            self._queue_head(pipe, session, key, version, op, rs.time, digest or rs.hash)
         if register:
             pipe.execute_command("ZADD", self.session_key(session), rs.time, session)
+
+    def _record_template(self, session: str, key: str) -> tuple[bytes, str, str]:
+        """The record's SET and HSET for `session` writing `key`, packed once and kept (redislane.template),
+        with the view's and the head's keys. Bounded like the registry's memo."""
+        got = self._record_templates.get((session, key))
+        if got is None:
+            rs_key, meta_key = self.rs_key(session, key), self.meta_key(key)
+            wire = redislane.template("SET", rs_key, None, "EX", self.ttl_s) + redislane.template(
+                "HSET", meta_key, "version", None, "writer", session, "time", None, "op", None, "path", key,
+                "hash", None,
+            )  # fmt: skip
+            if len(self._record_templates) > 100_000:
+                self._record_templates.clear()
+            got = self._record_templates[(session, key)] = (wire, rs_key, meta_key)
+        return got
 
     def _queue_head(self, pipe: Any, session: str, key: str, version: int, op: str, when: float, digest: str) -> None:
         """The path's head (HSET of its meta key): the version, who wrote it when, how, and the content hash

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fakeredis
 import pytest
 import redis
 
@@ -303,3 +304,28 @@ def test_the_lane_is_supported_only_where_the_pipeline_has_what_it_uses(monkeypa
     assert redislane.supported()
     monkeypatch.delattr(redis.client.Pipeline, "_execute_pipeline")
     assert not redislane.supported()
+
+
+@pytest.mark.parametrize(
+    ("session", "key", "op", "digest"),
+    [("s1", "src/a.py", "edit", "ab" * 16), ("sé 100%", "dir/ü %d %b.txt", "wrïte", None)],
+)
+def test_record_templates_pack_what_hiredis_packs(session: str, key: str, op: str, digest: str | None) -> None:
+    """The record's SET, HSET and XADD packed from kept templates are byte for byte what hiredis packs from
+    the raw arguments (which `replay` sends the pool's way), including names with % and non-ASCII text."""
+    import hiredis
+
+    from coordinator.state import events
+    from coordinator.state.views import KIND_WRITE, ReadState, StateStore
+
+    store = StateStore(fakeredis.FakeRedis(), "ns %s")
+    rs = ReadState("cd" * 16, 123456789, 42, 0, 0, 1764780000.123456, KIND_WRITE)
+    batch = Batch()
+    store._queue_record(batch, session, key, rs, 7, op, digest, register=True)
+    events.queue_event(batch, "ns %s", path=key, session=session, version=7, operation=op, ranges=[(3, 5), (9, 9)],
+                       when=rs.time, digest=digest, rebased=True)  # fmt: skip
+    events.queue_event(batch, "ns", path=key, session=session, version=8, operation=op, ranges=[(1, 2)],
+                       when=2.5, digest=None)  # fmt: skip
+    assert len(batch) == 5  # SET, HSET, ZADD (raw), two XADDs
+    assert batch.packed() == b"".join(hiredis.pack_command(args) for args in batch.commands)
+    assert batch.commands[1][batch.commands[1].index("hash") + 1] == (digest or rs.hash)
