@@ -465,8 +465,21 @@ class History(Operation):
         return [build(HistoryEntry, e) for e in data["entries"]]
 
 
+class _LeasesAnswered(Operation):
+    """A declaration whose result is a list of leases, answered as `{"leases": [...]}`."""
+
+    result: ClassVar[Any] = list[Lease]
+
+    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
+        return _leases_answer(result)
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> list[Lease]:
+        return _leases(data)
+
+
 @dataclass(frozen=True, kw_only=True)
-class LeaseOp(Operation):
+class LeaseOp(_LeasesAnswered):
     name: ClassVar[str] = "lease"
     schema: ClassVar[str] = "LeaseRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -475,7 +488,6 @@ class LeaseOp(Operation):
     )  # fmt: skip
     retry_safe: ClassVar[bool] = False  # a lost answer may hide a grant: asking again would be refused
     tool: ClassVar[str | None] = "lease"
-    result: ClassVar[Any] = list[Lease]
 
     paths: Annotated[
         list[str], Field(min_length=1, max_length=100, description="Paths or globs (`src/**/*.py`, `docs/`).")
@@ -487,16 +499,9 @@ class LeaseOp(Operation):
     def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
         return _engine(client, session, self).lease(self.paths, mode=self.mode, ttl_s=self.ttl_s)
 
-    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
-        return _leases_answer(result)
-
-    @classmethod
-    def decode(cls, data: dict[str, Any]) -> list[Lease]:
-        return _leases(data)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Renew(Operation):
+class Renew(_LeasesAnswered):
     name: ClassVar[str] = "renew"
     schema: ClassVar[str] = "RenewRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -504,7 +509,6 @@ class Renew(Operation):
         tags=("leases",),
     )  # fmt: skip
     tool: ClassVar[str | None] = "renew"
-    result: ClassVar[Any] = list[Lease]
 
     lease_id: Annotated[str | None, Field(max_length=200, description="Omitted: every lease of the session.")] = None
     ttl_s: Annotated[
@@ -514,13 +518,6 @@ class Renew(Operation):
 
     def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
         return _engine(client, session, self).renew(self.lease_id, ttl_s=self.ttl_s)
-
-    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
-        return _leases_answer(result)
-
-    @classmethod
-    def decode(cls, data: dict[str, Any]) -> list[Lease]:
-        return _leases(data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -550,7 +547,7 @@ class Release(Operation):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Leases(Operation):
+class Leases(_LeasesAnswered):
     """GET: the session comes from the query string (`?session=`), validated by the service."""
 
     name: ClassVar[str] = "leases"
@@ -561,7 +558,6 @@ class Leases(Operation):
     )  # fmt: skip
     viewer: ClassVar[bool] = True
     tool: ClassVar[str | None] = "leases"
-    result: ClassVar[Any] = list[Lease]
 
     session: str | None = None
 
@@ -573,13 +569,9 @@ class Leases(Operation):
     def answer(self, client: LocalClient, result: list[Lease]) -> Any:
         return {"leases": result}
 
-    @classmethod
-    def decode(cls, data: dict[str, Any]) -> list[Lease]:
-        return _leases(data)
-
 
 @dataclass(frozen=True, kw_only=True)
-class BreakLease(Operation):
+class BreakLease(_LeasesAnswered):
     name: ClassVar[str] = "break_lease"
     schema: ClassVar[str] = "BreakLeaseRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -587,7 +579,6 @@ class BreakLease(Operation):
         _STATE_ERRORS, tags=("admin",),
     )  # fmt: skip
     auth: ClassVar[Auth] = "admin"
-    result: ClassVar[Any] = list[Lease]
 
     lease_id: Annotated[str | None, Field(max_length=200, description="End this lease, whoever holds it.")] = None
     session: Annotated[str | None, Field(pattern=SESSION_PATTERN, description="End every lease of this session.")] = (
@@ -596,13 +587,6 @@ class BreakLease(Operation):
 
     def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
         return client.break_now(self.lease_id, self.session)
-
-    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
-        return _leases_answer(result)
-
-    @classmethod
-    def decode(cls, data: dict[str, Any]) -> list[Lease]:
-        return _leases(data)
 
 
 _POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this

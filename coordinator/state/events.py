@@ -88,66 +88,33 @@ def queue_event(
     """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline or redislane `Batch`:
     a raw command, so either takes it). On a `Batch`, packed from the path's kept template (`_xadd_template`):
     only the version, operation, ranges, time, hash and rebased flag are packed per write."""
-    if type(pipe) is Batch:
-        _queue_packed_event(pipe, namespace, path, session, version, operation, ranges, when, digest, rebased, maxlen)
-        return
-    pipe.execute_command(
-        "XADD",
-        stream_key(namespace),
-        "MAXLEN",
-        "~",
-        maxlen,
-        "*",
-        "path",
-        path,
-        "session",
-        session,
-        "version",
-        version,
-        "op",
-        operation,
-        "ranges",
-        f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges),
-        "time",
-        repr(when),
-        "hash",
-        digest or "",
-        "rebased",
-        "1" if rebased else "0",
-    )
-
-
-def _queue_packed_event(
-    batch: Batch,
-    namespace: str,
-    path: str,
-    session: str,
-    version: int,
-    operation: str,
-    ranges: Sequence[tuple[int, int]],
-    when: float,
-    digest: str | None,
-    rebased: bool,
-    maxlen: int,
-) -> None:
     span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges)
     at, head, flag = repr(when), digest or "", "1" if rebased else "0"
+    args = _xadd_args(namespace, path, session, maxlen, version, operation, span, at, head, flag)
+    if type(pipe) is not Batch:
+        pipe.execute_command(*args)
+        return
     v, o, r, t, h, f = b"%d" % version, operation.encode(), span.encode(), at.encode(), head.encode(), flag.encode()
     wire = _xadd_template(namespace, path, session, maxlen)
-    batch.add_packed(
-        wire % (len(v), v, len(o), o, len(r), r, len(t), t, len(h), h, len(f), f),
-        ("XADD", stream_key(namespace), "MAXLEN", "~", maxlen, "*", "path", path, "session", session,
-         "version", version, "op", operation, "ranges", span, "time", at, "hash", head, "rebased", flag),
+    pipe.add_packed(wire % (len(v), v, len(o), o, len(r), r, len(t), t, len(h), h, len(f), f), args)
+
+
+def _xadd_args(
+    namespace: str, path: str, session: str, maxlen: int, *fields: str | int | None
+) -> tuple[str | int | None, ...]:
+    """A write event's XADD, its six changing fields (version, op, ranges, time, hash, rebased) in order
+    (None in the template)."""
+    version, operation, span, at, head, flag = fields
+    return (
+        "XADD", stream_key(namespace), "MAXLEN", "~", maxlen, "*", "path", path, "session", session,
+        "version", version, "op", operation, "ranges", span, "time", at, "hash", head, "rebased", flag,
     )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4096)
 def _xadd_template(namespace: str, path: str, session: str, maxlen: int) -> bytes:
     """A write event's XADD with its constant arguments packed once (redislane.template)."""
-    return template(
-        "XADD", stream_key(namespace), "MAXLEN", "~", maxlen, "*", "path", path, "session", session,
-        "version", None, "op", None, "ranges", None, "time", None, "hash", None, "rebased", None,
-    )  # fmt: skip
+    return template(*_xadd_args(namespace, path, session, maxlen, None, None, None, None, None, None))
 
 
 def parse_event(entry_id: Any, fields: dict[Any, Any]) -> ChangeEvent | None:
