@@ -303,6 +303,20 @@ def _apply_edit(
             )
         return EditOutcome(new_string, 1, 0, len(new_string)), len(content)
 
+    if new_string and "\r" not in content and "\r" not in old_string and "\r" not in new_string:
+        # The common edit, decided as the steps below would: one exact match in a text without CR, and a
+        # replacement that swallows no line end. The same outcome, without the general steps' records.
+        start = content.find(old_string)
+        if start >= 0 and content.find(old_string, start + len(old_string)) < 0:
+            end = start + len(old_string)
+            return EditOutcome(content[:start] + new_string + content[end:], 1, start, len(new_string)), end - start
+    return _apply_located(content, old_string, new_string, replace_all, match)
+
+
+def _apply_located(
+    content: str, old_string: str, new_string: str, replace_all: bool, match: str
+) -> tuple[EditOutcome, int]:
+    """`_apply_edit`'s general steps: locate (line endings, folded quotes, flexible), then replace."""
     located = _locate(content, old_string)
     if located is None:
         if match == "flexible" and not replace_all:
@@ -515,7 +529,9 @@ def render_snippet(text: str, first_line: int, last_line: int, context: int = 4)
 
 def render_snippet_at(text: str, offset: int, length: int, first_line: int, context: int = 4) -> str:
     """The same rendering as `render_snippet` for the region ``text[offset:offset + length]`` whose first
-    line is ``first_line``, found by scanning only around the region (the whole text is not split)."""
+    line is ``first_line``, found by scanning only around the region (the whole text is not split): the
+    context lines are cut from a window of `_SNIPPET_WINDOW` characters on each side in one `rsplit` /
+    `split` (stepping line by line, `_context_start` / `_context_end`, only when the window holds too few)."""
     if not text:
         return ""
     offset = max(0, min(offset, len(text)))
@@ -523,20 +539,10 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
         # A region at the very end (the last char, or nothing past it) lies on one line; the clamping rules of
         # render_snippet apply.
         return render_snippet(text, first_line, first_line, context)
-    start = text.rfind(_LF, 0, offset) + 1  # start of the region's first line
-    first_shown = first_line
     context = max(0, context)
-    for _ in range(context):
-        if start == 0:
-            break
-        start = text.rfind(_LF, 0, start - 1) + 1
-        first_shown -= 1
+    start, first_shown = _context_start(text, text.rfind(_LF, 0, offset) + 1, first_line, context)
     region_end = max(offset, offset + length - 1) if length else offset
-    end = text.find(_LF, region_end) if region_end < len(text) else -1
-    for _ in range(context):
-        if end == -1:
-            break
-        end = text.find(_LF, end + 1)
+    end = _context_end(text, text.find(_LF, region_end) if region_end < len(text) else -1, context)
     if end == -1:
         lines = split_lines(text[start:])
     else:  # the piece stops just before a line end, so its last line may be empty: split it plainly
@@ -545,6 +551,45 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
         if "\r" in piece:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     return number_lines(lines, max(1, first_shown))
+
+
+_SNIPPET_WINDOW = 4096
+
+
+def _context_start(text: str, start: int, first: int, context: int) -> tuple[int, int]:
+    """The start of the line `context` lines before the one starting at `start` (clamped to the text's
+    first line), and that line's number (`first` is the number of the line at `start`)."""
+    if start == 0 or context == 0:
+        return start, first
+    low = max(0, start - _SNIPPET_WINDOW)
+    parts = text[low : start - 1].rsplit(_LF, context)
+    if len(parts) > context:  # `context` whole lines after parts[0]
+        return low + len(parts[0]) + 1, first - context
+    if low == 0:  # fewer lines than that before: from the first line
+        return 0, first - len(parts)
+    for _ in range(context):  # long lines: step back one line at a time
+        if start == 0:
+            break
+        start = text.rfind(_LF, 0, start - 1) + 1
+        first -= 1
+    return start, first
+
+
+def _context_end(text: str, end: int, context: int) -> int:
+    """The line end `context` lines after the one at `end` (-1: the text ends first)."""
+    if end == -1 or context == 0:
+        return end
+    seg = text[end + 1 : end + 1 + _SNIPPET_WINDOW]
+    parts = seg.split(_LF, context)
+    if len(parts) > context:
+        return end + len(seg) - len(parts[-1])
+    if end + 1 + _SNIPPET_WINDOW >= len(text):
+        return -1
+    for _ in range(context):  # long lines: step on one line at a time
+        if end == -1:
+            break
+        end = text.find(_LF, end + 1)
+    return end
 
 
 # --- "did you mean" -----------------------------------------------------------------------------------

@@ -850,3 +850,52 @@ def test_a_flexible_edit_after_an_exact_one_merges_into_its_region_by_what_it_re
     assert out.text == "0123456789\nAB\nCD\n"
     # the changed region is "AB\nCD": from the flexible match's start to the end of the exact edit
     assert (out.first_offset, out.inserted_len) == (11, 5)
+
+
+@pytest.mark.parametrize("window", [3, 7, 16])
+def test_render_snippet_at_steps_line_by_line_when_the_window_holds_too_few_lines(monkeypatch, window):
+    """Lines longer than the context window: the region-only snippet still renders what splitting the whole
+    text would (the line-by-line stepping behind the windowed split)."""
+    import random
+
+    from coordinator.text import semantics
+    from coordinator.text.semantics import line_number_at, render_snippet, render_snippet_at
+
+    monkeypatch.setattr(semantics, "_SNIPPET_WINDOW", window)
+    rnd = random.Random(window)
+    for _ in range(3000):
+        lines = ["x" * rnd.choice([0, 1, 2, 5, 30]) + rnd.choice(["", "\r"]) for _ in range(rnd.randint(1, 12))]
+        text = "\n".join(lines) + ("\n" if rnd.random() < 0.5 else "")
+        offset = rnd.randint(0, len(text))
+        length = rnd.randint(0, len(text) - offset + 3)
+        context = rnd.randint(0, 5)
+        region = text[offset : offset + length]
+        first = line_number_at(text, offset)
+        last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
+        assert render_snippet_at(text, offset, length, first, context) == render_snippet(text, first, last, context)
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "ab", "", " ", '"', "\u201c", "\r"]), min_size=0, max_size=8),
+    st.sampled_from(["a", "b", "ab", "a\nb", '"a"', "\n"]),
+    st.sampled_from(["x", "", "a", "b\n", "y\nz", "'q'"]),
+    st.booleans(),
+)
+@settings(max_examples=examples(400), deadline=None)
+def test_the_common_edit_gives_what_the_general_steps_give(pieces, old, new, replace_all):
+    """`_apply_edit`'s common case (one exact match, no CR, a non-empty replacement) returns exactly the
+    outcome of the general steps (`_apply_located`), refusals included."""
+    from coordinator.errors import CoordinatorError
+    from coordinator.text.semantics import _apply_edit, _apply_located
+
+    content = "\n".join(pieces)
+    if old == new:
+        return
+
+    def outcome(fn):
+        try:
+            return fn(content, old, new, replace_all, "exact")
+        except CoordinatorError as exc:
+            return (exc.code, exc.message)
+
+    assert outcome(_apply_edit) == outcome(_apply_located)
