@@ -306,6 +306,8 @@ def lstat_at(dfd: int, rp: ResolvedPath) -> os.stat_result | None:
 def check_regular(st: os.stat_result, rp: ResolvedPath, max_bytes: int) -> None:
     """Refuse anything but a regular file within the size cap, before it is ever opened."""
     mode = st.st_mode
+    if stat.S_ISREG(mode) and st.st_size <= max_bytes:
+        return
     if stat.S_ISDIR(mode):
         raise CoordinatorError(
             ErrorCode.IS_DIRECTORY,
@@ -416,13 +418,14 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
     try:
         st = os.fstat(fd)
         check_regular(st, rp, max_bytes)
-        chunks: list[bytes] = []
         want = st.st_size + 1
+        first = os.read(fd, max(want, 65536))
+        if len(first) == want - 1:  # the size it was stat'd with: the file whole (its end follows)
+            return first, st
+        chunks: list[bytes] = []
         total = 0
-        while True:
-            chunk = os.read(fd, max(want, 65536))
-            if not chunk:
-                break
+        chunk = first
+        while chunk:
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
@@ -431,7 +434,8 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
                     f"{rp.shown!r} grew past the limit of {max_bytes} bytes while it was read.",
                     path=rp.key,
                 )
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunk = os.read(fd, max(want, 65536))
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks) if chunks else b""
     except OSError as exc:
         raise os_error(exc, rp) from exc
     finally:

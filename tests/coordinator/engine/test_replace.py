@@ -220,3 +220,41 @@ def test_a_failure_tidying_the_temporaries_does_not_fail_the_write(
         assert res.version == 1 and not res.warnings
         assert os.listdir(c.tmp_dir) == []  # the replaced content's temporary went before the spares failed
     assert (root / "a.txt").read_text() == "two\n"
+
+
+def _resolved(root: Path, name: str) -> tuple[int, fsio.ResolvedPath]:
+    rp = fsio.resolve(str(root), name)
+    return fsio.open_parent(rp, str(root)), rp
+
+
+@pytest.mark.parametrize("size", [0, 1, 70_000, 200_000])
+def test_read_at_returns_the_whole_file_in_one_read_when_its_size_is_as_stated(tmp_path: Path, size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "f.bin").write_bytes(data)
+    dfd, rp = _resolved(tmp_path, "f.bin")
+    try:
+        got = fsio.read_at(dfd, rp, 10**6)
+    finally:
+        os.close(dfd)
+    assert got is not None and got[0] == data and got[1].st_size == size
+
+
+def test_read_at_reads_on_past_a_short_read_and_refuses_a_file_grown_past_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that returns fewer bytes than the file's stat (a short read) is continued to the end; a file
+    that grows past the limit while it is read is refused as too_large."""
+    (tmp_path / "f.txt").write_bytes(b"abcdef")
+    dfd, rp = _resolved(tmp_path, "f.txt")
+    real_read = os.read
+    monkeypatch.setattr(fsio.os, "read", lambda fd, n: real_read(fd, 2))  # two bytes at a time
+    try:
+        got = fsio.read_at(dfd, rp, 100)
+        assert got is not None and got[0] == b"abcdef"
+        more = iter([b"abcdefgh", b"ij", b""])  # the file grew by four bytes while it was read
+        monkeypatch.setattr(fsio.os, "read", lambda fd, n: next(more))
+        with pytest.raises(fsio.CoordinatorError) as refused:
+            fsio.read_at(dfd, rp, 8)
+        assert refused.value.code.value == "too_large"
+    finally:
+        os.close(dfd)
