@@ -241,14 +241,18 @@ class Recorder:
     def _start_record(
         self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
     ) -> Callable[[], tuple[str, ...]] | None:
-        """The record sent before the result is made, when none of its replies is needed (no post-write hook,
-        no notice lookups, no lease refresh): the server runs it while this thread renders the snippet and
-        the message (redislane's `start`). Returns what reads its replies and gives the result's warnings
-        (call it exactly once); None: the record is made afterwards (`_record`)."""
-        if rs is None or req.options.post_write is not None or riders.notice or riders.lease:
+        """The record sent before the result is made, when the result needs none of its replies (no
+        post-write hook, no notice lookups): the server runs it while this thread renders the snippet and
+        the message (redislane's `start`). A lease refresh due rides it too, last: its reply is handed to
+        the lease gate when the replies are read. Returns what reads the replies and gives the result's
+        warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
+        if rs is None or req.options.post_write is not None or riders.notice is not None:
             return None
         key, version = pre.rp.key, written.entry.version
         extra = self._record_extra(req, key, version, now, written)
+        lease = riders.lease
+        if lease is not None:
+            extra = _then(extra, lease)
         try:
             replies = self._state_call(
                 lambda: self.state.start_record_write(
@@ -263,9 +267,11 @@ class Recorder:
 
         def finish() -> tuple[str, ...]:
             try:
-                self._state_call(replies)  # losing Redis forgets the cached views, as after any Redis call
+                got = self._state_call(replies)  # losing Redis forgets the cached views, as after any Redis call
             except Exception as exc:
                 return _unrecorded(key, exc)
+            if lease is not None:
+                _apply(riders.apply_leases, got[-1])
             return ()
 
         return finish
@@ -384,6 +390,25 @@ def _riding(
             riders.notice(pipe)
 
     return extra
+
+
+def _then(first: Extra, second: Extra) -> Extra:
+    """`first`'s commands, then `second`'s (whose replies are then the last)."""
+
+    def extra(pipe: Any) -> None:
+        first(pipe)
+        second(pipe)
+
+    return extra
+
+
+def _apply(apply_leases: Callable[[Any], None], reply: Any) -> None:
+    """Hand the lease refresh's reply to the lease gate (the write is recorded: a failure here is logged
+    and the snapshot is left as it was, to be refreshed by a later write or fetched before the lock)."""
+    try:
+        apply_leases(reply)
+    except Exception:
+        log.exception("the lease snapshot could not be refreshed from a write's record")
 
 
 def _unrecorded(key: str, exc: Exception) -> tuple[str, ...]:

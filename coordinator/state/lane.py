@@ -122,8 +122,9 @@ def supported() -> bool:
     return callable(getattr(redis.client.Pipeline, "_execute_pipeline", None))
 
 
-def nothing_owed() -> None:
-    """What `start` returns when the pipeline already ran (no replies are owed)."""
+def _given(replies: list[Any]) -> Callable[[], list[Any]]:
+    """What `start` returns when the pipeline already ran (no replies are owed): its replies."""
+    return lambda: replies
 
 
 class Lane:
@@ -150,38 +151,37 @@ class Lane:
             self._lock.release()
         return list(pipe.execute())
 
-    def start(self, batch: Batch, fallback: Callable[[], object]) -> Callable[[], None]:
-        """Send `batch`'s commands now and return what reads their replies (raising what the pool's path
-        would raise: a refused command as ResponseError, a lost connection as a lane failure). The caller
-        does other work in between, then must call it exactly once; until then the lane is its own (other
-        threads take the pool's path). A busy lane, or a failure sending, calls `fallback` at once (the
-        same commands the pool's way: `batch.replay` onto a pipeline), and what is returned does nothing."""
+    def start(self, batch: Batch, fallback: Callable[[], list[Any]]) -> Callable[[], list[Any]]:
+        """Send `batch`'s commands now and return what reads their replies: the replies, in order, as the
+        server sent them (raising what the pool's path would raise: a refused command as ResponseError,
+        once every reply is read; a lost connection as a lane failure). The caller does other work in
+        between, then must call it exactly once; until then the lane is its own (other threads take the
+        pool's path). A busy lane, or a failure sending, calls `fallback` at once (the same commands the
+        pool's way: `batch.replay` onto a pipeline), and what is returned gives its replies."""
         if not self._lock.acquire(blocking=False):
-            fallback()
-            return nothing_owed
+            return _given(fallback())
         try:
             conn = self._connection()
             conn.send_packed_command([batch.packed()])
         except _LANE_FAILURES:
             self._drop()
             self._lock.release()
-            fallback()
-            return nothing_owed
+            return _given(fallback())
         except BaseException:
             self._lock.release()
             raise
         self._pending += len(batch)
         return self._finisher()
 
-    def _finisher(self) -> Callable[[], None]:
+    def _finisher(self) -> Callable[[], list[Any]]:
         done = [False]
 
-        def finish() -> None:
+        def finish() -> list[Any]:
             if done[0]:
-                return
+                return []
             done[0] = True
             try:
-                self._drain(strict=True)
+                return self._collect()
             except _LANE_FAILURES:
                 self._drop()
                 raise
@@ -189,6 +189,23 @@ class Lane:
                 self._lock.release()
 
         return finish
+
+    def _collect(self) -> list[Any]:
+        """The replies owed (those of the batch sent last, since `_connection` read any before it), every
+        one read even when one is an error (the first error is raised then: the socket never desyncs)."""
+        read = reply_reader(self._conn)
+        replies: list[Any] = []
+        first: redis.ResponseError | None = None
+        while self._pending:
+            self._pending -= 1
+            try:
+                replies.append(read())
+            except redis.ResponseError as exc:
+                first = first or exc
+                replies.append(exc)
+        if first is not None:
+            raise first
+        return replies
 
     def probe(self) -> bool:
         """Whether the lane's connection looks healthy without a round trip (a server that went away has
@@ -221,23 +238,14 @@ class Lane:
         self._pending = 0
         return self._conn
 
-    def _drain(self, strict: bool = False) -> None:
-        """Read every reply owed. strict: the first error reply is raised once all are read (the socket
-        never desyncs); otherwise it is logged."""
+    def _drain(self) -> None:
+        """Read every reply still owed (a finisher that was left by an exception); an error is logged."""
         if not self._pending:
             return
-        first: redis.ResponseError | None = None
-        read = reply_reader(self._conn)
-        while self._pending:
-            self._pending -= 1
-            try:
-                read()
-            except redis.ResponseError as exc:
-                first = first or exc
-        if first is not None:
-            if strict:
-                raise first
-            log.warning("Redis refused a command of a write's record: %s", first)
+        try:
+            self._collect()
+        except redis.ResponseError as exc:
+            log.warning("Redis refused a command of a write's record: %s", exc)
 
     def _drop(self) -> None:
         self._pending = 0

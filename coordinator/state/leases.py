@@ -61,6 +61,7 @@ import redis
 from coordinator.disk.locks import lock_name
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.connection import redis_call
+from coordinator.state.lane import Batch
 
 _T = TypeVar("_T")
 
@@ -250,12 +251,20 @@ class LeaseStore:
     # -- reading ------------------------------------------------------------------------------------------
     def queue_live(self, pipe: Any, now: float | None = None) -> None:
         """Add the fetch of all live leases to `pipe` (so it rides on another call's round trip);
-        interpret its reply with `live_from`."""
-        pipe.zrangebyscore(self.key, _ms(time.time() if now is None else now), "+inf", withscores=True)
+        interpret its reply with `live_from`. On a redislane `Batch` the same command goes raw (its reply
+        is then the server's own, which `live_from` takes as well)."""
+        low = _ms(time.time() if now is None else now)
+        if type(pipe) is Batch:
+            pipe.execute_command("ZRANGEBYSCORE", self.key, low, "+inf", "WITHSCORES")
+            return
+        pipe.zrangebyscore(self.key, low, "+inf", withscores=True)
 
-    def live_from(self, raw: Iterable[tuple[bytes, float]]) -> list[Lease]:
+    def live_from(self, raw: Iterable[Any]) -> list[Lease]:
+        """The leases of a `queue_live` reply, in any of its forms: redis-py's (member, score) pairs, or the
+        server's own reply read raw (RESP2: members and scores in one flat list; RESP3: [member, score]
+        pairs)."""
         out = []
-        for member, score in raw:
+        for member, score in _score_pairs(raw):
             lease = self._parse(member, score)
             if lease is not None:
                 out.append(lease)
@@ -575,6 +584,15 @@ def _check_ttl(ttl_s: object) -> float:
             f"ttl_s must be a number of seconds between {MIN_TTL_S} and {MAX_TTL_S:.0f}; got {ttl_s!r}.",
         )
     return float(ttl_s)
+
+
+def _score_pairs(raw: Any) -> list[tuple[Any, float]]:
+    """A ZRANGEBYSCORE ... WITHSCORES reply as (member, score) pairs, whichever form it came in."""
+    items = list(raw or ())
+    if items and not isinstance(items[0], list | tuple):
+        it = iter(items)
+        return [(member, float(score)) for member, score in zip(it, it, strict=True)]
+    return [(member, float(score)) for member, score in items]
 
 
 def _ms(t: float) -> int:

@@ -60,7 +60,7 @@ from coordinator.hashing import path_hash
 from coordinator.state import connection as redisconn
 from coordinator.state import lane as redislane
 from coordinator.state.connection import redis_call
-from coordinator.state.lane import Batch, Lane, nothing_owed
+from coordinator.state.lane import Batch, Lane
 
 T = TypeVar("T")
 
@@ -335,23 +335,26 @@ class StateStore:
 
     def start_record_write(
         self, session: str, key: str, rs: ReadState, version: int, op: str, digest: str | None, extra: Extra
-    ) -> Callable[[], None]:
-        """`record_write` for a caller that needs none of the replies and has work to do meanwhile: the
-        commands are sent now (redislane's `start`); the returned function waits for the replies and
-        raises state_unavailable (or a refused command's error) as `record_write` would. Call it once."""
+    ) -> Callable[[], list[Any]]:
+        """`record_write` for a caller with work to do before it needs the replies: the commands are sent
+        now (redislane's `start`); the returned function waits for the replies and gives those of `extra`
+        (raw, as the server sent them: a caller reads them in either form), or raises state_unavailable (or
+        a refused command's error) as `record_write` would. Call it once."""
         batch = Batch()
-        self._queue_record(batch, session, key, rs, version, op, digest, self._needs_register(session, rs.time))
+        register = self._needs_register(session, rs.time)
+        self._queue_record(batch, session, key, rs, version, op, digest, register)
         extra(batch)
+        skip = 2 + register
         lane = self._lane
 
-        def pooled() -> object:
-            return batch.replay(self._pipe()).execute()
+        def pooled() -> list[Any]:
+            return list(batch.replay(self._pipe()).execute())
 
         if lane is None:
-            self._call(pooled)
-            return nothing_owed
+            replies = self._call(pooled)
+            return lambda: replies[skip:]
         finish = self._call(lambda: lane.start(batch, pooled))
-        return lambda: self._call(finish)
+        return lambda: self._call(finish)[skip:]
 
     def _queue_record(
         self,
