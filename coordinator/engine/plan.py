@@ -14,7 +14,7 @@ from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.views import ReadState
 from coordinator.text import rebase, semantics
-from coordinator.text.codecs import Decoded, decode_bytes
+from coordinator.text.codecs import Decoded, decode_noting_clean, spliced_clean
 
 __all__ = ["CurrentFile", "WritePlan"]
 
@@ -26,7 +26,9 @@ class CurrentFile:
     exists: False for a missing file (then `data` is empty and `st`, `digest` are None).
     data: its bytes; st: their stat; digest: their content hash (XXH3-128, hex), the one views are
     compared with. `decoded()` gives the text and encoding (CoordinatorError for binary or unsupported
-    content, which the engine reports as the refusal).
+    content, which the engine reports as the refusal). `_clean`: the content is clean
+    (`codecs.decode_noting_clean`), known once it is decoded, or given with `_decoded` by an engine that
+    knew the content already.
     """
 
     exists: bool
@@ -34,10 +36,11 @@ class CurrentFile:
     st: os.stat_result | None = None
     digest: str | None = None
     _decoded: Decoded | None = None
+    _clean: bool = False
 
     def decoded(self) -> Decoded:
         if self._decoded is None:
-            self._decoded = decode_bytes(self.data)
+            self._decoded, self._clean = decode_noting_clean(self.data)
         return self._decoded
 
 
@@ -66,6 +69,18 @@ class WritePlan:
     match: str = "exact"
     match_lines: tuple[int, int] | None = None
     nearby: tuple[tuple[int, int], ...] = ()
+
+
+def clean_digest(cur: CurrentFile, plan: WritePlan, new_digest: str | None) -> str | None:
+    """`new_digest` when the content `plan` wrote is clean (`codecs.spliced_clean`: made from clean
+    content `cur` by one splice), else None. Pure: the engine keeps what it returns as the content it may
+    decode without sniffing (see `CheckThenWrite._common_read`)."""
+    old, new_text, new_data = cur._decoded, plan.new_text, plan.new_data
+    if not cur._clean or old is None or new_text is None or new_data is None or new_digest is None:
+        return None
+    if not spliced_clean(old.text, new_text, new_data, plan.first_offset, plan.inserted_len):
+        return None
+    return new_digest
 
 
 _Current = CurrentFile

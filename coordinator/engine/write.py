@@ -63,7 +63,15 @@ from coordinator.engine.intervening import InterveningWrites
 from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.observer import APPLIED, REBASED, EngineObserver, refusal_outcome
 from coordinator.engine.options import Policy, StateCheck
-from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _changed_lines, _Missing, _view_refusal
+from coordinator.engine.plan import (
+    CurrentFile,
+    WritePlan,
+    _CachedViewRefused,
+    _changed_lines,
+    _Missing,
+    _view_refusal,
+    clean_digest,
+)
 from coordinator.engine.reading import missing_file
 from coordinator.engine.rebasing import Rebaser
 from coordinator.engine.record import UNRECORDED_WARNING, Recorder
@@ -74,6 +82,7 @@ from coordinator.history import HeadRecord, History, content_hash
 from coordinator.state.leases import Lease, LeaseCheck
 from coordinator.state.views import ReadState, StateStore, reset_note
 from coordinator.text import semantics
+from coordinator.text.codecs import decode_clean
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -85,12 +94,18 @@ _KNOWN_PATHS_MAX = 1024
 
 
 class _KnownPath:
-    """One path as the common path keeps it: its resolution (see `CheckThenWrite._known_path`)."""
+    """One path as the common path keeps it: its resolution (see `CheckThenWrite._known_path`) and the
+    hash of the last content of it the common path wrote, when that content is clean (`plan.clean_digest`).
 
-    __slots__ = ("rp",)
+    Invariant: `clean` is only ever a hash whose content is clean, so a file read with that hash is
+    decoded without the binary sniff, whoever wrote it and whenever (threads may race on it: any value
+    one of them sets is such a hash)."""
+
+    __slots__ = ("clean", "rp")
 
     def __init__(self, rp: fsio.ResolvedPath) -> None:
         self.rp = rp
+        self.clean: str | None = None
 
 
 class CheckThenWrite:
@@ -270,6 +285,7 @@ class CheckThenWrite:
             if plan.new_data is None:
                 return None
             written = self._write_planned(req, rp, dfd, held, cur, plan, None, head)
+            known.clean = clean_digest(cur, plan, written.new_digest)
         finally:
             hold_s = _release(held)
         written.wait_s, written.hold_s = held.wait_s, hold_s
@@ -294,12 +310,9 @@ class CheckThenWrite:
         except OSError:
             head = None
         self.history_store.reconcile(held, rp.key, digest, head)
-        return CurrentFile(
-            exists=True,
-            data=data,
-            st=st,
-            digest=digest,
-        ), head
+        if digest == known.clean:
+            return CurrentFile(True, data, st, digest, decode_clean(data), True), head
+        return CurrentFile(True, data, st, digest), head
 
     def _counted(self, call: Callable[[], WriteResult], operation: str) -> WriteResult:
         """Refusals are counted by code (flushed to Redis on the next post-write round trip), and leave the

@@ -16,6 +16,7 @@ holds.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -146,6 +147,64 @@ def decode_bytes(data: bytes) -> Decoded:
     except UnicodeDecodeError as exc:
         raise _undecodable(exc, encoding, len(bom)) from exc
     return Decoded(text, encoding)
+
+
+# Content up to this size is judged clean (see `decode_noting_clean`) in one pass; bigger content is not
+# (judging it would cost a pass over the whole file on every content not seen before).
+CLEAN_MAX_BYTES = 256 * 1024
+_SPLICE_MAX_CHARS = 1024
+_CONTROL_CHARS = re.compile("[" + "".join(chr(b) for b in sorted(_CONTROL_BYTES)) + "]")
+
+
+def decode_noting_clean(data: bytes) -> tuple[Decoded, bool]:
+    """`decode_bytes`, and whether ``data`` is *clean*: not empty, UTF-8 with no byte order mark (its
+    first byte starts none), at most `CLEAN_MAX_BYTES`, and no control byte of the binary sniff anywhere.
+
+    Clean content decodes with no sniffing at all (`decode_clean`), which is what an engine that keeps
+    the hashes of clean contents uses: the sniff's pass over the first 8 KiB is the costliest part of
+    decoding an ordinary file."""
+    # Invariant: judged clean only when no byte of the whole content is a control byte, so the sniff's
+    # verdict (binary or not) cannot depend on which prefix it would have looked at.
+    plain = type(data) is bytes and data and data[0] not in _BOM_LEADS and len(data) <= CLEAN_MAX_BYTES
+    if plain and len(data.translate(None, _CONTROL_DELETE)) == len(data):
+        try:
+            return Decoded(data.decode("utf-8"), Encoding.UTF8), True
+        except UnicodeDecodeError:
+            pass  # decode_bytes gives the refusal
+    return decode_bytes(data), False
+
+
+def decode_clean(data: bytes) -> Decoded:
+    """The decoding of content known to be clean (`decode_noting_clean`): the same `Decoded` as
+    `decode_bytes` gives, without the binary sniff (such content has no control byte to find). Content
+    that does not decode after all (which a clean content always does) goes through `decode_bytes`."""
+    try:
+        return Decoded(data.decode("utf-8"), Encoding.UTF8)
+    except UnicodeDecodeError:
+        return decode_bytes(data)
+
+
+def spliced_clean(old_text: str, new_text: str, new_data: bytes, start: int, length: int) -> bool:
+    """Whether ``new_data``, the new content made from a clean content whose text is ``old_text``, is
+    clean too, judged without a pass over it: ``new_data`` is ``new_text`` in UTF-8, not empty, with no
+    byte order mark lead, no longer than `CLEAN_MAX_BYTES`, and ``new_text`` is ``old_text`` with only
+    ``new_text[start:start + length]`` new (the text before it and after it are ``old_text``'s own
+    start and end) and that part holds no control character. Every check is a comparison made in C; any
+    doubt answers False (the next decode then sniffs, as it always did), and so does a new part longer
+    than `_SPLICE_MAX_CHARS` (a whole file's `write`: its search would cost more than the sniff)."""
+    tail = len(new_text) - start - length
+    if start < 0 or not 0 <= length <= _SPLICE_MAX_CHARS or tail < 0 or tail > len(old_text) - start:
+        return False
+    if not new_data or new_data[0] in _BOM_LEADS or len(new_data) > CLEAN_MAX_BYTES:
+        return False
+    if _CONTROL_CHARS.search(new_text, start, start + length) is not None:
+        return False
+    if not (new_text.startswith(old_text[:start]) and new_text.endswith(old_text[len(old_text) - tail :])):
+        return False
+    try:
+        return new_text.encode("utf-8") == new_data
+    except UnicodeEncodeError:  # a lone surrogate: not this content's text
+        return False
 
 
 def _undecodable(exc: UnicodeDecodeError, encoding: Encoding, bom_len: int) -> CoordinatorError:

@@ -9,7 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.text.codecs import Decoded, Encoding, decode_bytes, encode_text, looks_binary
+from coordinator.text.codecs import (
+    CLEAN_MAX_BYTES,
+    Decoded,
+    Encoding,
+    decode_bytes,
+    decode_clean,
+    decode_noting_clean,
+    encode_text,
+    looks_binary,
+    spliced_clean,
+)
 from tests.coordinator.core import examples
 
 
@@ -259,3 +269,60 @@ def test_utf8_text_without_controls_always_decodes(text: str) -> None:
     assert encode_text(decoded.text, decoded.encoding) == data
     if not text.startswith("\ufeff"):
         assert decoded == Decoded(text, Encoding.UTF8)
+
+
+# --- clean content: decoded without the sniff ---------------------------------------------------------
+
+
+def _judged(data: bytes) -> tuple[str, object]:
+    try:
+        return "ok", decode_bytes(data)
+    except CoordinatorError as exc:
+        return "refused", exc.code
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_decode_noting_clean_decodes_as_decode_bytes_and_clean_means_no_control_byte(data: bytes) -> None:
+    try:
+        decoded, clean = decode_noting_clean(data)
+    except CoordinatorError as exc:
+        assert _judged(data) == ("refused", exc.code)
+        return
+    assert ("ok", decoded) == _judged(data)
+    if clean:
+        assert data and data[0] not in b"\xef\xfe\xff\x00" and decoded.encoding is Encoding.UTF8
+        assert not any(b in data for b in [*range(0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+        assert decode_clean(data) == decoded
+
+
+def test_content_with_one_control_byte_far_past_the_sniff_is_not_clean() -> None:
+    data = b"x = 1\n" * 2000 + b"\x01\n"  # past the sniffed 8 KiB: text to decode_bytes, but not clean
+    decoded, clean = decode_noting_clean(data)
+    assert decoded == decode_bytes(data) and not clean
+    assert decode_noting_clean(b"x = 1\n" * 2000) == (decode_bytes(b"x = 1\n" * 2000), True)
+
+
+def test_content_over_the_clean_limit_is_never_clean() -> None:
+    data = b"a" * (CLEAN_MAX_BYTES + 1)
+    assert decode_noting_clean(data) == (Decoded(data.decode(), Encoding.UTF8), False)
+
+
+@pytest.mark.parametrize(
+    ("new_text", "new_data", "start", "length", "clean"),
+    [
+        ("ab NEW cd", b"ab NEW cd", 3, 3, True),  # old "ab X cd": "ab " kept, "NEW" new, " cd" kept
+        ("ab N\x01W cd", b"ab N\x01W cd", 3, 3, False),  # a control character put in
+        ("ab NEW cd", "ab NEW cd".encode("utf-16-le"), 3, 3, False),  # not the text's UTF-8
+        ("zz NEW cd", b"zz NEW cd", 3, 3, False),  # the part before is not the old text's
+        ("ab NEW zz", b"ab NEW zz", 3, 3, False),  # nor the part after
+        ("ab NEW cd", b"ab NEW cd", 3, 2, False),  # the new part is longer than said
+        ("\ufeffab cd", "\ufeffab cd".encode(), 0, 1, False),  # starts with a byte order mark
+        ("ab \ud800 cd", b"ab ? cd", 3, 1, False),  # a lone surrogate: not encodable
+        ("", b"", 0, 0, False),  # empty
+        ("ab " + "N" * 2000 + " cd", ("ab " + "N" * 2000 + " cd").encode(), 3, 2000, False),  # too long to search
+        ("ab X cd", b"ab X cd", 7, 0, True),  # nothing new, at the very end
+    ],
+)
+def test_spliced_clean(new_text: str, new_data: bytes, start: int, length: int, clean: bool) -> None:
+    assert spliced_clean("ab X cd", new_text, new_data, start, length) is clean

@@ -7,9 +7,10 @@ one the test compares everything a caller or another process could see: the resu
 code, message and details), every file's bytes, the history, the sessions' views in Redis, the change
 events and the refusal counts. The sequences mix the common case with every case the common path hands
 over (a stale view, a change made outside, a view not held here, a lease, a missing file, a link swapped
-in, a path given another way, a removal, a file in another encoding or with a byte order mark) and with
-the transform's own refusals; the test also checks that the fast side took the common path for most
-plain edits and handed every hand-over case to the general path.
+in, a path given another way, a removal, a file in another encoding or with a byte order mark, an edit
+that puts control characters in, up to making the file binary) and with the transform's own refusals;
+the test also checks that the fast side took the common path for most plain edits, decoded some contents
+as known clean, and handed every hand-over case to the general path.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError
 from coordinator.engine import leasing
+from coordinator.engine import write as write_mod
 
 SESSIONS = ("s", "t")
 FILES = ("a.txt", "b.txt", "sub/c.txt")
@@ -41,6 +43,7 @@ class Side:
     taken: int = 0
     handed: int = 0
     raised: int = 0
+    unsniffed: int = 0  # contents decoded without the binary sniff, known clean
     log: list[str] = field(default_factory=list)  # per write: "taken", "handed" or "raised"
 
 
@@ -64,6 +67,16 @@ def _spy(side: Side) -> None:
     side.coord.writer._common_write = spy  # type: ignore[method-assign]
 
 
+def _count_unsniffed(side: Side, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = write_mod.decode_clean
+
+    def counted(data: bytes) -> Any:
+        side.unsniffed += 1
+        return real(data)
+
+    monkeypatch.setattr(write_mod, "decode_clean", counted)
+
+
 @pytest.fixture
 def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Side, Side]]:
     # Each coordinator has its own Redis here and every lease change is made through it (dropping its
@@ -81,6 +94,7 @@ def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Sid
         made.append(Side(coord))
     fast, general = made
     _spy(fast)
+    _count_unsniffed(fast, monkeypatch)  # only the fast side takes the common path, which alone uses it
     general.coord.writer._common_write = lambda req: None  # type: ignore[method-assign]
     yield fast, general
     for side in made:
@@ -147,8 +161,9 @@ class Generator:
                 "undo",
                 "bad_edit",
                 "later",
+                "control",
             ],
-            weights=[50, 4, 5, 6, 6, 3, 3, 2, 1, 8, 2, 1, 3, 3, 5, 6],
+            weights=[50, 4, 5, 6, 6, 3, 3, 2, 1, 8, 2, 1, 3, 3, 5, 6, 3],
         )[0]
         session, path = rng.choices(SESSIONS, weights=[9, 1])[0], rng.choice(FILES)
         return kind, getattr(self, f"_{kind}")(fast, session, path)
@@ -169,6 +184,13 @@ class Generator:
             return s.edit(path, old, new)
 
         return op
+
+    def _control(self, fast: Coordinator, session: str, path: str) -> Op:
+        """An edit that puts control characters in: a few (still text), or enough to make the file binary,
+        so that the next edit of it is refused (a content the fast side decoded without sniffing before)."""
+        old = _line_of(fast, path, self.rng)
+        new = old + self.rng.choice(["\x01", "\x07\x08", "\x00", "\x02" * 40, "\x1b[0m"])
+        return lambda c: c.session(session).edit(path, old, new)
 
     def _later(self, fast: Coordinator, session: str, path: str) -> Op:
         """A few seconds pass: the paths found stale lately are no longer counted as contended."""
@@ -356,6 +378,7 @@ def _run(sides: tuple[Side, Side], seed: int, steps: int) -> dict[str, int]:
 def _check_coverage(fast: Side, kinds: dict[str, int]) -> None:
     assert fast.taken > 0 and fast.handed > 0 and fast.raised > 0, (fast.taken, fast.handed, fast.raised)
     assert "edit" in kinds
+    assert fast.unsniffed > 0  # some contents were decoded as known clean (`_KnownPath.clean`)
 
 
 SEEDS = range(6)
