@@ -19,6 +19,7 @@ FORMAT = 2
 _PACK_MAGIC = b"ECO1"
 _PACK_HEADER = struct.Struct("<4s16sQ")  # magic, digest, length
 _HEAD = struct.Struct("<QQ16sQQQ")  # counter, applied, digest, offset, length, generation
+_COUNTER = struct.Struct("<Q")  # the head's first field alone
 _NO_DIGEST = bytes(16)
 _HEX32 = re.compile(rb"[0-9a-f]{32}")
 _MAX_OPEN = 128  # paths whose append descriptors stay open in one process
@@ -132,15 +133,21 @@ class LockFile(Protocol):
     fd: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Head:
-    """The path's head record, kept in its lock file (see the package docstring, `locks/`)."""
+    """The path's head record, kept in its lock file (see the package docstring, `locks/`).
+
+    Invariant: `whole` is True only while the lock file holds exactly the 56 bytes `write` would pack from
+    these fields (as read, or as last written); then a change of the counter alone can be written as its
+    own 8 bytes (`write_counter`) and the file ends up byte for byte as a whole `write` would leave it.
+    Every change of another field is followed by `write`, which clears `whole` until its pwrite is done."""
 
     counter: int = 0  # the last version number given out
     applied: int = 0  # the last version known to have reached the file
     digest: str | None = None  # the content that version left (None: unknown, or no file)
     at: Loc | None = None  # where that content is stored, in pack generation `generation`
     generation: int = 0
+    whole: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def read(cls, held: LockFile) -> _Head:
@@ -149,13 +156,27 @@ class _Head:
             counter = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
             return cls(counter, counter)
         counter, applied, digest, off, length, gen = _HEAD.unpack(raw)
-        has = digest != _NO_DIGEST
-        return cls(counter, applied, digest.hex() if has else None, (off, length) if has else None, gen)
+        if digest != _NO_DIGEST:
+            return cls(counter, applied, digest.hex(), (off, length), gen, True)
+        return cls(counter, applied, None, None, gen, off == 0 and length == 0)
 
     def write(self, held: LockFile) -> None:
-        digest = bytes.fromhex(self.digest) if self.digest and self.at else _NO_DIGEST
-        off, length = self.at if self.digest and self.at else (0, 0)
-        os.pwrite(held.fd, _HEAD.pack(self.counter, self.applied, digest, off, length, self.generation), 0)
+        self.whole = False
+        digest, at = self.digest, self.at
+        if digest and at:
+            raw = _HEAD.pack(self.counter, self.applied, bytes.fromhex(digest), at[0], at[1], self.generation)
+        else:
+            raw = _HEAD.pack(self.counter, self.applied, _NO_DIGEST, 0, 0, self.generation)
+        self.whole = os.pwrite(held.fd, raw, 0) == _HEAD.size
+
+    def write_counter(self, held: LockFile, counter: int) -> None:
+        """Give out `counter`: its 8 bytes alone when the record on disk is whole, else the whole record."""
+        self.counter = counter
+        if self.whole:
+            self.whole = False
+            self.whole = os.pwrite(held.fd, _COUNTER.pack(counter), 0) == _COUNTER.size
+        else:
+            self.write(held)
 
 
 HeadRecord = _Head  # the public name, for a caller that reads the head once (`History.read_head`)
@@ -179,6 +200,14 @@ def _write_all(fd: int, data: bytes) -> None:
         if n <= 0:
             raise OSError(28, "No space left on device")
         view = view[n:]
+
+
+def _writev_all(fd: int, parts: list[bytes], total: int) -> None:
+    """`parts` (`total` bytes in all) appended with one writev, without joining them; the rest of a short
+    write as `_write_all` writes it."""
+    n = os.writev(fd, parts)
+    if n != total:
+        _write_all(fd, b"".join(parts)[n:])
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -242,6 +271,40 @@ def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> byte
         parts.append(f',"after_at":[{int(a_at[0])},{int(a_at[1])}]')
     parts.append("}")
     return "".join(parts).encode()
+
+
+_LINE = (
+    '{"version":%d,"time":%r,"session":%s,"operation":%s,"path":%s,"before":%s,"after":%s,"size_before":%d,'
+    '"size_after":%d,"first_line":%d,"last_line":%d,"reverts":%s,"call":%s%s%s}\n'
+)
+_INT, _BEFORE_AT, _AFTER_AT = "%d", ',"before_at":[%d,%d]', ',"after_at":[%d,%d]'
+
+
+def _entry_line(e: HistoryEntry, path_json: str, b_at: Loc | None, a_at: Loc | None) -> bytes:
+    """`_line_bytes(e, b_at, a_at) + b"\n"` in one `%` format, for the write path: `path_json` is
+    `_escape(e.path)`, kept per path. The same bytes for every entry `begin` makes (its integer fields are
+    ints, its time a float); tests/history pins the two against each other."""
+    b, a, r, c = e.before, e.after, e.reverts, e.call
+    return (
+        _LINE
+        % (
+            e.version,
+            float(e.time),
+            _escape(e.session),
+            _escape(e.operation),
+            path_json,
+            "null" if b is None else _escape(b),
+            "null" if a is None else _escape(a),
+            e.size_before,
+            e.size_after,
+            e.first_line,
+            e.last_line,
+            "null" if r is None else _INT % r,
+            "null" if c is None else _escape(c),
+            "" if b_at is None else _BEFORE_AT % b_at,
+            "" if a_at is None else _AFTER_AT % a_at,
+        )
+    ).encode()
 
 
 def _loc(value: Any) -> Loc | None:

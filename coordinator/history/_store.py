@@ -27,34 +27,54 @@ from coordinator.history._format import (
     LockFile,
     PendingWrite,
     TailRead,
+    _entry_line,
+    _escape,
     _Head,
     _header_generation,
     _Line,
-    _line_bytes,
     _parse_into,
     _parse_lines,
     _pread_file,
     _write_all,
+    _writev_all,
     content_hash,
 )
 from coordinator.history._gc import _Rewrite
 
+_lseek, _SEEK_END = os.lseek, os.SEEK_END
+_pack_header, _fromhex, _HEADER_SIZE = _PACK_HEADER.pack, bytes.fromhex, _PACK_HEADER.size
+
 
 class _Handles:
-    """One path's append descriptors, valid while the head's generation is `token`."""
+    """One path's append descriptors, valid while the head's generation is `token`, and the key's part of
+    its index lines (`path_json`, the key as a JSON string), formatted once.
+
+    Invariant: the descriptors are closed once, when the last reference to the handle goes (evicted or
+    superseded in `History._open` and no write using it any more) or by `History.close`; a write holding
+    the handle never finds them closed by another thread's eviction."""
+
+    __slots__ = ("index_fd", "key", "pack_fd", "pack_gen", "path_json", "token")
 
     def __init__(self, key: str, index_fd: int, pack_fd: int, pack_gen: int, token: int) -> None:
         self.key = key
+        self.path_json = _escape(key)
         self.index_fd = index_fd
         self.pack_fd = pack_fd
         self.pack_gen = pack_gen
         self.token = token
-        self.users = 0
 
     def close(self) -> None:
-        for fd in (self.index_fd, self.pack_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        fds, self.index_fd, self.pack_fd = (self.index_fd, self.pack_fd), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit the modules it uses may be gone already
+            pass
 
 
 class History(_Rewrite):
@@ -115,47 +135,37 @@ class History(_Rewrite):
         """
         if head is None:
             head = _Head.read(held)
-        h = self._acquire_handles(key, head.generation)
-        try:
+        h = self._handles(key, head.generation)
+        if head.counter > head.applied:
             self._reconcile(held, key, head, before_digest)
-            index_size = os.fstat(h.index_fd).st_size
-            pack_size = os.fstat(h.pack_fd).st_size
-            before_at, after_at = self._store(h, key, head, pack_size, before, before_digest, after, after_digest)
-            version = (head.counter or self.last_version(key)) + 1
-            head.counter = version
-            head.write(held)  # counter first: a crash after this skips a number, never reuses one
-            entry = HistoryEntry(
-                version=version, time=time.time(), path=key, before=before_digest, after=after_digest, **fields
-            )
-            try:
-                self._append_line(h, index_size, entry, before_at, after_at)
-            except BaseException:
-                self._truncate(h, index_size, pack_size)
-                raise
-            if _FAULT:
-                _fault("after-entry")
-            return PendingWrite(entry, head, after_at, index_size, pack_size)
-        finally:
-            self._release_handles(h)
+        index_size = _lseek(h.index_fd, 0, _SEEK_END)  # the sizes, without a stat
+        pack_size = _lseek(h.pack_fd, 0, _SEEK_END)
+        before_at, after_at = self._store(h, key, head, pack_size, before, before_digest, after, after_digest)
+        version = (head.counter or self.last_version(key)) + 1
+        head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
+        entry = HistoryEntry(version, time.time(), path=key, before=before_digest, after=after_digest, **fields)
+        try:
+            self._append_line(h, index_size, _entry_line(entry, h.path_json, before_at, after_at))
+        except BaseException:
+            self._truncate(h, index_size, pack_size)
+            raise
+        if _FAULT:
+            _fault("after-entry")
+        return PendingWrite(entry, head, after_at, index_size, pack_size)
 
     def commit(self, held: LockFile, pending: PendingWrite) -> None:
         """The file now holds `pending`'s result: mark its version as applied (one pwrite, no fsync: if
         lost to a power cut, the next `begin` confirms the entry against the file's bytes)."""
         if _FAULT:
             _fault("before-commit")
-        head = pending.head
-        head.applied = pending.entry.version
-        head.digest = pending.entry.after
-        head.at = pending.after_at
+        head, entry = pending.head, pending.entry
+        head.applied, head.digest, head.at = entry.version, entry.after, pending.after_at
         head.write(held)
 
     def abort(self, held: LockFile, pending: PendingWrite) -> None:
         """The replace failed: take back the entry and the contents appended for it. Under the lock."""
-        h = self._acquire_handles(pending.entry.path, pending.head.generation)
-        try:
-            self._truncate(h, pending.index_size, pending.pack_size)
-        finally:
-            self._release_handles(h)
+        h = self._handles(pending.entry.path, pending.head.generation)
+        self._truncate(h, pending.index_size, pending.pack_size)
         head = pending.head
         head.counter = pending.entry.version - 1
         with contextlib.suppress(OSError):
@@ -169,20 +179,17 @@ class History(_Rewrite):
         names a version's result, so that `record_kept` finds them from any process. Call `reconcile`
         first. Raises OSError on a disk failure."""
         head = _Head.read(held)
-        h = self._acquire_handles(key, head.generation)
-        try:
-            if head.digest == digest and head.at is not None and head.at[1] == len(data):
-                return
-            pack_size = os.fstat(h.pack_fd).st_size
-            at = (pack_size + _PACK_HEADER.size, len(data))
-            _write_all(h.pack_fd, _PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(digest), len(data)) + data)
-            if self.fsync:
-                os.fdatasync(h.pack_fd)
-            self._remember(key, digest, h.pack_gen, at)
-            head.digest, head.at, head.generation = digest, at, h.pack_gen
-            head.write(held)
-        finally:
-            self._release_handles(h)
+        h = self._handles(key, head.generation)
+        if head.digest == digest and head.at is not None and head.at[1] == len(data):
+            return
+        pack_size = os.fstat(h.pack_fd).st_size
+        at = (pack_size + _PACK_HEADER.size, len(data))
+        _write_all(h.pack_fd, _PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(digest), len(data)) + data)
+        if self.fsync:
+            os.fdatasync(h.pack_fd)
+        self._remember(key, digest, h.pack_gen, at)
+        head.digest, head.at, head.generation = digest, at, h.pack_gen
+        head.write(held)
 
     def record_kept(
         self,
@@ -228,7 +235,7 @@ class History(_Rewrite):
         try:
             if head is None:
                 head = _Head.read(held)
-            return self._reconcile(held, key, head, current_digest)
+            return head.counter > head.applied and self._reconcile(held, key, head, current_digest)
         except OSError:
             return False
 
@@ -269,42 +276,81 @@ class History(_Rewrite):
         after: bytes | None,
         after_digest: str | None,
     ) -> tuple[Loc | None, Loc | None]:
-        """Append what is not stored yet (one write); the locations of both contents."""
-        chunks: list[bytes] = []
-        pos = pack_size
-
-        def put(data: bytes, digest: str) -> Loc:
-            nonlocal pos
-            chunks.append(_PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(digest), len(data)))
-            chunks.append(data)
-            at = (pos + _PACK_HEADER.size, len(data))
-            pos = at[0] + len(data)
-            return at
-
-        before_at: Loc | None = None
-        if before is not None and before_digest is not None:
-            known = head.at if head.digest == before_digest and head.generation == h.pack_gen else None
-            if known is not None and known[1] == len(before):
-                before_at = known  # the previous write's result: stored already
-            else:
-                before_at = put(before, before_digest)
-        after_at: Loc | None = None
-        if after is not None and after_digest is not None:
-            after_at = before_at if after_digest == before_digest else put(after, after_digest)
-        if chunks:
-            _write_all(h.pack_fd, b"".join(chunks))
+        """Append what is not stored yet (one write, the headers and contents gathered without a copy); the
+        locations of both contents. A content stored here is remembered for `load`; the pre-image the head
+        names (the usual case) is stored already and costs nothing."""
+        known = head.at
+        if (
+            known is not None
+            and before is not None
+            and after is not None
+            and before_digest is not None
+            and after_digest
+            and head.digest == before_digest != after_digest
+            and known[1] == len(before)
+            and head.generation == h.pack_gen
+        ):  # the usual write: the previous write's result is its pre-image, its own result is new
+            n = len(after)
+            after_at = (pack_size + _HEADER_SIZE, n)
+            _writev_all(h.pack_fd, [_pack_header(_PACK_MAGIC, _fromhex(after_digest), n), after], n + _HEADER_SIZE)
             if self.fsync:
                 os.fdatasync(h.pack_fd)
-        for d, at in ((before_digest, before_at), (after_digest, after_at)):
-            if d and at:
-                self._remember(key, d, h.pack_gen, at)
+            self._remember(key, after_digest, h.pack_gen, after_at)
+            return known, after_at
+        return self._store_general(h, key, head, pack_size, before, before_digest, after, after_digest)
+
+    def _store_general(
+        self,
+        h: _Handles,
+        key: str,
+        head: _Head,
+        pack_size: int,
+        before: bytes | None,
+        before_digest: str | None,
+        after: bytes | None,
+        after_digest: str | None,
+    ) -> tuple[Loc | None, Loc | None]:
+        """`_store` for every other case: a creation or a removal, a pre-image not stored yet (an outside
+        change, or after gc), a write that leaves the content as it was."""
+        before_at: Loc | None = None
+        parts: list[bytes] = []
+        stored: list[tuple[str, Loc]] = []
+        pos = pack_size
+        if before is not None and before_digest is not None:
+            known = head.at
+            if head.digest == before_digest and head.generation == h.pack_gen and known and known[1] == len(before):
+                before_at = known  # the previous write's result: stored already
+            else:
+                before_at = (pos + _PACK_HEADER.size, len(before))
+                pos = before_at[0] + len(before)
+                parts += (_PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(before_digest), len(before)), before)
+                stored.append((before_digest, before_at))
+        after_at: Loc | None = None
+        if after is not None and after_digest is not None:
+            if after_digest == before_digest:
+                after_at = before_at
+            else:
+                after_at = (pos + _PACK_HEADER.size, len(after))
+                pos = after_at[0] + len(after)
+                parts += (_PACK_HEADER.pack(_PACK_MAGIC, bytes.fromhex(after_digest), len(after)), after)
+                stored.append((after_digest, after_at))
+        if parts:
+            _writev_all(h.pack_fd, parts, pos - pack_size)
+            if self.fsync:
+                os.fdatasync(h.pack_fd)
+            for digest, at in stored:
+                if digest:
+                    self._remember(key, digest, h.pack_gen, at)
         return before_at, after_at
 
-    def _append_line(self, h: _Handles, size: int, entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> None:
-        line = _line_bytes(entry, b_at, a_at) + b"\n"
+    def _append_line(self, h: _Handles, size: int, line: bytes) -> None:
+        """Append one index line (one write). A torn last line (a crash mid-append) must not swallow this
+        entry: then the line starts on a line of its own (invariant 4)."""
         if size and os.pread(h.index_fd, 1, size - 1) != b"\n":
-            line = b"\n" + line  # a torn last line (crash mid-append) must not swallow this entry
-        _write_all(h.index_fd, line)
+            line = b"\n" + line
+        n = os.write(h.index_fd, line)
+        if n != len(line):
+            _write_all(h.index_fd, line[n:])  # the rest of a short write
         if self.fsync:
             os.fdatasync(h.index_fd)
 
@@ -319,40 +365,21 @@ class History(_Rewrite):
         self._locs[(key, digest)] = (gen, at)
 
     # -- descriptors --------------------------------------------------------------------------------------
-    def _acquire_handles(self, key: str, token: int) -> _Handles:
+    def _handles(self, key: str, token: int) -> _Handles:
+        """The path's descriptors for pack generation `token` (kept open, at most `_MAX_OPEN` paths; one
+        used by a write stays open until the write lets it go, see `_Handles`)."""
         with self._open_lock:
             h = self._open.get(key)
-            if h is not None and h.token != token:
-                del self._open[key]
-                if h.users == 0:
-                    h.close()
-                h = None
-            if h is not None:
+            if h is not None and h.token == token:  # the usual case: open already, still current
                 self._open.move_to_end(key)
-                h.users += 1
                 return h
         h = self._open_handles(key, token)
         with self._open_lock:
-            old = self._open.pop(key, None)
-            if old is not None and old.users == 0:
-                old.close()
+            self._open.pop(key, None)
             self._open[key] = h
-            h.users += 1
-            self._evict()
+            while len(self._open) > _MAX_OPEN:
+                self._open.popitem(last=False)
         return h
-
-    def _evict(self) -> None:
-        for k in list(self._open):
-            if len(self._open) <= _MAX_OPEN:
-                return
-            if self._open[k].users == 0:
-                self._open.pop(k).close()
-
-    def _release_handles(self, h: _Handles) -> None:
-        with self._open_lock:
-            h.users -= 1
-            if h.users == 0 and self._open.get(h.key) is not h:
-                h.close()
 
     def _open_handles(self, key: str, token: int) -> _Handles:
         name = path_hash(key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,7 +196,7 @@ def test_earlier_format_is_read_and_moved_into_a_pack(store: tuple[History, Lock
 def test_an_index_line_is_the_json_of_its_entry(
     session: str, path: str, before: str | None, reverts: int | None, b_at: tuple[int, int] | None
 ) -> None:
-    from coordinator.history._format import HistoryEntry, _line_bytes, _parse
+    from coordinator.history._format import HistoryEntry, _entry_line, _escape, _line_bytes, _parse
 
     entry = HistoryEntry(
         version=12,
@@ -218,3 +219,70 @@ def test_an_index_line_is_the_json_of_its_entry(
     line = _line_bytes(entry, b_at, (4020, 4001))
     assert line == json.dumps(record, separators=(",", ":")).encode()
     assert _parse(line) == (entry, b_at, (4020, 4001))
+    for a_at in ((4020, 4001), None):  # the write path's one-format line: the same bytes
+        assert _entry_line(entry, _escape(path), b_at, a_at) == _line_bytes(entry, b_at, a_at) + b"\n"
+    call = replace(entry, call='tool-1"\u00e9', time=1700000000.0)  # a tool call's id; a time without a fraction
+    assert _entry_line(call, _escape(path), b_at, None) == _line_bytes(call, b_at, None) + b"\n"
+
+
+def test_a_handle_in_use_outlives_its_eviction(store: tuple[History, LockManager]) -> None:
+    """More paths than stay open: a path's descriptors evicted while a write holds them stay open for that
+    write, and close once it lets them go; the next write of the path opens them again."""
+    from coordinator.history._format import _MAX_OPEN
+
+    h, _ = store
+    held = h._handles("a.txt", 0)
+    fds = (held.index_fd, held.pack_fd)
+    for i in range(_MAX_OPEN + 5):
+        h._handles(f"p{i}.txt", 0)
+    assert "a.txt" not in h._open and len(h._open) == _MAX_OPEN
+    for fd in fds:
+        os.fstat(fd)  # still open
+    del held
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    again = h._handles("a.txt", 0)
+    assert again is h._handles("a.txt", 0)  # kept while current
+    newer = h._handles("a.txt", 1)  # another pack generation (gc): opened anew
+    assert newer is not again and again.index_fd >= 0  # the superseded one stays open while held
+    h.close()
+    assert newer.index_fd == newer.pack_fd == -1
+
+
+def test_a_head_rewritten_whole_unless_the_disk_holds_it_whole(store: tuple[History, LockManager]) -> None:
+    """A head record from an earlier lock file (the bare counter), or one whose last write failed, is
+    written whole when the next version number is given out; a whole one gets its counter alone."""
+    from coordinator.history._format import _HEAD
+
+    h, locks = store
+    with locks.acquire("a.txt") as held:
+        os.pwrite(held.fd, (41).to_bytes(8, "little"), 0)  # an earlier lock file
+        head = h.read_head(held)
+        assert not head.whole
+        h.commit(
+            held,
+            h.begin(
+                held,
+                "a.txt",
+                before=None,
+                before_digest=None,
+                after=b"x",
+                after_digest=content_hash(b"x"),
+                head=head,
+                **FIELDS,
+            ),
+        )
+        raw = os.pread(held.fd, 100, 0)
+        assert len(raw) == _HEAD.size and _HEAD.unpack(raw)[:2] == (42, 42)
+        head = h.read_head(held)
+        assert head.whole
+        head.applied = 7  # a change whose write fails: the next counter write must carry it
+        with pytest.raises(OSError):
+            head.write(type("Closed", (), {"fd": -1})())
+        assert not head.whole
+        head.write_counter(held, 43)
+        assert _HEAD.unpack(os.pread(held.fd, 100, 0))[:2] == (43, 7)
+        assert head.whole
+        head.write_counter(held, 44)
+        assert _HEAD.unpack(os.pread(held.fd, 100, 0))[:2] == (44, 7)
