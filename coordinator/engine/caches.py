@@ -29,6 +29,8 @@ class _RefusalCounts:
             self._counts[code] = self._counts.get(code, 0) + 1
 
     def queue_flush(self, pipe: Any, key: str) -> None:
+        if not self._counts:  # nothing counted (a look without the lock: one added meanwhile goes next time)
+            return
         with self._lock:
             counts, self._counts = self._counts, {}
         for code, n in counts.items():

@@ -76,7 +76,7 @@ class LeaseGate:
         edit waits for it. Returns (the command to queue or None, what to do with its reply)."""
         snap = self._snapshot
         if snap is not None and time.monotonic() - snap[0] < LEASE_SNAPSHOT_S / 2 and time.time() < snap[1]:
-            return None, _ignore
+            return _NOT_DUE
         sent: list[float] = []
 
         def queue(pipe: Any) -> None:
@@ -188,3 +188,6 @@ def _ended_error(lease: Lease, rp: fsio.ResolvedPath) -> CoordinatorError:
 
 def _ignore(reply: Any) -> None:
     return None
+
+
+_NOT_DUE: tuple[Callable[[Any], None] | None, Callable[[Any], None]] = (None, _ignore)

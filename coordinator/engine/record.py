@@ -236,6 +236,8 @@ class Recorder:
         snapshot refresh (when half-way to stale), each with what reads its replies."""
         notice_extra, notice_finish = notice_rider(self.tracker, self.state, session, key)
         lease_extra, apply_leases = self.lease_gate.rider()
+        if notice_extra is None and lease_extra is None:
+            return _NOTHING_RIDES
         return _Riders(notice_extra, notice_finish, lease_extra, apply_leases)
 
     def _start_record(
@@ -364,6 +366,13 @@ class _Riders:
     notice_finish: Callable[[list[Any]], str]
     lease: Extra | None
     apply_leases: Callable[[Any], None]
+
+
+def _ignore(reply: Any) -> None:
+    return None
+
+
+_NOTHING_RIDES = _Riders(None, _no_notice, None, _ignore)
 
 
 def _riding(

@@ -274,6 +274,9 @@ class ReadTracker:
 
     def due(self, session: str, exclude: str, now: float | None = None) -> list[str]:
         """Paths to look up for `session` now (empty: no check due, or nothing else to check)."""
+        paths = self._seen.get(session)  # a first look without the lock (each step is atomic): a session
+        if not paths or (len(paths) == 1 and exclude in paths):  # tracking no other path has none due
+            return []
         with self._lock:
             return self._due(session, exclude, now)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,8 @@ try:
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
 except ImportError:  # (tests/coordinator/state/test_redislane.py runs this in a subprocess)
     _HiredisParser, NOT_ENOUGH_DATA = None, object()
+
+_HAS_POLL = hasattr(select, "poll")
 
 #: Failures after which the lane's connection is dropped and the pool's path is taken.
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -136,6 +139,9 @@ class Lane:
         self._conn: Any = None
         self._pid = 0
         self._pending = 0  # replies sent for and not read yet (see `start`)
+        self._polled: Any = None  # the socket `_readable` polls (its poller and hiredis reader beside it)
+        self._poller: Any = None
+        self._reader: Any = None
 
     def execute(self, pipe: Any) -> list[Any]:
         """The replies of the commands queued on `pipe` (a non-transactional redis-py pipeline)."""
@@ -211,14 +217,18 @@ class Lane:
         """Whether the lane's connection looks healthy without a round trip (a server that went away has
         closed it: the socket reads EOF); a stale one is dropped. False when the lane is busy or has no
         connection yet: the caller probes the pool's way."""
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(False):
             return False
         try:
-            if self._conn is None or self._pid != os.getpid():
+            conn = self._conn
+            if conn is None or self._pid != os.getpid():
                 return False
+            poller = self._poller  # `_readable`'s common case, inline (replies still owed would read as readable)
+            if poller is not None and conn._sock is self._polled and not (self._reader.has_data() or poller.poll(0)):
+                return True
             try:
                 self._drain()  # the replies owed arrived: the server is there
-                stale = self._conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
+                stale = self._readable(conn)  # an idle, healthy connection has nothing to read
             except _LANE_FAILURES:
                 stale = True
             if stale:
@@ -227,6 +237,31 @@ class Lane:
             return True
         finally:
             self._lock.release()
+
+    def _readable(self, conn: Any) -> bool:
+        """Whether the idle connection has anything to read: a reply nobody asked for, or the EOF (or error)
+        of a server that went away. On a plain connection (see `reply_reader`) over a socket with no TLS
+        layer, what redis-py's `can_read(timeout=0)` looks at, asked directly: bytes the hiredis reader
+        holds already, then one poll(2) of the socket (registered once per socket). Otherwise redis-py's
+        `can_read` itself."""
+        sock = conn._sock
+        if sock is not self._polled:
+            self._polled, self._poller, self._reader = sock, None, None
+            parser = getattr(conn, "_parser", None)
+            reader = getattr(parser, "_reader", None)
+            if (
+                sock is not None
+                and reader is not None
+                and _HAS_POLL
+                and not hasattr(sock, "pending")
+                and _plain(conn, parser)
+            ):
+                self._poller, self._reader = select.poll(), reader
+                self._poller.register(sock, select.POLLIN)
+        poller = self._poller
+        if poller is None:
+            return bool(conn.can_read(timeout=0))
+        return bool(self._reader.has_data() or poller.poll(0))
 
     def _connection(self) -> Any:
         """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""
@@ -249,6 +284,7 @@ class Lane:
 
     def _drop(self) -> None:
         self._pending = 0
+        self._polled = self._poller = self._reader = None
         conn, self._conn = self._conn, None
         if conn is None:
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,35 @@ def test_the_probe_sees_a_dropped_connection(client: redis.Redis) -> None:
     client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
     assert not lane.probe()  # EOF on the socket: dropped
     assert lane.execute(_pipe(client, 1))[2] == 2
+
+
+def test_the_probe_polls_the_socket_and_anything_left_to_read_makes_it_stale(client: redis.Redis) -> None:
+    """A healthy probe is one poll of the socket (redis-py's can_read is not called); a reply nobody asked
+    for, bytes the hiredis reader holds, or the server's EOF each make the connection stale (dropped)."""
+    for spoil in ("reply", "buffered", "killed"):
+        lane = Lane(client)
+        lane.execute(_pipe(client, 0))
+        assert lane.probe()  # (the socket's poller is set up here)
+        conn: Any = lane._conn
+
+        def no_can_read(*a: Any, **k: Any) -> bool:
+            raise AssertionError("the healthy probe asked redis-py")
+
+        conn.can_read = no_can_read
+        assert lane.probe() and lane.probe()
+        del conn.can_read
+        if spoil == "reply":
+            conn.send_packed_command(conn.pack_command("PING"))
+        elif spoil == "buffered":
+            conn._parser._reader.feed(b"+PONG\r\n")
+        else:
+            client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        deadline = time.monotonic() + 5
+        while lane.probe() and time.monotonic() < deadline:  # (the reply or the EOF on its way)
+            time.sleep(0.01)
+        assert lane._conn is None, spoil  # dropped
+        assert lane.execute(_pipe(client, 1))[2] >= 2  # and a fresh connection takes over, in sync
+        lane.close()
 
 
 def test_a_connection_of_another_process_is_never_used(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
