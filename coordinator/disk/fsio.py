@@ -21,6 +21,7 @@ import functools
 import itertools
 import os
 import stat
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -536,10 +537,12 @@ def remove_temp(dfd: int, name: str) -> None:
 def _fill_temp(fd: int, data: bytes, mode: int, owner: tuple[int, int] | None, fsync: bool) -> None:
     """Write the temporary's content and mode (and owner), fsync it if asked, close it."""
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        n = os.write(fd, data)  # the whole of it, nearly always: the rest only after a short write
+        if n < len(data):
+            view = memoryview(data)[n:]
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
         os.fchmod(fd, mode)
         if owner is not None:
             try:
@@ -553,6 +556,8 @@ def _fill_temp(fd: int, data: bytes, mode: int, owner: tuple[int, int] | None, f
 
 
 _RENAME_EXCHANGE = 2
+# os.fsencode's encoding of a str, without its Python-level type checks (the names here are always str).
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _renameat2: Callable[..., int] | None
 try:
     _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
@@ -567,7 +572,16 @@ def _exchange(src_dfd: int, src: str, dst_dfd: int, dst: str) -> bool:
     `dst` does not exist (the caller renames instead); any other failure raises OSError."""
     if _renameat2 is None:
         return False
-    if _renameat2(src_dfd, os.fsencode(src), dst_dfd, os.fsencode(dst), _RENAME_EXCHANGE) == 0:
+    if (
+        _renameat2(
+            src_dfd,
+            src.encode(_FS_ENCODING, _FS_ERRORS),
+            dst_dfd,
+            dst.encode(_FS_ENCODING, _FS_ERRORS),
+            _RENAME_EXCHANGE,
+        )
+        == 0
+    ):
         return True
     err = ctypes.get_errno()
     if err in _NO_EXCHANGE:

@@ -205,22 +205,20 @@ class CheckThenWrite:
             match,
             reverts,
         )
-        return self._counted(lambda: self._hot_or_general(req), operation)
-
-    def _hot_or_general(self, req: _Request) -> WriteResult:
-        """The common path under `state_check="cached"`, when the call is the common case; otherwise, or
-        when the common path hands it over, the general path."""
-        if self.state_check == "cached":
-            done = self._common_write(req)
+        if self.state_check == "cached":  # the common path first (it answers None when it hands over)
+            try:
+                done = self._common_write(req)
+            except CoordinatorError as exc:
+                raise self._refused(exc, operation) from None
             if done is not None:
-                return done
-        return self._with_cache_retry(req)
+                return done if self.observer is None else self._observed(done, operation)
+        return self._counted(lambda: self._with_cache_retry(req), operation)
 
     # -- the common path ----------------------------------------------------------------------------------
     def _common_write(self, req: _Request) -> WriteResult | None:
         """`req` through the common path (module docstring); None when it is not the common case, with
         nothing written (the caller then runs the general path from the start)."""
-        known = self._known_path(req.path)
+        known = self._known_paths.get(req.path) or self._known_path(req.path)
         rp = known.rp
         recorded = self._views.get(req.session, rp.key)
         gate = self.lease_gate
@@ -317,20 +315,26 @@ class CheckThenWrite:
     def _counted(self, call: Callable[[], WriteResult], operation: str) -> WriteResult:
         """Refusals are counted by code (flushed to Redis on the next post-write round trip), and leave the
         engine as bare answers (`bare_refusal`); the observer, if any, is told every outcome."""
-        observer = self.observer
         try:
             result = call()
         except CoordinatorError as exc:
-            self._refusals.add(exc.code.value)
-            if observer is not None:
-                observer.write_finished(operation, refusal_outcome(exc))
-            raise bare_refusal(exc) from None
+            raise self._refused(exc, operation) from None
         except LockBusy as busy:
             raise busy.wrap(lambda resume: self._counted(resume, operation)) from None
-        if observer is not None:
-            observer.write_finished(operation, REBASED if result.rebased else APPLIED)
-            if self.publish_events and UNRECORDED_WARNING not in result.warnings:
-                observer.event_published()  # it rode the record, which did not fail
+        return result if self.observer is None else self._observed(result, operation)
+
+    def _refused(self, exc: CoordinatorError, operation: str) -> CoordinatorError:
+        """A refusal counted by its code (and told to the observer), as the bare answer to raise."""
+        self._refusals.add(exc.code.value)
+        if self.observer is not None:
+            self.observer.write_finished(operation, refusal_outcome(exc))
+        return bare_refusal(exc)
+
+    def _observed(self, result: WriteResult, operation: str) -> WriteResult:
+        assert self.observer is not None
+        self.observer.write_finished(operation, REBASED if result.rebased else APPLIED)
+        if self.publish_events and UNRECORDED_WARNING not in result.warnings:
+            self.observer.event_published()  # it rode the record, which did not fail
         return result
 
     def _with_cache_retry(self, req: _Request, first: Callable[[], WriteResult] | None = None) -> WriteResult:

@@ -153,7 +153,7 @@ def decode_bytes(data: bytes) -> Decoded:
 # (judging it would cost a pass over the whole file on every content not seen before).
 CLEAN_MAX_BYTES = 256 * 1024
 _SPLICE_MAX_CHARS = 1024
-_CONTROL_CHARS = re.compile("[" + "".join(chr(b) for b in sorted(_CONTROL_BYTES)) + "]")
+_CONTROL_SEARCH = re.compile("[" + "".join(chr(b) for b in sorted(_CONTROL_BYTES)) + "]").search
 
 
 def decode_noting_clean(data: bytes) -> tuple[Decoded, bool]:
@@ -192,17 +192,19 @@ def spliced_clean(old_text: str, new_text: str, new_data: bytes, start: int, len
     start and end) and that part holds no control character. Every check is a comparison made in C; any
     doubt answers False (the next decode then sniffs, as it always did), and so does a new part longer
     than `_SPLICE_MAX_CHARS` (a whole file's `write`: its search would cost more than the sniff)."""
-    tail = len(new_text) - start - length
-    if start < 0 or not 0 <= length <= _SPLICE_MAX_CHARS or tail < 0 or tail > len(old_text) - start:
-        return False
-    if not new_data or new_data[0] in _BOM_LEADS or len(new_data) > CLEAN_MAX_BYTES:
-        return False
-    if _CONTROL_CHARS.search(new_text, start, start + length) is not None:
-        return False
-    if not (new_text.startswith(old_text[:start]) and new_text.endswith(old_text[len(old_text) - tail :])):
-        return False
+    end = start + length
+    tail = len(new_text) - end
     try:
-        return new_text.encode("utf-8") == new_data
+        return (
+            0 <= start <= end <= start + _SPLICE_MAX_CHARS
+            and 0 <= tail <= len(old_text) - start
+            and 0 < len(new_data) <= CLEAN_MAX_BYTES
+            and new_data[0] not in _BOM_LEADS
+            and _CONTROL_SEARCH(new_text, start, end) is None
+            and new_text.startswith(old_text[:start])
+            and new_text.endswith(old_text[len(old_text) - tail :])
+            and new_text.encode("utf-8") == new_data
+        )
     except UnicodeEncodeError:  # a lone surrogate: not this content's text
         return False
 

@@ -258,3 +258,24 @@ def test_read_at_reads_on_past_a_short_read_and_refuses_a_file_grown_past_the_li
         assert refused.value.code.value == "too_large"
     finally:
         os.close(dfd)
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_short_writes_still_fill_the_temporary_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    """os.write may write less than asked (a signal, a full pipe of a FUSE file system): the rest follows."""
+    _, rp, dfd, tfd = _setup(tmp_path)
+    Path(rp.abs).write_bytes(b"old\n")
+    real_write, calls = os.write, []
+
+    def short(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(fsio.os, "write", short)
+    content = b"".join(b"line %d\n" % i for i in range(40))
+    fsio.atomic_replace(dfd, rp, content, 0o644, fsync, tmp_dfd=tfd)
+    monkeypatch.undo()
+    assert Path(rp.abs).read_bytes() == content
+    assert len(calls) == -(-len(content) // 7)  # every piece written once, none twice
