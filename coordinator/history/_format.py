@@ -20,6 +20,8 @@ _PACK_MAGIC = b"ECO1"
 _PACK_HEADER = struct.Struct("<4s16sQ")  # magic, digest, length
 _HEAD = struct.Struct("<QQ16sQQQ")  # counter, applied, digest, offset, length, generation
 _COUNTER = struct.Struct("<Q")  # the head's first field alone
+_HEAD_SIZE, _pack_head, _unpack_head, _pack_counter = _HEAD.size, _HEAD.pack, _HEAD.unpack, _COUNTER.pack
+_pread, _pwrite, _fromhex = os.pread, os.pwrite, bytes.fromhex
 _NO_DIGEST = bytes(16)
 _HEX32 = re.compile(rb"[0-9a-f]{32}")
 _MAX_OPEN = 128  # paths whose append descriptors stay open in one process
@@ -140,7 +142,8 @@ class _Head:
     Invariant: `whole` is True only while the lock file holds exactly the 56 bytes `write` would pack from
     these fields (as read, or as last written); then a change of the counter alone can be written as its
     own 8 bytes (`write_counter`) and the file ends up byte for byte as a whole `write` would leave it.
-    Every change of another field is followed by `write`, which clears `whole` until its pwrite is done."""
+    Every change of another field is followed by `write`, which sets `whole` by its pwrite's outcome (False
+    when it fails or writes short)."""
 
     counter: int = 0  # the last version number given out
     applied: int = 0  # the last version known to have reached the file
@@ -151,32 +154,37 @@ class _Head:
 
     @classmethod
     def read(cls, held: LockFile) -> _Head:
-        raw = os.pread(held.fd, _HEAD.size, 0)
-        if len(raw) < _HEAD.size:  # an earlier lock file: the bare counter, nothing pending
+        raw = _pread(held.fd, _HEAD_SIZE, 0)
+        if len(raw) != _HEAD_SIZE:  # an earlier lock file: the bare counter, nothing pending
             counter = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else 0
             return cls(counter, counter)
-        counter, applied, digest, off, length, gen = _HEAD.unpack(raw)
+        counter, applied, digest, off, length, gen = _unpack_head(raw)
         if digest != _NO_DIGEST:
             return cls(counter, applied, digest.hex(), (off, length), gen, True)
         return cls(counter, applied, None, None, gen, off == 0 and length == 0)
 
     def write(self, held: LockFile) -> None:
-        self.whole = False
         digest, at = self.digest, self.at
-        if digest and at:
-            raw = _HEAD.pack(self.counter, self.applied, bytes.fromhex(digest), at[0], at[1], self.generation)
-        else:
-            raw = _HEAD.pack(self.counter, self.applied, _NO_DIGEST, 0, 0, self.generation)
-        self.whole = os.pwrite(held.fd, raw, 0) == _HEAD.size
+        try:
+            if digest and at:
+                raw = _pack_head(self.counter, self.applied, _fromhex(digest), at[0], at[1], self.generation)
+            else:
+                raw = _pack_head(self.counter, self.applied, _NO_DIGEST, 0, 0, self.generation)
+            self.whole = _pwrite(held.fd, raw, 0) == _HEAD_SIZE
+        except BaseException:  # the record on disk is unknown now
+            self.whole = False
+            raise
 
     def write_counter(self, held: LockFile, counter: int) -> None:
         """Give out `counter`: its 8 bytes alone when the record on disk is whole, else the whole record."""
         self.counter = counter
-        if self.whole:
+        if not self.whole:
+            return self.write(held)
+        try:
+            self.whole = _pwrite(held.fd, _pack_counter(counter), 0) == 8
+        except BaseException:
             self.whole = False
-            self.whole = os.pwrite(held.fd, _COUNTER.pack(counter), 0) == _COUNTER.size
-        else:
-            self.write(held)
+            raise
 
 
 HeadRecord = _Head  # the public name, for a caller that reads the head once (`History.read_head`)

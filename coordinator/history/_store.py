@@ -41,7 +41,7 @@ from coordinator.history._format import (
 )
 from coordinator.history._gc import _Rewrite
 
-_lseek, _SEEK_END = os.lseek, os.SEEK_END
+_lseek, _SEEK_END, _pread, _write = os.lseek, os.SEEK_END, os.pread, os.write
 _pack_header, _fromhex, _HEADER_SIZE = _PACK_HEADER.pack, bytes.fromhex, _PACK_HEADER.size
 
 
@@ -144,8 +144,15 @@ class History(_Rewrite):
         version = (head.counter or self.last_version(key)) + 1
         head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
         entry = HistoryEntry(version, time.time(), path=key, before=before_digest, after=after_digest, **fields)
+        line = _entry_line(entry, h.path_json, before_at, after_at)
+        if index_size and _pread(h.index_fd, 1, index_size - 1) != b"\n":
+            line = b"\n" + line  # a torn last line (a crash mid-append) must not swallow this entry (invariant 4)
         try:
-            self._append_line(h, index_size, _entry_line(entry, h.path_json, before_at, after_at))
+            n = _write(h.index_fd, line)  # one write; the rest of a short one as _write_all writes it
+            if n != len(line):
+                _write_all(h.index_fd, line[n:])
+            if self.fsync:
+                os.fdatasync(h.index_fd)
         except BaseException:
             self._truncate(h, index_size, pack_size)
             raise
@@ -239,10 +246,9 @@ class History(_Rewrite):
         except OSError:
             return False
 
-    def read_head(self, held: LockFile) -> _Head:
-        """The path's head record, read from its held lock file (for `reconcile` and `begin`, which then
-        need not read it again). Raises OSError."""
-        return _Head.read(held)
+    # The path's head record, read from its held lock file (for `reconcile` and `begin`, which then need
+    # not read it again). Raises OSError. `_Head.read` itself: one call, no wrapper.
+    read_head = staticmethod(_Head.read)
 
     def pending(self, held: LockFile) -> bool:
         """Whether the newest version given out for this lock's path is not yet known to have been applied
@@ -295,7 +301,10 @@ class History(_Rewrite):
             _writev_all(h.pack_fd, [_pack_header(_PACK_MAGIC, _fromhex(after_digest), n), after], n + _HEADER_SIZE)
             if self.fsync:
                 os.fdatasync(h.pack_fd)
-            self._remember(key, after_digest, h.pack_gen, after_at)
+            locs = self._locs  # `_remember`, inline
+            if len(locs) > 100_000:
+                locs.clear()
+            locs[key, after_digest] = (h.pack_gen, after_at)
             return known, after_at
         return self._store_general(h, key, head, pack_size, before, before_digest, after, after_digest)
 
@@ -342,17 +351,6 @@ class History(_Rewrite):
                 if digest:
                     self._remember(key, digest, h.pack_gen, at)
         return before_at, after_at
-
-    def _append_line(self, h: _Handles, size: int, line: bytes) -> None:
-        """Append one index line (one write). A torn last line (a crash mid-append) must not swallow this
-        entry: then the line starts on a line of its own (invariant 4)."""
-        if size and os.pread(h.index_fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        n = os.write(h.index_fd, line)
-        if n != len(line):
-            _write_all(h.index_fd, line[n:])  # the rest of a short write
-        if self.fsync:
-            os.fdatasync(h.index_fd)
 
     def _truncate(self, h: _Handles, index_size: int, pack_size: int) -> None:
         for fd, size in ((h.index_fd, index_size), (h.pack_fd, pack_size)):
