@@ -394,6 +394,10 @@ def check_writable(dfd: int, rp: ResolvedPath, st: os.stat_result) -> None:
     )
 
 
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_S_ISREG = stat.S_ISREG
+
+
 def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_result] | None:
     """Read a regular file relative to `dfd`. None if it does not exist. Never blocks on special files.
 
@@ -402,12 +406,16 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
     found, and only someone who could read the file can link it); a write never goes through the link,
     since `atomic_replace` puts a new file in place of the name.
     """
-    st = lstat_at(dfd, rp)
-    if st is None:
-        return None
-    check_regular(st, rp, max_bytes)
     try:
-        fd = os.open(rp.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        st = os.stat(rp.name, dir_fd=dfd, follow_symlinks=False)  # (`lstat_at`, inline: every write runs it)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise os_error(exc, rp) from exc
+    if not (_S_ISREG(st.st_mode) and st.st_size <= max_bytes):
+        check_regular(st, rp, max_bytes)
+    try:
+        fd = os.open(rp.name, _READ_FLAGS, dir_fd=dfd)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -418,30 +426,36 @@ def read_at(dfd: int, rp: ResolvedPath, max_bytes: int) -> tuple[bytes, os.stat_
         raise os_error(exc, rp) from exc
     try:
         st = os.fstat(fd)
-        check_regular(st, rp, max_bytes)
+        if not (_S_ISREG(st.st_mode) and st.st_size <= max_bytes):
+            check_regular(st, rp, max_bytes)
         want = st.st_size + 1
         first = os.read(fd, max(want, 65536))
         if len(first) == want - 1:  # the size it was stat'd with: the file whole (its end follows)
             return first, st
-        chunks: list[bytes] = []
-        total = 0
-        chunk = first
-        while chunk:
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise CoordinatorError(
-                    ErrorCode.TOO_LARGE,
-                    f"{rp.shown!r} grew past the limit of {max_bytes} bytes while it was read.",
-                    path=rp.key,
-                )
-            chunk = os.read(fd, max(want, 65536))
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks) if chunks else b""
+        return _read_on(fd, first, max(want, 65536), rp, max_bytes), st
     except OSError as exc:
         raise os_error(exc, rp) from exc
     finally:
         os.close(fd)
-    return data, st
+
+
+def _read_on(fd: int, first: bytes, size: int, rp: ResolvedPath, max_bytes: int) -> bytes:
+    """The rest of a file whose first read (`first`) was not its stat'd size: read to its end, refused
+    once it passes `max_bytes` (it grew while it was read)."""
+    chunks: list[bytes] = []
+    total = 0
+    chunk = first
+    while chunk:
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise CoordinatorError(
+                ErrorCode.TOO_LARGE,
+                f"{rp.shown!r} grew past the limit of {max_bytes} bytes while it was read.",
+                path=rp.key,
+            )
+        chunk = os.read(fd, size)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks) if chunks else b""
 
 
 def temp_name(name: str) -> str:

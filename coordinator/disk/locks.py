@@ -186,6 +186,10 @@ def waiter_stats() -> dict[str, int]:
     return {"started": _POOL.started, "idle": _POOL.idle_count()}
 
 
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+_NAMES_MAX = 4096
+
+
 class LockManager:
     """Hands out per-path exclusive locks backed by lock files in `lock_dir`."""
 
@@ -195,18 +199,29 @@ class LockManager:
         self.timeout = timeout
         self._dfd: int | None = None
         self.on_release: ReleaseHook | None = None  # given to every lock handed out from now on
+        self._names: dict[str, str] = {}  # lock_name of the keys locked lately (a cache, bounded)
 
     def path_for(self, key: str) -> Path:
         return self.lock_dir / lock_name(key)
 
     def _open(self, key: str) -> int:
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        name = self._names.get(key)
+        if name is None:
+            if len(self._names) >= _NAMES_MAX:
+                self._names.clear()
+            name = self._names[key] = lock_name(key)
+        dfd = self._dfd
+        if dfd is not None:  # the usual case: the lock folder is open, its file there
+            try:
+                return os.open(name, _OPEN_FLAGS, 0o600, dir_fd=dfd)
+            except OSError:
+                pass  # judged again below: a folder removed under us is made again
         try:
-            return os.open(lock_name(key), flags, 0o600, dir_fd=self._dir_fd())
+            return os.open(name, _OPEN_FLAGS, 0o600, dir_fd=self._dir_fd())
         except FileNotFoundError:  # the lock folder was removed under us: make it again
-            self._dfd = None
+            self.close()
             self.lock_dir.mkdir(parents=True, exist_ok=True)
-            return os.open(lock_name(key), flags, 0o600, dir_fd=self._dir_fd())
+            return os.open(name, _OPEN_FLAGS, 0o600, dir_fd=self._dir_fd())
 
     def _dir_fd(self) -> int:
         """The lock folder, opened once: opening each lock file relative to it skips the path walk."""
@@ -257,7 +272,8 @@ class LockManager:
         fd = self._open_or_raise(key)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return HeldLock(key, fd, time.perf_counter() - start, on_release=self.on_release)
+            now = time.perf_counter()
+            return HeldLock(key, fd, now - start, now, False, self.on_release)
         except BlockingIOError:
             pass
         except OSError as exc:

@@ -157,3 +157,25 @@ def test_pooled_waiters_hand_the_lock_over_across_processes(tmp_path: Path) -> N
         assert len(got) == 1 and got[0].wait_s >= 0
         assert locks.try_acquire("p") is None  # really held by this process now
         got[0].release()
+
+
+def test_a_lock_folder_removed_under_the_manager_is_made_again(tmp_path: Path) -> None:
+    """The folder's descriptor is kept open; once the folder is gone, the next lock makes it again, and
+    two managers still exclude each other through the new one."""
+    import shutil
+
+    lock_dir = tmp_path / "locks"
+    locks, other = LockManager(lock_dir), LockManager(lock_dir)
+    locks.acquire("a.txt").release()
+    shutil.rmtree(lock_dir)
+    held = locks.acquire("a.txt")
+    try:
+        assert (lock_dir / lock_name("a.txt")).is_file()
+        assert other.try_acquire("a.txt") is None  # the same lock file, in the folder made again
+    finally:
+        held.release()
+    again = other.try_acquire("a.txt")
+    assert again is not None
+    again.release()
+    locks.close()
+    other.close()
