@@ -28,7 +28,8 @@ EXPECTED: dict[str, str] = {
 
 
 # The head record (the lock file's bytes) after every begin and every commit of the four writes, and after
-# each step of the second test: sha256 of the whole lock file, taken from the format as it stood at 9949242.
+# each step of the second test: sha256 of the whole lock file, taken from the format as it stood at 9949242
+# (the code of 0f0e6b7, before the write path was made cheaper).
 EXPECTED_HEADS = [
     "5f8d14ee73b1430f37ca4128cd581ecae4318f4186f5d73058b853739761d075",
     "50cc91abc94bffc9637fc7e46eccbf1572552986bc58a5c9276c7f03ecbc4378",
@@ -40,9 +41,9 @@ EXPECTED_HEADS = [
     "4e1e5fee30f6379ab217d59b080b936e6d84edc2abc1d48ced87f17503347328",
 ]
 EXPECTED_RECOVERY = {
-    _IX + "6a7a51f78b326e41ca324432477a3dc1.jsonl": "c98cc875a90ae8790951bdf8abfb30e68663657d198369642e0fd81f643a57ca",
-    _PK + "6a7a51f78b326e41ca324432477a3dc1.0.pack": "ed0610fb97d5feea2ab722fa2cca99b080564ff8cd75b9dbbce783ae449fce40",
-    _LK + "6a7a51f78b326e41ca324432477a3dc1.lock": "1cb102cf49bc4370d09f716939e737b9db404a8415e13ea03ab828b93c4b8414",
+    _IX + "6a7a51f78b326e41ca324432477a3dc1.jsonl": "0b11288cb8f53e9cb7b585d4e72aec4534f08ee68eea17e75ad3505a04c2f895",
+    _PK + "6a7a51f78b326e41ca324432477a3dc1.0.pack": "5ce980f4007fe599dd83f75396c13adc5d07656cefb8c38bcd97d0a417aae783",
+    _LK + "6a7a51f78b326e41ca324432477a3dc1.lock": "214c627ff0b53b6686990163d119a191f5ff4e0ce644fc5079e326359e5123f8",
 }
 EXPECTED_RECOVERY_HEADS = [
     "5f8d14ee73b1430f37ca4128cd581ecae4318f4186f5d73058b853739761d075",
@@ -56,6 +57,10 @@ EXPECTED_RECOVERY_HEADS = [
     "bf6fae84305e94df7292606e20d379f3898d39735808852840562ad54e84a404",
     "e1fca44654fb50548e61b152f112b6e694e0c10fc291a42142b8cc45f7d82085",
     "1cb102cf49bc4370d09f716939e737b9db404a8415e13ea03ab828b93c4b8414",
+    "d0eccd84e4c5c889bdd599e082e45f9f9dab74eb3ebefc0dda4050180332c828",
+    "aa82cde09f548e7f6cca26ec4e97460e8bf8162f8bcb49b31a6cf4f110098446",
+    "d0ada6a5f3e952b7891b1b84d866f07c7e0814d66aaa9a937011c1ade61c64b0",
+    "214c627ff0b53b6686990163d119a191f5ff4e0ce644fc5079e326359e5123f8",
 ]
 
 
@@ -108,8 +113,8 @@ def test_on_disk_bytes_are_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_recovery_bytes_are_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An abort, a reconcile that takes an entry back and one that confirms it, a begin that reconciles,
-    an outside change kept (`keep`) and recorded (`record_kept`), a write after a torn tail: every file and
-    head record pinned."""
+    an outside change kept (`keep`) and recorded (`record_kept`), a write after a torn tail, one after an
+    outside change (both contents appended), one that changes nothing: every file and head record pinned."""
     monkeypatch.setattr("coordinator.history._store.time.time", lambda: 1700000000.5)
     h, locks = History(tmp_path, fsync=False), LockManager(tmp_path / "locks")
     heads: list[str] = []
@@ -139,6 +144,8 @@ def test_recovery_bytes_are_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with open(h.index_path("r.txt"), "ab") as f:
         f.write(b'{"version":99,"ti')  # a torn tail (crash mid-append): the next line starts on a line of its own
     _write(h, locks, "r.txt", two, three, heads)
+    _write(h, locks, "r.txt", b"outside\n", b"four\n", heads)  # a pre-image not stored yet: both in one append
+    _write(h, locks, "r.txt", b"four\n", b"four\n", heads)  # the content as it was: nothing appended
     h.close()
     assert _files(tmp_path) == EXPECTED_RECOVERY
     assert heads == EXPECTED_RECOVERY_HEADS
