@@ -144,10 +144,10 @@ class History(_Rewrite):
         version = (head.counter or self.last_version(key)) + 1
         head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
         entry = HistoryEntry(version, time.time(), path=key, before=before_digest, after=after_digest, **fields)
-        line = _entry_line(entry, h.path_json, before_at, after_at)
-        if index_size and _pread(h.index_fd, 1, index_size - 1) != b"\n":
-            line = b"\n" + line  # a torn last line (a crash mid-append) must not swallow this entry (invariant 4)
         try:
+            line = _entry_line(entry, h.path_json, before_at, after_at)
+            if index_size and _pread(h.index_fd, 1, index_size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line (a crash mid-append) must not swallow this entry (inv. 4)
             n = _write(h.index_fd, line)  # one write; the rest of a short one as _write_all writes it
             if n != len(line):
                 _write_all(h.index_fd, line[n:])

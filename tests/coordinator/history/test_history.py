@@ -286,3 +286,40 @@ def test_a_head_rewritten_whole_unless_the_disk_holds_it_whole(store: tuple[Hist
         assert head.whole
         head.write_counter(held, 44)
         assert _HEAD.unpack(os.pread(held.fd, 100, 0))[:2] == (44, 7)
+
+
+def test_a_failed_index_append_takes_back_the_contents(
+    store: tuple[History, LockManager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index line cannot be written (a full disk): begin raises, and the pack and the index are as
+    they were (the version number given out is skipped, never reused)."""
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    index, packs = Path(h.index_path("a.txt")), _pack_size(h, "a.txt")
+    size = index.stat().st_size
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("coordinator.history._store._write", full)
+    with pytest.raises(OSError):
+        _write(h, locks, "a.txt", b"one\n", b"two\n")
+    assert (index.stat().st_size, _pack_size(h, "a.txt")) == (size, packs)
+    monkeypatch.undo()
+    assert _write(h, locks, "a.txt", b"one\n", b"two\n").entry.version == 3
+    assert [e.version for e in h.entries("a.txt")] == [3, 1]
+
+
+def test_short_writes_are_completed(store: tuple[History, LockManager], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write or writev that takes only part of its bytes: the rest follows, and the entry and its
+    contents read back whole."""
+    h, locks = store
+    real_write, real_writev = os.write, os.writev
+    monkeypatch.setattr("coordinator.history._store._write", lambda fd, data: real_write(fd, data[:7]))
+    monkeypatch.setattr(os, "writev", lambda fd, parts: real_writev(fd, [parts[0][:5]]))
+    _write(h, locks, "a.txt", None, b"one\n")
+    _write(h, locks, "a.txt", b"one\n", b"two\n" * 50)
+    monkeypatch.undo()
+    assert [e.version for e in h.entries("a.txt")] == [2, 1]
+    assert h.load(content_hash(b"two\n" * 50), "a.txt") == b"two\n" * 50
+    assert h.load(content_hash(b"one\n"), "a.txt") == b"one\n"
