@@ -60,10 +60,10 @@ class _ViewCache:
         return rs
 
     def put(self, session: str, key: str, rs: ReadState) -> None:
-        with self._lock:
-            if len(self._d) >= self.MAX:
-                self._d.clear()
-            self._d[(session, key)] = rs
+        d = self._d
+        if len(d) >= self.MAX:
+            self.clear()
+        d[(session, key)] = rs  # one atomic store: `get` reads without the lock, and so may this
 
     def drop(self, session: str, key: str) -> None:
         with self._lock:
@@ -118,9 +118,10 @@ class StateCalls:
     def __init__(self, views: _ViewCache) -> None:
         self._views = views
 
-    def __call__(self, fn: Callable[[], _T]) -> _T:
+    def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn(*args)`, the Redis call (see the class docstring)."""
         try:
-            return fn()
+            return fn(*args)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.STATE_UNAVAILABLE:
                 self._views.clear()

@@ -257,9 +257,7 @@ class Recorder:
             extra = _then(extra, lease)
         try:
             replies = self._state_call(
-                lambda: self.state.start_record_write(
-                    req.session, key, rs, version, req.operation, written.new_digest, extra
-                )
+                self.state.start_record_write, req.session, key, rs, version, req.operation, written.new_digest, extra
             )
         except Exception as exc:
             self._views.drop(req.session, key)

@@ -90,13 +90,20 @@ def queue_event(
     only the version, operation, ranges, time, hash and rebased flag are packed per write."""
     span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges)
     at, head, flag = repr(when), digest or "", "1" if rebased else "0"
-    args = _xadd_args(namespace, path, session, maxlen, version, operation, span, at, head, flag)
     if type(pipe) is not Batch:
-        pipe.execute_command(*args)
+        pipe.execute_command(*_xadd_args(namespace, path, session, maxlen, version, operation, span, at, head, flag))
         return
     v, o, r, t, h, f = b"%d" % version, operation.encode(), span.encode(), at.encode(), head.encode(), flag.encode()
     wire = _xadd_template(namespace, path, session, maxlen)
-    pipe.add_packed(wire % (len(v), v, len(o), o, len(r), r, len(t), t, len(h), h, len(f), f), args)
+    pipe.add_packed(
+        wire % (len(v), v, len(o), o, len(r), r, len(t), t, len(h), h, len(f), f),
+        1, _xadd_command, namespace, path, session, maxlen, version, operation, span, at, head, flag,
+    )  # fmt: skip
+
+
+def _xadd_command(namespace: str, path: str, session: str, maxlen: int, *fields: str | int) -> list[tuple[Any, ...]]:
+    """The raw arguments of an XADD packed from `_xadd_template`."""
+    return [_xadd_args(namespace, path, session, maxlen, *fields)]
 
 
 def _xadd_args(

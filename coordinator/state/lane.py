@@ -65,37 +65,52 @@ _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.
 
 
 class Batch:
-    """Commands for one round trip, kept as their raw arguments: what `Lane.start` sends, packed by hiredis
-    in one call per command. Sampled with py-spy in the solo edit loop: building a redis-py pipeline for
-    the engine's record (SET, HSET, XADD), queueing its commands and letting it pack took about 15 % of
-    an in-process edit; the batch takes about 5 %. The builders call `execute_command(*args)`, which a
-    redis-py pipeline has too, so the same builder fills either; `replay` copies the commands onto a
-    pipeline for the pool's path (and a cluster's)."""
+    """Commands for one round trip, in the Redis protocol: what `Lane.start` sends. Sampled with py-spy in
+    the solo edit loop: building a redis-py pipeline for the engine's record (SET, HSET, XADD), queueing
+    its commands and letting it pack took about 15 % of an in-process edit; the batch takes about 5 %.
+    The builders call `execute_command(*args)`, which a redis-py pipeline has too, so the same builder
+    fills either (packed by hiredis at once), or `add_packed` (packed from a kept `template`). Their raw
+    arguments are made only when asked for (`commands`: `replay` copies them onto a pipeline for the
+    pool's path, which a started batch takes when the lane is busy or cannot send)."""
 
-    __slots__ = ("_wire", "commands")
+    __slots__ = ("_count", "_later", "_wire")
 
     def __init__(self) -> None:
-        self.commands: list[tuple[Any, ...]] = []
-        self._wire: list[bytes | tuple[Any, ...]] = []  # packed runs (`add_packed`) or raw commands, in order
+        self._wire: list[bytes] = []  # the commands in the protocol, in order
+        self._later: list[tuple[Any, tuple[Any, ...]]] = []  # (None, raw command) or (make, its arguments)
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self.commands)
+        return self._count
 
     def execute_command(self, *args: Any) -> None:
-        self.commands.append(args)
-        self._wire.append(args)
+        self._wire.append(hiredis.pack_command(args))
+        self._later.append((None, args))
+        self._count += 1
 
-    def add_packed(self, wire: bytes, *commands: tuple[Any, ...]) -> None:
-        """Commands already in the Redis protocol (`wire`, made from a `template`), with their raw arguments
-        (what `replay` and the replies' count use). The caller owes `wire == packed(commands)`
+    def add_packed(self, wire: bytes, count: int, make: Callable[..., list[tuple[Any, ...]]], *args: Any) -> None:
+        """`count` commands already in the Redis protocol (`wire`, made from a `template`); `make(*args)`
+        gives their raw arguments (called only for `commands`). The caller owes `wire == packed(make(*args))`
         (tests/coordinator/state/test_redislane.py checks every template against hiredis's packing)."""
-        self.commands.extend(commands)
         self._wire.append(wire)
+        self._later.append((make, args))
+        self._count += count
+
+    @property
+    def commands(self) -> list[tuple[Any, ...]]:
+        """Every command's raw arguments, in order."""
+        out: list[tuple[Any, ...]] = []
+        for make, args in self._later:
+            if make is None:
+                out.append(args)
+            else:
+                out.extend(make(*args))
+        return out
 
     def packed(self) -> bytes:
         """The commands in the Redis protocol. Arguments are str, bytes, int or float (hiredis writes a
         float as its repr, as redis-py does)."""
-        return b"".join([w if isinstance(w, bytes) else hiredis.pack_command(w) for w in self._wire])
+        return b"".join(self._wire)
 
     def replay(self, pipe: Any) -> Any:
         """`pipe` with these commands queued on it (redis-py applies its reply parsing by command name)."""
@@ -139,9 +154,13 @@ class Lane:
         self._conn: Any = None
         self._pid = 0
         self._pending = 0  # replies sent for and not read yet (see `start`)
-        self._polled: Any = None  # the socket `_readable` polls (its poller and hiredis reader beside it)
-        self._poller: Any = None
+        # What the current socket (`_polled`) is read and polled with (`_tune`).
+        self._polled: Any = None
+        self._parser: Any = None
         self._reader: Any = None
+        self._fill: Any = None
+        self._push: Any = None
+        self._poller: Any = None
 
     def execute(self, pipe: Any) -> list[Any]:
         """The replies of the commands queued on `pipe` (a non-transactional redis-py pipeline)."""
@@ -198,8 +217,54 @@ class Lane:
 
     def _collect(self) -> list[Any]:
         """The replies owed (those of the batch sent last, since `_connection` read any before it), every
-        one read even when one is an error (the first error is raised then: the socket never desyncs)."""
-        read = reply_reader(self._conn)
+        one read even when one is an error (the first error is raised then: the socket never desyncs).
+        Read as `reply_reader` reads them; on a plain connection straight from its hiredis reader, known
+        per socket (`_tune`), in bulk: when the count is right and every reply is of a usual type (bytes,
+        int, None, str, float), none is an error or a push; otherwise they are sorted out (`_sort_out`)."""
+        conn = self._conn
+        if conn._sock is not self._polled:
+            self._tune(conn)
+        reader = self._reader
+        if reader is None:
+            return self._collect_by(reply_reader(conn))
+        gets, fill, n = reader.gets, self._fill, self._pending
+        try:
+            replies = list(iter(gets, NOT_ENOUGH_DATA))  # every reply the reader holds, in one C loop
+            while len(replies) < n:
+                fill()
+                replies.extend(iter(gets, NOT_ENOUGH_DATA))
+            if len(replies) != n or not _USUAL.issuperset(map(type, replies)):
+                replies = self._sort_out(replies, n)
+        except BaseException:
+            conn.disconnect()  # as redis-py's read_response does on any failure
+            raise
+        self._pending = 0
+        return replies
+
+    def _sort_out(self, replies: list[Any], n: int) -> list[Any]:
+        """The `n` replies owed among `replies` (read in bulk by `_collect`) as `reply_reader` gives them: a
+        RESP3 push is no reply (handed to the parser, as redis-py does; the replies it took the place of
+        are read on), a reply beyond the `n` owed is a lost sync (ConnectionError), then `_settle`."""
+        push, gets, fill = self._push, self._reader.gets, self._fill
+        kept: list[Any] = []
+        for reply in replies:
+            if push is not None and isinstance(reply, push):
+                self._parser.handle_push_response(reply)
+            else:
+                kept.append(reply)
+        while len(kept) < n:
+            reply = gets()
+            if reply is NOT_ENOUGH_DATA:
+                fill()
+            elif push is not None and isinstance(reply, push):
+                self._parser.handle_push_response(reply)
+            else:
+                kept.append(reply)
+        if len(kept) != n:
+            raise redis.ConnectionError(f"{len(kept)} replies came for {n} commands")
+        return _settle(kept)
+
+    def _collect_by(self, read: Callable[[], Any]) -> list[Any]:
         replies: list[Any] = []
         first: redis.ResponseError | None = None
         while self._pending:
@@ -240,28 +305,40 @@ class Lane:
 
     def _readable(self, conn: Any) -> bool:
         """Whether the idle connection has anything to read: a reply nobody asked for, or the EOF (or error)
-        of a server that went away. On a plain connection (see `reply_reader`) over a socket with no TLS
-        layer, what redis-py's `can_read(timeout=0)` looks at, asked directly: bytes the hiredis reader
-        holds already, then one poll(2) of the socket (registered once per socket). Otherwise redis-py's
-        `can_read` itself."""
-        sock = conn._sock
-        if sock is not self._polled:
-            self._polled, self._poller, self._reader = sock, None, None
-            parser = getattr(conn, "_parser", None)
-            reader = getattr(parser, "_reader", None)
-            if (
-                sock is not None
-                and reader is not None
-                and _HAS_POLL
-                and not hasattr(sock, "pending")
-                and _plain(conn, parser)
-            ):
-                self._poller, self._reader = select.poll(), reader
-                self._poller.register(sock, select.POLLIN)
+        of a server that went away. On a plain connection over a socket with no TLS layer (`_tune`), what
+        redis-py's `can_read(timeout=0)` looks at, asked directly: bytes the hiredis reader holds already,
+        then one poll(2) of the socket. Otherwise redis-py's `can_read` itself."""
+        if conn._sock is not self._polled:
+            self._tune(conn)
         poller = self._poller
         if poller is None:
             return bool(conn.can_read(timeout=0))
         return bool(self._reader.has_data() or poller.poll(0))
+
+    def _unwire(self) -> None:
+        self._polled = self._parser = self._reader = self._fill = self._push = self._poller = None
+
+    def _tune(self, conn: Any) -> None:
+        """What the lane reads `conn`'s current socket with, found once per socket (a reconnect makes a new
+        socket, and redis-py a new hiredis reader with it): on a plain connection (`reply_reader`'s
+        conditions) its parser, hiredis reader, socket filler and RESP3 push type, and, over a socket with
+        no TLS layer (whose decrypted bytes may wait above the socket), a poller registered for it."""
+        sock = conn._sock
+        self._unwire()
+        self._polled = sock
+        parser: Any = getattr(conn, "_parser", None)
+        reader = getattr(parser, "_reader", None)
+        if sock is None or reader is None or not _plain(conn, parser):
+            return
+        self._parser, self._reader, self._fill = parser, reader, parser.read_from_socket
+        self._push = getattr(parser, "_hiredis_PushNotificationType", None)  # RESP3 with hiredis >= 3.2
+        if _HAS_POLL and not hasattr(sock, "pending"):
+            poller = select.poll()
+            try:
+                poller.register(sock, select.POLLIN)
+            except (ValueError, OSError):  # a socket closed under it: the send or the probe finds it lost
+                return
+            self._poller = poller
 
     def _connection(self) -> Any:
         """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""
@@ -284,7 +361,7 @@ class Lane:
 
     def _drop(self) -> None:
         self._pending = 0
-        self._polled = self._poller = self._reader = None
+        self._unwire()
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -349,6 +426,27 @@ def reply_reader(conn: Any) -> Callable[[], Any]:
         return reply
 
     return read
+
+
+#: Reply types `Lane._collect` takes as they come (no error, no push, no list that may hold an error).
+_USUAL = frozenset({bytes, int, type(None), str, float})
+
+
+def _settle(replies: list[Any]) -> list[Any]:
+    """`replies` as `reply_reader` would have given them: a lost connection (an error reply hiredis made a
+    ConnectionError, alone or first in a list) raised at once, the first refused command raised once
+    every reply is looked at; otherwise `replies` themselves."""
+    first: redis.ResponseError | None = None
+    for reply in replies:
+        if isinstance(reply, redis.ConnectionError):
+            raise reply
+        if isinstance(reply, list) and reply and isinstance(reply[0], redis.ConnectionError):
+            raise reply[0]
+        if isinstance(reply, redis.ResponseError):
+            first = first or reply
+    if first is not None:
+        raise first
+    return replies
 
 
 def _plain(conn: Any, parser: Any) -> bool:

@@ -353,8 +353,18 @@ class StateStore:
         if lane is None:
             replies = self._call(pooled)
             return lambda: replies[skip:]
-        finish = self._call(lambda: lane.start(batch, pooled))
-        return lambda: self._call(finish)[skip:]
+        try:
+            finish = lane.start(batch, pooled)
+        except redisconn.CLIENT_ERRORS as exc:  # (as `_call` translates)
+            raise redisconn.translate(exc) from exc
+
+        def replies_of_extra() -> list[Any]:
+            try:
+                return finish()[skip:]
+            except redisconn.CLIENT_ERRORS as exc:
+                raise redisconn.translate(exc) from exc
+
+        return replies_of_extra
 
     def _queue_record(
         self,
@@ -377,15 +387,32 @@ class StateStore:
             v, w, o, h = b"%d" % version, when.encode(), op.encode(), head.encode()
             pipe.add_packed(
                 wire % (len(view), view, len(v), v, len(w), w, len(o), o, len(h), h),
-                ("SET", rs_key, view, "EX", self.ttl_s),
-                ("HSET", meta_key, "version", version, "writer", session, "time", when, "op", op, "path", key,
-                 "hash", head),
+                2, self._record_commands, rs_key, meta_key, session, key, view, version, when, op, head,
             )  # fmt: skip
         else:
             pipe.execute_command("SET", self.rs_key(session, key), rs.pack(), "EX", self.ttl_s)
             self._queue_head(pipe, session, key, version, op, rs.time, digest or rs.hash)
         if register:
             pipe.execute_command("ZADD", self.session_key(session), rs.time, session)
+
+    def _record_commands(
+        self,
+        rs_key: str,
+        meta_key: str,
+        session: str,
+        key: str,
+        view: bytes,
+        version: int,
+        when: str,
+        op: str,
+        head: str,
+    ) -> list[tuple[Any, ...]]:
+        """The raw arguments of the record's SET and HSET packed from `_record_template`."""
+        return [
+            ("SET", rs_key, view, "EX", self.ttl_s),
+            ("HSET", meta_key, "version", version, "writer", session, "time", when, "op", op, "path", key, "hash",
+             head),
+        ]  # fmt: skip
 
     def _record_template(self, session: str, key: str) -> tuple[bytes, str, str]:
         """The record's SET and HSET for `session` writing `key`, packed once and kept (redislane.template),

@@ -209,6 +209,40 @@ def test_a_refused_command_of_a_started_batch_is_raised_by_its_finisher(client: 
     assert lane.execute(_pipe(client, 1)) == [True, 1, 1]
 
 
+def _tuned_lane(client: redis.Redis) -> tuple[Lane, Any]:
+    """A lane whose connection was used and probed (what it reads the socket with is known), and that
+    connection's parser."""
+    lane = Lane(client)
+    lane.execute(_pipe(client, 0))
+    assert lane.probe()
+    assert lane._conn is not None
+    return lane, lane._conn._parser
+
+
+def test_a_push_among_the_replies_is_handed_to_the_parser_and_is_no_reply(client: redis.Redis) -> None:
+    lane, parser = _tuned_lane(client)
+    if getattr(parser, "_hiredis_PushNotificationType", None) is None or str(lane._conn.protocol) != "3":
+        pytest.skip("RESP3 pushes need redis-py's RESP3 default and hiredis >= 3.2")
+    pushed: list[Any] = []
+    parser.handle_push_response = pushed.append
+    finish = lane.start(_batch(1), lambda: [])
+    parser._reader.feed(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk1\r\n")  # before the replies
+    assert finish() == [b"OK", 1, 2]  # SET, HSET (one new field), INCR (the second)
+    assert pushed == [[b"invalidate", [b"k1"]]]
+    assert lane.execute(_pipe(client, 2))[2] == 3  # in sync
+
+
+def test_a_reply_more_than_owed_is_a_lost_sync_and_the_connection_is_dropped(client: redis.Redis) -> None:
+    lane, parser = _tuned_lane(client)
+    finish = lane.start(_batch(1), lambda: [])
+    parser._reader.feed(b"+OK\r\n")  # one reply nobody asked for, ahead of the batch's
+    with pytest.raises(redis.ConnectionError):
+        finish()
+    assert lane._conn is None  # dropped
+    assert client.get("k1") == b"1"  # the batch ran
+    assert lane.execute(_pipe(client, 2))[2] == 3  # and a fresh connection takes over
+
+
 def test_a_batch_the_lane_cannot_send_goes_the_pools_way(client: redis.Redis) -> None:
     lane = Lane(client)
     lane.execute(_pipe(client, 0))
