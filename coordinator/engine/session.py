@@ -132,6 +132,7 @@ class Session:
                 what = "new_string" if len(specs) == 1 else f"edits[{i}].new_string"
                 check_placeholder(spec.old_string, spec.old_string, spec.new_string, what=what)
         match = self.match
+        one = specs[0] if len(specs) == 1 else None
 
         def transform(cur: _Current) -> _Plan:
             if not cur.exists:
@@ -141,6 +142,11 @@ class Session:
             else:
                 d = cur.decoded()
                 text, encoding = d.text, d.encoding
+                if one is not None:  # one edit: the common one decided directly, the same plan
+                    direct = semantics.replace_once(text, one.old_string, one.new_string)
+                    if direct is not None:
+                        new_text = direct[0]
+                        return _Plan(encode_text(new_text, encoding), new_text, 1, direct[1], len(one.new_string))
             out = semantics.apply_edits(text, specs, match) if len(specs) > 1 else _one(text, specs[0], match)
             return _Plan(
                 new_data=encode_text(out.text, encoding),

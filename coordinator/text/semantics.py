@@ -303,14 +303,32 @@ def _apply_edit(
             )
         return EditOutcome(new_string, 1, 0, len(new_string)), len(content)
 
-    if new_string and "\r" not in content and "\r" not in old_string and "\r" not in new_string:
-        # The common edit, decided as the steps below would: one exact match in a text without CR, and a
-        # replacement that swallows no line end. The same outcome, without the general steps' records.
-        start = content.find(old_string)
-        if start >= 0 and content.find(old_string, start + len(old_string)) < 0:
-            end = start + len(old_string)
-            return EditOutcome(content[:start] + new_string + content[end:], 1, start, len(new_string)), end - start
+    direct = replace_once(content, old_string, new_string)
+    if direct is not None:
+        return EditOutcome(direct[0], 1, direct[1], len(new_string)), len(old_string)
     return _apply_located(content, old_string, new_string, replace_all, match)
+
+
+def replace_once(content: str, old_string: str, new_string: str) -> tuple[str, int] | None:
+    """The common edit, decided as `apply_edit`'s general steps would decide it: one exact match of a
+    non-empty ``old_string`` in a text without CR, a different, non-empty ``new_string`` without CR (so the
+    replacement swallows no line end and takes no line ending or quote style). Returns the new text and
+    where the replacement starts (it is ``len(new_string)`` long, ``len(old_string)`` was removed); None for
+    every other edit, which `apply_edit` then decides (the same outcome in this case, by its longer way:
+    the differential tests hold the two to each other)."""
+    if (
+        not new_string
+        or not old_string
+        or old_string == new_string
+        or "\r" in content
+        or "\r" in old_string
+        or "\r" in new_string
+    ):
+        return None
+    start = content.find(old_string)
+    if start < 0 or content.find(old_string, start + len(old_string)) >= 0:
+        return None
+    return content[:start] + new_string + content[start + len(old_string) :], start
 
 
 def _apply_located(

@@ -886,7 +886,7 @@ def test_the_common_edit_gives_what_the_general_steps_give(pieces, old, new, rep
     """`_apply_edit`'s common case (one exact match, no CR, a non-empty replacement) returns exactly the
     outcome of the general steps (`_apply_located`), refusals included."""
     from coordinator.errors import CoordinatorError
-    from coordinator.text.semantics import _apply_edit, _apply_located
+    from coordinator.text.semantics import _apply_edit, _apply_located, replace_once
 
     content = "\n".join(pieces)
     if old == new:
@@ -899,3 +899,13 @@ def test_the_common_edit_gives_what_the_general_steps_give(pieces, old, new, rep
             return (exc.code, exc.message)
 
     assert outcome(_apply_edit) == outcome(_apply_located)
+    direct = replace_once(content, old, new)  # what a one-edit transform takes directly (engine/session.py)
+    if direct is not None:
+        general, removed = _apply_located(content, old, new, replace_all, "exact")
+        assert (general.text, general.first_offset, general.inserted_len, removed) == (
+            direct[0],
+            direct[1],
+            len(new),
+            len(old),
+        )
+        assert (general.replacements, general.match, general.match_lines) == (1, "exact", None)
