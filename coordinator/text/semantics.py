@@ -529,6 +529,7 @@ def number_lines(lines: Sequence[str], start_line: int, max_line_chars: int = MA
 
 # The number column of `number_lines` ("     1\t" ...) for the first lines of a file, made once.
 _NUMBERED = tuple(str(n).rjust(6) + "\t" for n in range(10_001))
+_NUMBERED_MAX = len(_NUMBERED)
 
 
 def render_snippet(text: str, first_line: int, last_line: int, context: int = 4) -> str:
@@ -547,28 +548,67 @@ def render_snippet(text: str, first_line: int, last_line: int, context: int = 4)
 
 def render_snippet_at(text: str, offset: int, length: int, first_line: int, context: int = 4) -> str:
     """The same rendering as `render_snippet` for the region ``text[offset:offset + length]`` whose first
-    line is ``first_line``, found by scanning only around the region (the whole text is not split): the
-    context lines are cut from a window of `_SNIPPET_WINDOW` characters on each side in one `rsplit` /
-    `split` (stepping line by line, `_context_start` / `_context_end`, only when the window holds too few)."""
-    if not text:
-        return ""
-    offset = max(0, min(offset, len(text)))
-    if offset >= len(text) - 1:
-        # A region at the very end (the last char, or nothing past it) lies on one line; the clamping rules of
-        # render_snippet apply.
-        return render_snippet(text, first_line, first_line, context)
-    context = max(0, context)
-    start, first_shown = _context_start(text, text.rfind(_LF, 0, offset) + 1, first_line, context)
-    region_end = max(offset, offset + length - 1) if length else offset
-    end = _context_end(text, text.find(_LF, region_end) if region_end < len(text) else -1, context)
-    if end == -1:
-        lines = split_lines(text[start:])
+    line is ``first_line``, found by scanning only around the region (the whole text is not split).
+
+    One function for the common case: the context lines before are cut from a window of `_SNIPPET_WINDOW`
+    characters in one `rsplit`, those after from one in one `split`, and the lines shown are numbered from
+    the table of `number_lines` (identical output; tests/coordinator/core/test_semantics.py checks it
+    against `render_snippet`). Stepping line by line (`_context_start` / `_context_end`) happens only when a
+    window holds too few lines; a region at the very end, an offset outside the text or a negative context
+    go through `_snippet_at_edge`."""
+    size = len(text)
+    if offset < 0 or offset >= size - 1 or context < 0:
+        return _snippet_at_edge(text, offset, length, first_line, context)
+    line_start = text.rfind(_LF, 0, offset) + 1
+    start, shown = line_start, first_line
+    if line_start:
+        low = line_start - _SNIPPET_WINDOW if line_start > _SNIPPET_WINDOW else 0
+        parts = text[low : line_start - 1].rsplit(_LF, context)
+        if len(parts) > context:  # `context` whole lines after parts[0]
+            start, shown = low + len(parts[0]) + 1, first_line - context
+        elif not low:  # fewer lines than that before: from the first line
+            start, shown = 0, first_line - len(parts)
+        else:
+            start, shown = _context_start(text, line_start, first_line, context)
+    end = offset + length - 1 if length > 1 else offset
+    end = text.find(_LF, end) if end < size else -1
+    if end != -1:
+        seg = text[end + 1 : end + 1 + _SNIPPET_WINDOW]
+        after = seg.split(_LF, context)
+        if len(after) > context:
+            end += len(seg) - len(after[-1])
+        elif end + 1 + _SNIPPET_WINDOW >= size:
+            end = -1
+        else:
+            end = _context_end(text, end, context)
+    if end == -1:  # to the end of the text: a final line end opens no extra line (as split_lines)
+        piece = text[start:]
+        lines = piece.split(_LF)
+        if not lines[-1]:
+            lines.pop()
     else:  # the piece stops just before a line end, so its last line may be empty: split it plainly
         piece = text[start:end]
         lines = piece.split(_LF)
-        if "\r" in piece:
-            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    return number_lines(lines, max(1, first_shown))
+    if "\r" in piece:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    stop = shown + len(lines)
+    if shown > 0 and stop <= _NUMBERED_MAX and (len(piece) <= MAX_LINE_CHARS or max(map(len, lines)) <= MAX_LINE_CHARS):
+        # number_lines' common case (no line to cut: a piece within the limit has none longer than it)
+        return "\n".join(map(str.__add__, _NUMBERED[shown:stop], lines))
+    return number_lines(lines, max(1, shown))
+
+
+def _snippet_at_edge(text: str, offset: int, length: int, first_line: int, context: int) -> str:
+    """`render_snippet_at` for an offset outside ``[0, len(text) - 1)`` or a negative context: the offset
+    clamped to the text, the context to 0 or more; a region at the very end (the last char, or nothing past
+    it) lies on one line, and the clamping rules of render_snippet apply."""
+    if not text:
+        return ""
+    offset = max(0, min(offset, len(text)))
+    context = max(0, context)
+    if offset >= len(text) - 1:
+        return render_snippet(text, first_line, first_line, context)
+    return render_snippet_at(text, offset, length, first_line, context)
 
 
 _SNIPPET_WINDOW = 4096

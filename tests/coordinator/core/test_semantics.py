@@ -875,6 +875,36 @@ def test_render_snippet_at_steps_line_by_line_when_the_window_holds_too_few_line
         assert render_snippet_at(text, offset, length, first, context) == render_snippet(text, first, last, context)
 
 
+def test_render_snippet_at_agrees_at_the_edges_with_long_lines_and_far_line_numbers() -> None:
+    """The one-function snippet against the whole-text rendering where its common case ends: an offset
+    before or past the text, a negative context, a line cut by `number_lines` (over MAX_LINE_CHARS), and
+    line numbers past the table of numbers made once (10,000)."""
+    import random
+
+    from coordinator.text.semantics import MAX_LINE_CHARS, line_number_at, render_snippet, render_snippet_at
+
+    rnd = random.Random(30)
+    for _ in range(400):
+        widths = [0, 1, 3, MAX_LINE_CHARS, MAX_LINE_CHARS + 1, MAX_LINE_CHARS + 7]
+        lines = ["y" * rnd.choice(widths) + rnd.choice(["", "\r"]) for _ in range(rnd.randint(1, 9))]
+        text = "\n".join(lines) + ("\n" if rnd.random() < 0.5 else "")
+        offset = rnd.choice([rnd.randint(-3, 0), rnd.randint(0, len(text)), rnd.randint(len(text) - 2, len(text) + 3)])
+        length = rnd.randint(-1, 2 * MAX_LINE_CHARS)
+        context = rnd.randint(-2, 5)
+        at = max(0, min(offset, len(text)))
+        region = text[at : at + length] if length > 0 else ""
+        first = line_number_at(text, at)
+        last = first + max(region.count("\n") - (1 if region.endswith("\n") else 0), 0)
+        if at >= len(text) - 1:
+            last = first  # a region at the very end is shown as its one line
+        got = render_snippet_at(text, offset, length, first, context)
+        assert got == render_snippet(text, first, last, max(0, context)), (offset, length, context)
+    many = "".join(f"l{i}\n" for i in range(1, 10_010))
+    offset = many.index("l9999\n")
+    got = render_snippet_at(many, offset, 12, 9999)
+    assert got == render_snippet(many, 9999, 10_000) and got.splitlines()[-1] == " 10004\tl10004"
+
+
 @given(
     st.lists(st.sampled_from(["a", "b", "ab", "", " ", '"', "\u201c", "\r"]), min_size=0, max_size=8),
     st.sampled_from(["a", "b", "ab", "a\nb", '"a"', "\n"]),
