@@ -37,6 +37,22 @@ MAX_NAME_BYTES = 255
 _tmp_counter = itertools.count()
 _tmp_lock = threading.Lock()
 
+# This process's id, kept: os.getpid() is a system call, and a write asked for it several times.
+_pid = [os.getpid()]
+
+
+def _forked() -> None:
+    _pid[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def this_pid() -> int:
+    """os.getpid() without the system call. Invariant: kept right in a child made by os.fork (and so by
+    multiprocessing's fork), whose at-fork hook renews it; subprocess's child runs no Python before exec."""
+    return _pid[0]
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -462,7 +478,7 @@ def temp_name(name: str) -> str:
     """A temporary's name, unique in this process and across processes (`clean_stale_temps` reads its pid)."""
     with _tmp_lock:
         n = next(_tmp_counter)
-    return f".{name[:100]}.ec-{os.getpid()}-{n}.tmp"
+    return f".{name[:100]}.ec-{_pid[0]}-{n}.tmp"
 
 
 def atomic_replace(

@@ -34,7 +34,7 @@ class SpareTemps:
 
     def __init__(self, dfd: int) -> None:
         self._dfd = dfd
-        self._pid = os.getpid()
+        self._pid = fsio.this_pid()
         self._free: list[tuple[str, int]] = []  # (name, descriptor open for writing); pop/append are atomic
 
     def take(self) -> tuple[str, int] | None:
@@ -67,10 +67,10 @@ class SpareTemps:
             fsio.remove_temp(self._dfd, name)
 
     def _forget_the_parents(self) -> None:
-        if self._pid == os.getpid():
+        if self._pid == fsio.this_pid():
             return
         parents, self._free = self._free, []
-        self._pid = os.getpid()
+        self._pid = fsio.this_pid()
         for _, fd in parents:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -101,11 +101,12 @@ class _KnownPath:
     decoded without the binary sniff, whoever wrote it and whenever (threads may race on it: any value
     one of them sets is such a hash)."""
 
-    __slots__ = ("clean", "rp")
+    __slots__ = ("clean", "rp", "top")
 
     def __init__(self, rp: fsio.ResolvedPath) -> None:
         self.rp = rp
         self.clean: str | None = None
+        self.top = "/" not in rp.key  # in the root itself: written through the root's own descriptor
 
 
 class CheckThenWrite:
@@ -230,19 +231,23 @@ class CheckThenWrite:
         ):
             return None
         self._state_call(self.state.alive)  # fail closed when Redis is gone, as the general path does
-        try:
-            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
-        except CoordinatorError:
-            return None  # a missing folder, a link swapped in on the way: the general path resolves again
+        if known.top:
+            dfd = self._root_fd  # a file of the root's own: its folder is the root, kept open (not closed here)
+        else:
+            try:
+                dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+            except CoordinatorError:
+                return None  # a missing folder, a link swapped in on the way: the general path resolves again
         try:
             written = self._common_locked(req, known, recorded, dfd)
         except CoordinatorError as exc:
             raise self._decorate_refusal(exc, rp.key, recorded, req.session) from None
         finally:
-            try:
-                os.close(dfd)
-            except OSError:  # after a rename, nothing may turn the write into a failure
-                pass
+            if not known.top:
+                try:
+                    os.close(dfd)
+                except OSError:  # after a rename, nothing may turn the write into a failure
+                    pass
         if written is None:
             return None
         return self.recorder.after_lock(req, _PreLock(rp, recorded, True, _NO_LEASE), written)

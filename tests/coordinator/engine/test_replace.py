@@ -279,3 +279,22 @@ def test_short_writes_still_fill_the_temporary_whole(
     monkeypatch.undo()
     assert Path(rp.abs).read_bytes() == content
     assert len(calls) == -(-len(content) // 7)  # every piece written once, none twice
+
+
+def test_the_kept_pid_is_the_childs_own_after_a_fork() -> None:
+    """Temporaries are named with the kept pid (`fsio.this_pid`): a forked child must name its own."""
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            ok = fsio.this_pid() == os.getpid() and f".ec-{os.getpid()}-" in fsio.temp_name("f")
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        assert os.read(r, 1) == b"1"
+    finally:
+        os.close(r)
+        os.waitpid(child, 0)
+    assert fsio.this_pid() == os.getpid()
