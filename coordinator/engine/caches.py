@@ -3,6 +3,7 @@ of every Redis call that forgets the views when Redis is lost."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -27,6 +28,11 @@ class _RefusalCounts:
     def add(self, code: str) -> None:
         with self._lock:
             self._counts[code] = self._counts.get(code, 0) + 1
+
+    def flusher(self, key: str) -> Callable[[Any], None] | None:
+        """What queues the flush on a pipeline or a Batch (`queue_flush`), or None when nothing is counted
+        (a look without the lock: one counted meanwhile goes with a later flush)."""
+        return functools.partial(self.queue_flush, key=key) if self._counts else None
 
     def queue_flush(self, pipe: Any, key: str) -> None:
         if not self._counts:  # nothing counted (a look without the lock: one added meanwhile goes next time)

@@ -250,15 +250,16 @@ class Recorder:
         warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
         if rs is None or req.options.post_write is not None or riders.notice is not None:
             return None
-        key, version = pre.rp.key, written.entry.version
-        extra = self._record_extra(req, key, version, now, written)
-        lease = riders.lease
-        if lease is not None:
-            extra = _then(extra, lease)
+        key, version, lease = pre.rp.key, written.entry.version, riders.lease
+        event = (
+            (self.namespace, (written.lines,), now, written.plan.rebased is not None) if self.publish_events else None
+        )
+        flush = self._refusals.flusher(self.state.refusals_key)  # (`_record_extra`'s commands, in its order)
         try:
             replies = self._state_call(
-                self.state.start_record_write, req.session, key, rs, version, req.operation, written.new_digest, extra
-            )
+                self.state.start_record_write, req.session, key, rs, version, req.operation, written.new_digest,
+                lease, event, flush,
+            )  # fmt: skip
         except Exception as exc:
             self._views.drop(req.session, key)
             warnings = _unrecorded(key, exc)
@@ -395,16 +396,6 @@ def _riding(
             span[1] = len(pipe) - base
         if riders.notice is not None:
             riders.notice(pipe)
-
-    return extra
-
-
-def _then(first: Extra, second: Extra) -> Extra:
-    """`first`'s commands, then `second`'s (whose replies are then the last)."""
-
-    def extra(pipe: Any) -> None:
-        first(pipe)
-        second(pipe)
 
     return extra
 

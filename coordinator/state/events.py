@@ -88,7 +88,7 @@ def queue_event(
     """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline or redislane `Batch`:
     a raw command, so either takes it). On a `Batch`, packed from the path's kept template (`_xadd_template`):
     only the version, operation, ranges, time, hash and rebased flag are packed per write."""
-    span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges)
+    span = ranges_text(ranges)
     at, head, flag = repr(when), digest or "", "1" if rebased else "0"
     if type(pipe) is not Batch:
         pipe.execute_command(*_xadd_args(namespace, path, session, maxlen, version, operation, span, at, head, flag))
@@ -99,6 +99,22 @@ def queue_event(
         wire % (len(v), v, len(o), o, len(r), r, len(t), t, len(h), h, len(f), f),
         1, _xadd_command, namespace, path, session, maxlen, version, operation, span, at, head, flag,
     )  # fmt: skip
+
+
+def ranges_text(ranges: Sequence[tuple[int, int]]) -> str:
+    """The event's `ranges` field: changed lines as "a-b", comma-separated."""
+    return f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else ",".join(f"{a}-{b}" for a, b in ranges)
+
+
+def xadd_template(namespace: str, path: str, session: str) -> bytes:
+    """A write event's XADD with its constant arguments packed (`queue_event`'s, with the stream's cap);
+    its six slots, in order: version, op, ranges, time, hash, rebased."""
+    return _xadd_template(namespace, path, session, STREAM_MAXLEN)
+
+
+def xadd_commands(namespace: str, path: str, session: str, *fields: str | int) -> list[tuple[Any, ...]]:
+    """The raw arguments of the XADD `xadd_template` packs, its six fields given."""
+    return [_xadd_args(namespace, path, session, STREAM_MAXLEN, *fields)]
 
 
 def _xadd_command(namespace: str, path: str, session: str, maxlen: int, *fields: str | int) -> list[tuple[Any, ...]]:

@@ -58,6 +58,7 @@ import xxhash
 from coordinator.frozen import fast_init
 from coordinator.hashing import path_hash
 from coordinator.state import connection as redisconn
+from coordinator.state import events as events_mod
 from coordinator.state import lane as redislane
 from coordinator.state.connection import redis_call
 from coordinator.state.lane import Batch, Lane
@@ -72,6 +73,9 @@ REGISTER_EVERY_S = 10.0
 SHARDS = 16
 
 Extra = Callable[[Any], None]  # adds commands to a pipeline; their replies come back in order
+#: A write's change event besides what its record says (events.queue_event): namespace, changed lines, time,
+#: rebased.
+WriteEvent = tuple[str, Sequence[tuple[int, int]], float, bool]
 
 KIND_READ = b"r"
 KIND_WRITE = b"w"
@@ -172,6 +176,7 @@ class StateStore:
         self._registered: dict[str, float] = {}
         self._tags: dict[str, str] = {}  # path -> its keys' hash tag (a pure function of the two names)
         self._record_templates: dict[tuple[str, str], tuple[bytes, str, str]] = {}  # see `_record_template`
+        self._record_event_templates: dict[tuple[str, str, str], tuple[bytes, str, str]] = {}  # and with the XADD
 
     # -- keys ---------------------------------------------------------------------------------------------
     def _tag(self, key: str) -> str:
@@ -334,17 +339,43 @@ class StateStore:
         return replies[2 + register :]
 
     def start_record_write(
-        self, session: str, key: str, rs: ReadState, version: int, op: str, digest: str | None, extra: Extra
+        self,
+        session: str,
+        key: str,
+        rs: ReadState,
+        version: int,
+        op: str,
+        digest: str | None,
+        extra: Extra | None,
+        event: WriteEvent | None = None,
+        before_event: Extra | None = None,
     ) -> Callable[[], list[Any]]:
         """`record_write` for a caller with work to do before it needs the replies: the commands are sent
-        now (redislane's `start`); the returned function waits for the replies and gives those of `extra`
-        (raw, as the server sent them: a caller reads them in either form), or raises state_unavailable (or
-        a refused command's error) as `record_write` would. Call it once."""
+        now (redislane's `start`); the returned function waits for the replies and gives those after the
+        record's own (raw, as the server sent them: a caller reads them in either form), or raises
+        state_unavailable (or a refused command's error) as `record_write` would. Call it once.
+
+        In order: the record's SET, HSET (and ZADD when due), `before_event`'s commands, the change event's
+        XADD when `event` (namespace, changed lines, time, rebased) is given (events.queue_event, of the
+        same path, session, version, operation and content hash), then `extra`'s. The record and the
+        event alone (the usual write) are packed from one kept template (`_record_event_template`)."""
         batch = Batch()
         register = self._needs_register(session, rs.time)
-        self._queue_record(batch, session, key, rs, version, op, digest, register)
-        extra(batch)
-        skip = 2 + register
+        if event is not None and not register and before_event is None:
+            self._queue_record_and_event(batch, session, key, rs, version, op, digest, event)
+        else:
+            self._queue_record(batch, session, key, rs, version, op, digest, register)
+            if before_event is not None:
+                before_event(batch)
+            if event is not None:
+                events_mod.queue_event(batch, event[0], path=key, session=session, version=version, operation=op,
+                                       ranges=event[1], when=event[2], digest=digest, rebased=event[3])  # fmt: skip
+        if extra is not None:
+            extra(batch)
+        return self._start(batch, 2 + register)
+
+    def _start(self, batch: Batch, skip: int) -> Callable[[], list[Any]]:
+        """`batch` sent on the lane (`start_record_write`), and what gives its replies after the first `skip`."""
         lane = self._lane
 
         def pooled() -> list[Any]:
@@ -358,13 +389,59 @@ class StateStore:
         except redisconn.CLIENT_ERRORS as exc:  # (as `_call` translates)
             raise redisconn.translate(exc) from exc
 
-        def replies_of_extra() -> list[Any]:
+        def replies_after() -> list[Any]:
             try:
                 return finish()[skip:]
             except redisconn.CLIENT_ERRORS as exc:
                 raise redisconn.translate(exc) from exc
 
-        return replies_of_extra
+        return replies_after
+
+    def _queue_record_and_event(
+        self, batch: Batch, session: str, key: str, rs: ReadState, version: int, op: str, digest: str | None,
+        event: WriteEvent,
+    ) -> None:  # fmt: skip
+        """The record's SET and HSET and the event's XADD (`_queue_record`, then events.queue_event: the same
+        commands and bytes), packed from one kept template: the version, operation and hash packed once."""
+        namespace, ranges, when, rebased = event
+        wire, rs_key, meta_key = self._record_event_template(session, key, namespace)
+        view, at, head, ev_at, ev_head = rs.pack(), repr(rs.time), digest or rs.hash, repr(when), digest or ""
+        # (events.ranges_text, its usual case inline)
+        span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else events_mod.ranges_text(ranges)
+        v, w, o, h, r = b"%d" % version, at.encode(), op.encode(), head.encode(), span.encode()
+        t = w if ev_at == at else ev_at.encode()
+        eh = h if ev_head == head else ev_head.encode()
+        flag, f = ("1", b"1") if rebased else ("0", b"0")
+        batch.add_packed(
+            wire % (len(view), view, len(v), v, len(w), w, len(o), o, len(h), h,
+                    len(v), v, len(o), o, len(r), r, len(t), t, len(eh), eh, f),
+            3, self._record_event_commands,
+            rs_key, meta_key, session, key, view, version, at, op, head, namespace, span, ev_at, ev_head, flag,
+        )  # fmt: skip
+
+    def _record_event_commands(
+        self, rs_key: str, meta_key: str, session: str, key: str, view: bytes, version: int, at: str, op: str,
+        head: str, namespace: str, span: str, ev_at: str, ev_head: str, flag: str,
+    ) -> list[tuple[Any, ...]]:  # fmt: skip
+        """The raw arguments of what `_queue_record_and_event` packs."""
+        return [
+            *self._record_commands(rs_key, meta_key, session, key, view, version, at, op, head),
+            *events_mod.xadd_commands(namespace, key, session, version, op, span, ev_at, ev_head, flag),
+        ]
+
+    def _record_event_template(self, session: str, key: str, namespace: str) -> tuple[bytes, str, str]:
+        """`_record_template`'s SET and HSET with the event's XADD after them (events.xadd_template; its
+        rebased flag, always one byte, as `$1` and a slot), kept the same way."""
+        got = self._record_event_templates.get((session, key, namespace))
+        if got is None:
+            wire, rs_key, meta_key = self._record_template(session, key)
+            xadd = events_mod.xadd_template(namespace, key, session)
+            assert xadd.endswith(b"$%d\r\n%b\r\n")
+            wire += xadd[: -len(b"$%d\r\n%b\r\n")] + b"$1\r\n%b\r\n"
+            if len(self._record_event_templates) > 100_000:
+                self._record_event_templates.clear()
+            got = self._record_event_templates[(session, key, namespace)] = (wire, rs_key, meta_key)
+        return got
 
     def _queue_record(
         self,

@@ -393,3 +393,35 @@ def test_record_templates_pack_what_hiredis_packs(session: str, key: str, op: st
     assert len(batch) == 5  # SET, HSET, ZADD (raw), two XADDs
     assert batch.packed() == b"".join(hiredis.pack_command(args) for args in batch.commands)
     assert batch.commands[1][batch.commands[1].index("hash") + 1] == (digest or rs.hash)
+
+
+@pytest.mark.parametrize(
+    ("session", "key", "op", "digest", "rebased", "same_time"),
+    [
+        ("s1", "src/a.py", "edit", "ab" * 16, False, True),
+        ("sé 100%", "dir/ü %d %b.txt", "wrïte", None, True, False),
+        ("s2", "b.txt", "multi_edit", "cd" * 16, True, True),
+    ],
+)
+def test_the_record_and_its_event_from_one_template_are_what_they_are_apart(
+    session: str, key: str, op: str, digest: str | None, rebased: bool, same_time: bool
+) -> None:
+    """The usual write's SET, HSET and XADD packed from one kept template are the bytes and the raw
+    commands of the record's template followed by the event's (events.queue_event), and hiredis's."""
+    import hiredis
+
+    from coordinator.state import events
+    from coordinator.state.views import KIND_WRITE, ReadState, StateStore
+
+    store = StateStore(fakeredis.FakeRedis(), "ns")
+    rs = ReadState("cd" * 16, 123456789, 42, 0, 0, 1764780000.123456, KIND_WRITE)
+    when = rs.time if same_time else 1764780001.5
+    for _ in range(2):  # the template made, then kept
+        together, apart = Batch(), Batch()
+        store._queue_record_and_event(together, session, key, rs, 7, op, digest, ("ns %s", [(3, 5)], when, rebased))
+        store._queue_record(apart, session, key, rs, 7, op, digest, register=False)
+        events.queue_event(apart, "ns %s", path=key, session=session, version=7, operation=op, ranges=[(3, 5)],
+                           when=when, digest=digest, rebased=rebased)  # fmt: skip
+        assert len(together) == len(apart) == 3
+        assert together.commands == apart.commands
+        assert together.packed() == apart.packed() == b"".join(hiredis.pack_command(a) for a in apart.commands)
