@@ -80,6 +80,13 @@ _NO_STORE = (b"cache-control", b"no-store")
 _POLL_THREADS = 16
 METRICS_PATH = "/metrics"
 _LIBRARY_CODES = frozenset(code.value for code in ErrorCode)
+# The paths the App answers outside the route table, which it looks at first: none may be a route's path.
+_SPECIAL_PATHS = (OPENAPI_PATH, METRICS_PATH, dashboard.DASHBOARD_PATH)
+if set(_SPECIAL_PATHS) & ROUTE_BY_PATH.keys() or any(is_hook_path(p) for p in ROUTE_BY_PATH):
+    raise RuntimeError("a route's path is one the App answers outside the route table")
+# The options of an engine call run inline (and in the pool) with no post-write hook: made once.
+_INLINE = CallOptions(wait_for_lock=False)
+_WAITING = CallOptions()
 _INTERNAL = (
     "The coordinator failed while handling this call (the error is in the server's log). Read the file again "
     "to see whether the change was applied before you retry."
@@ -97,6 +104,7 @@ class App:
         self.coord: Any = None  # Coordinator, opened at start-up (lifespan) or on first use
         # One client for every request: policy and match are fields of the write operations.
         self.client: Any = None  # LocalClient, made with the coordinator
+        self._shaped: dict[CallOptions, tuple[Any, Any]] = {}  # (client, client.with_options(...)), made once
         self.idem: IdempotencyStore | None = None
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.max_concurrency, thread_name_prefix="ec-http"
@@ -172,39 +180,30 @@ class App:
     # -- ASGI entry ---------------------------------------------------------------------------------------
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         kind = scope["type"]
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
         if kind != "http":
+            if kind == "lifespan":
+                await self._lifespan(receive, send)
             return  # websockets are not served
         self.last_request = time.monotonic()
         try:
             status, body, headers = await self._dispatch(scope, receive)
         except Disconnected:
             return
-        typed = headers and any(name == b"content-type" for name, _ in headers)
-        headers = [*(() if typed else (_JSON,)), _NO_STORE, (b"content-length", str(len(body)).encode()), *headers]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
+        length = (b"content-length", b"%d" % len(body))
+        if headers:
+            typed = any(name == b"content-type" for name, _ in headers)
+            head = [*(() if typed else (_JSON,)), _NO_STORE, length, *headers]
+        else:
+            head = [_JSON, _NO_STORE, length]
+        await send({"type": "http.response.start", "status": status, "headers": head})
         await send({"type": "http.response.body", "body": body})
 
     async def _dispatch(self, scope: dict[str, Any], receive: Any) -> Answer:
         path: str = scope["path"]
         method: str = scope["method"]
-        if path == OPENAPI_PATH and method in ("GET", "HEAD"):
-            if self._openapi is None:
-                self._openapi = dumps(openapi_document(self.config))
-            return 200, self._openapi, []
-        if path == METRICS_PATH and method in ("GET", "HEAD"):
-            return await self._scrape(scope)
-        if is_hook_path(path):
-            return await self._hook(scope, receive)
-        if path == dashboard.DASHBOARD_PATH and method in ("GET", "HEAD"):
-            body, headers = dashboard.page()  # no token: the page holds no data, it asks with the user's token
-            return 200, body, headers
         by_method = ROUTE_BY_PATH.get(path)
         if by_method is None:
-            message = f"There is no endpoint {path[:200]!r}. The API is described at {OPENAPI_PATH}."
-            return self._error(ServiceError("not_found", message))
+            return await self._unrouted(path, method, scope, receive)
         route = by_method.get(method)
         if route is None:
             allow = ", ".join(sorted(by_method))
@@ -226,8 +225,11 @@ class App:
         self.in_flight += 1
         try:
             if self.tracer is None:
-                answer = await self._answer(route, scope, receive)
-                code = _code_of(answer[0], answer[1])
+                try:
+                    answer = await self._handle(route, scope, receive)
+                except (ServiceError, CoordinatorError) as exc:
+                    answer = self._error(exc)
+                code = None if answer[0] < 400 else _code_of(answer[0], answer[1])
             else:
                 with self.tracer.call(route.name) as span:
                     answer = await self._answer(route, scope, receive)
@@ -237,6 +239,22 @@ class App:
             self.in_flight -= 1
         self.metrics.observe(route.name, code, time.perf_counter() - started)
         return answer
+
+    async def _unrouted(self, path: str, method: str, scope: dict[str, Any], receive: Any) -> Answer:
+        """The paths outside the route table (none of them is in it: `_SPECIAL_PATHS`), else not_found."""
+        if path == OPENAPI_PATH and method in ("GET", "HEAD"):
+            if self._openapi is None:
+                self._openapi = dumps(openapi_document(self.config))
+            return 200, self._openapi, []
+        if path == METRICS_PATH and method in ("GET", "HEAD"):
+            return await self._scrape(scope)
+        if is_hook_path(path):
+            return await self._hook(scope, receive)
+        if path == dashboard.DASHBOARD_PATH and method in ("GET", "HEAD"):
+            body, headers = dashboard.page()  # no token: the page holds no data, it asks with the user's token
+            return 200, body, headers
+        message = f"There is no endpoint {path[:200]!r}. The API is described at {OPENAPI_PATH}."
+        return self._error(ServiceError("not_found", message))
 
     async def _answer(self, route: Route, scope: dict[str, Any], receive: Any) -> Answer:
         try:
@@ -367,6 +385,17 @@ class App:
         pool = self.poll_executor if long_poll else self.executor
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
+    def _shaped_client(self, options: CallOptions) -> Any:
+        """`self.client.with_options(options)`: made once for the two options with no hook (a call with a
+        post-write hook has options of its own)."""
+        client = self.client
+        if options.post_write is not None:
+            return client.with_options(options)
+        found = self._shaped.get(options)
+        if found is None or found[0] is not client:
+            found = self._shaped[options] = (client, client.with_options(options))
+        return found[1]
+
     async def _engine(self, fn: Callable[[CallOptions], Any], hook: RecordOnWrite | None = None) -> Answer:
         """Run an engine call, `fn(options)` (it makes its calls with those options, `LocalClient.with_options`):
         inline on the event loop while it need not wait (the engine raises LockBusy, before anything is
@@ -374,9 +403,9 @@ class App:
         every call to a thread costs two context switches, more than the engine's own work (BENCHMARKS.md,
         "Figures behind design choices"), while most calls find their lock free."""
         if not self.config.inline:
-            waiting = CallOptions(post_write=hook)
+            waiting = _WAITING if hook is None else CallOptions(post_write=hook)
             return await self._run(lambda: self._call_engine(fn, waiting))
-        inline = CallOptions(wait_for_lock=False, post_write=hook)
+        inline = _INLINE if hook is None else CallOptions(wait_for_lock=False, post_write=hook)
         try:
             return self._call_engine(fn, inline)  # no lambda: one frame fewer on every HTTP edit
         except LockBusy as busy:
@@ -443,28 +472,28 @@ class App:
         session the request names (a viewer acts as none: its routes are inspection calls that take no
         session)."""
         session = None if p.is_viewer else self._acting_session(p, getattr(m, "session", None))
-        client = self.client
+        client, shaped = self.client, self._shaped_client
         if route.long_poll and m.wait_s > self.config.max_poll_wait_s:  # type: ignore[attr-defined]
             m = dataclasses.replace(m, wait_s=self.config.max_poll_wait_s)  # type: ignore[type-var]
         if route.mutating:
             assert session is not None  # no viewer route mutates (Route.viewer, checked by _authorize)
-            return await self._mutate(
-                route, session, m, h, lambda o: m.answer(client, m.apply(client.with_options(o), session))
-            )
+            fn = lambda o: m.answer(client, m.apply(shaped(o), session))  # noqa: E731
+            if "idempotency-key" not in h:
+                return await self._engine(fn)  # what `_mutate` does without the header, one frame fewer
+            return await self._mutate(route, session, m, h, fn)
         if route.long_poll:
             return await self._run(
                 lambda: self._call_engine(lambda: m.answer(client, m.apply(client, session))), long_poll=True
             )
-        return await self._engine(lambda o: m.answer(client, m.apply(client.with_options(o), session)))
+        return await self._engine(lambda o: m.answer(client, m.apply(shaped(o), session)))
 
     async def op_undo(self, route: Route, p: Principal, m: ops.Undo, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
-        client = self.client
 
         def undo(options: CallOptions) -> Any:
             if not p.is_admin:
                 self._check_undo_own(session, m.path, m.version)
-            return m.apply(client.with_options(options), session)
+            return m.apply(self._shaped_client(options), session)
 
         return await self._mutate(route, session, m, h, undo)
 
@@ -665,6 +694,9 @@ def _plain(result: Any) -> Any:
     names = _FIELD_NAMES.get(type(result))
     if names is None:
         names = _FIELD_NAMES[type(result)] = tuple(f.name for f in dataclasses.fields(result))
+    own = getattr(result, "__dict__", None)
+    if own is not None and tuple(own) == names:
+        return own  # exactly the fields, in their order (as __init__ and `results.evolve` set them): read only
     return {n: getattr(result, n) for n in names}
 
 

@@ -21,12 +21,15 @@ totals never go back when a worker is restarted.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -137,6 +140,13 @@ class ServiceMetrics:
             registry=own,
         )
         self._engine_metrics(own)
+        # Each labelled series' recording functions, made on its first use (keys: bounded label values).
+        self._calls: dict[tuple[str, str | None], tuple[Callable[[], None], Callable[[float], None]]] = {}
+        self._writes: dict[tuple[str, str], Callable[[], None]] = {}
+        self._refused: dict[str, Callable[[], None]] = {}
+        self._lock_observed = (_observer(self.lock_wait), _observer(self.lock_hold))
+        self._event_inc = _incrementer(self.events)
+        self._round_trip_inc = _incrementer(self.redis_round_trips)
         if multiprocess_dir:
             from prometheus_client import multiprocess
 
@@ -178,25 +188,36 @@ class ServiceMetrics:
 
     def observe(self, operation: str, code: str | None, seconds: float) -> None:
         """Count one answered call: `code` None for success, else the refusal's error code."""
-        self.operations.labels(operation, code or "ok").inc()
-        self.duration.labels(operation).observe(seconds)
+        found = self._calls.get((operation, code))
+        if found is None:
+            counted = _incrementer(self.operations.labels(operation, code or "ok"))
+            found = self._calls[(operation, code)] = (counted, _observer(self.duration.labels(operation)))
+        found[0]()
+        found[1](seconds)
         if code is not None:
-            self.refusals.labels(code).inc()
+            refused = self._refused.get(code)
+            if refused is None:
+                refused = self._refused[code] = _incrementer(self.refusals.labels(code))
+            refused()
 
     # -- the engine's observer (engine/observer.py) --------------------------------------------------------
     def lock_released(self, wait_s: float, hold_s: float) -> None:
-        self.lock_wait.observe(wait_s)
-        self.lock_hold.observe(hold_s)
+        wait, hold = self._lock_observed
+        wait(wait_s)
+        hold(hold_s)
 
     def write_finished(self, operation: str, outcome: str) -> None:
-        self.writes.labels(operation, outcome).inc()
+        counted = self._writes.get((operation, outcome))
+        if counted is None:
+            counted = self._writes[(operation, outcome)] = _incrementer(self.writes.labels(operation, outcome))
+        counted()
 
     def event_published(self) -> None:
-        self.events.inc()
+        self._event_inc()
 
     # -- the Redis connections' observer (state/connection.py) ---------------------------------------------
     def round_trip(self) -> None:
-        self.redis_round_trips.inc()
+        self._round_trip_inc()
 
     def error(self, kind: str) -> None:
         self.redis_errors.labels(kind).inc()
@@ -204,6 +225,45 @@ class ServiceMetrics:
     def exposition(self) -> bytes:
         """The text exposition format (reads the gauges: may call Redis, so not on the event loop)."""
         return generate_latest(self.registry)
+
+
+def _incrementer(counter: Any) -> Callable[[], None]:
+    """`counter.inc()` (an unlabelled counter, or a labelled one's series), as one call: the increment of
+    its value itself (in memory, or the multiprocess file's), without the per-call checks of `inc` (the
+    series is observable, the amount is 1, no exemplar). `counter.inc` where the value is not where
+    prometheus-client 0.17-0.26 keeps it."""
+    value = getattr(counter, "_value", None)
+    inc = getattr(value, "inc", None)
+    if inc is None or not counter._is_observable():
+        return counter.inc  # type: ignore[no-any-return]
+    return functools.partial(inc, 1)
+
+
+def _observer(histogram: Any) -> Callable[[float], None]:
+    """`histogram.observe` (unlabelled, or a labelled one's series), with the bucket found by bisection
+    instead of a Python loop over the bounds: the same sum and the same bucket (the first bound the amount
+    is at most; the last bound is +Inf). A NaN, which no bucket takes, goes to `observe` itself.
+    `histogram.observe` where the parts are not where prometheus-client 0.17-0.26 keeps them."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if not bounds or not buckets or len(bounds) != len(buckets) or total is None or bounds[-1] != float("inf"):
+        return histogram.observe  # type: ignore[no-any-return]
+    if not histogram._is_observable():
+        return histogram.observe  # type: ignore[no-any-return]
+    add_sum = total.inc
+    counts = [b.inc for b in buckets]
+    where = functools.partial(bisect.bisect_left, list(bounds))
+    slow = histogram.observe
+
+    def observe(amount: float) -> None:
+        if amount != amount:  # NaN
+            slow(amount)
+            return
+        add_sum(amount)
+        counts[where(amount)](1)
+
+    return observe
 
 
 def prepare_multiprocess_dir(metrics_dir: Path) -> str:

@@ -101,10 +101,10 @@ def _strings(cfg: ServerConfig, model: Any) -> list[tuple[str, str]]:
 
 
 def header_map(scope: dict[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for k, v in scope.get("headers", ()):
-        out.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
-    return out
+    """The request's headers by lower-case name; of a repeated header, the first."""
+    headers = scope.get("headers", ())
+    # Taken last to first, so that the first of a repeated name is the one kept.
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in reversed(list(headers))}
 
 
 def query_map(scope: dict[str, Any]) -> dict[str, str]:

@@ -237,3 +237,33 @@ def test_one_process_counts_in_a_registry_of_its_own() -> None:
     assert got[("edit_coordinator_redis_round_trips_total", ())] == 1
     assert got[("edit_coordinator_redis_errors_total", (("kind", "ConnectionError"),))] == 1
     assert ("edit_coordinator_operations_total", (("operation", "edit"), ("outcome", "ok"))) not in other
+
+
+def test_recorded_counts_match_prometheus_clients_own_calls() -> None:
+    """The service records through cached series and a bisected bucket: the exposition is the one that
+    prometheus-client's own `labels(...).inc()` / `observe()` make from the same calls (bounds, zero, +Inf
+    and NaN included)."""
+    ours, theirs = ServiceMetrics(dict), ServiceMetrics(dict)
+    amounts = [0.0, 1e-5, 2e-5, 0.0005, 0.00051, 0.5, 10.0, 30.0, 31.0, 1e9, float("nan"), 3e-4, 7e-6, 0.07]
+    for i, amount in enumerate(amounts * 3):
+        code = (None, "stale", "not_read")[i % 3]
+        ours.observe("edit", code, amount)
+        ours.lock_released(amount, amount / 2)
+        ours.write_finished("edit", "applied" if code is None else code)
+        ours.event_published()
+        ours.round_trip()
+        theirs.operations.labels("edit", code or "ok").inc()
+        theirs.duration.labels("edit").observe(amount)
+        if code is not None:
+            theirs.refusals.labels(code).inc()
+        theirs.lock_wait.observe(amount)
+        theirs.lock_hold.observe(amount / 2)
+        theirs.writes.labels("edit", "applied" if code is None else code).inc()
+        theirs.events.inc()
+        theirs.redis_round_trips.inc()
+
+    def counted(metrics: ServiceMetrics) -> list[str]:
+        return [line for line in metrics.exposition().decode().splitlines() if "_created" not in line]
+
+    assert counted(ours) == counted(theirs)
+    assert any(line.startswith("edit_coordinator_lock_hold_seconds_bucket") for line in counted(ours))
