@@ -14,7 +14,7 @@ from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.views import ReadState
 from coordinator.text import rebase, semantics
-from coordinator.text.codecs import Decoded, decode_noting_clean, spliced_clean
+from coordinator.text.codecs import Decoded, clean_splice, decode_noting_clean
 
 __all__ = ["CurrentFile", "WritePlan"]
 
@@ -57,6 +57,9 @@ class WritePlan:
         view then is `view_data`, not the file); a transform leaves them unset.
     match, match_lines: how an edit's old_string was found (`semantics.EditOutcome`), reported.
     nearby: others' changes next to a carried-over change (an undo), lines of the new file, reported.
+    _spliced: set only by the engine's own one-edit transform, which vouches that `new_text` is the current
+        text with `new_text[first_offset:first_offset + inserted_len]` put in place of one piece of it, and
+        `new_data` its UTF-8 (what `clean_digest` relies on); a transform of a caller leaves it unset.
     """
 
     new_data: bytes | None
@@ -69,18 +72,17 @@ class WritePlan:
     match: str = "exact"
     match_lines: tuple[int, int] | None = None
     nearby: tuple[tuple[int, int], ...] = ()
+    _spliced: bool = False
 
 
 def clean_digest(cur: CurrentFile, plan: WritePlan, new_digest: str | None) -> str | None:
-    """`new_digest` when the content `plan` wrote is clean (`codecs.spliced_clean`: made from clean
-    content `cur` by one splice), else None. Pure: the engine keeps what it returns as the content it may
-    decode without sniffing (see `CheckThenWrite._common_read`)."""
-    old, new_text, new_data = cur._decoded, plan.new_text, plan.new_data
-    if not cur._clean or old is None or new_text is None or new_data is None or new_digest is None:
+    """`new_digest` when the content `plan` wrote is clean (`codecs.clean_splice`: one splice, vouched for
+    by the transform, into clean content `cur`), else None. Pure: the engine keeps what it returns as the
+    content it may decode without sniffing (see `CheckThenWrite._common_read`)."""
+    if not (plan._spliced and cur._clean) or new_digest is None or plan.new_data is None or plan.new_text is None:
         return None
-    if not spliced_clean(old.text, new_text, new_data, plan.first_offset, plan.inserted_len):
-        return None
-    return new_digest
+    a = plan.first_offset
+    return new_digest if clean_splice(plan.new_data, plan.new_text[a : a + plan.inserted_len]) else None
 
 
 _Current = CurrentFile

@@ -146,7 +146,8 @@ class Session:
                     direct = semantics.replace_once(text, one.old_string, one.new_string)
                     if direct is not None:
                         new_text = direct[0]
-                        return _Plan(encode_text(new_text, encoding), new_text, 1, direct[1], len(one.new_string))
+                        data = encode_text(new_text, encoding)  # clean content is UTF-8: its text's UTF-8
+                        return _Plan(data, new_text, 1, direct[1], len(one.new_string), _spliced=cur._clean)
             out = semantics.apply_edits(text, specs, match) if len(specs) > 1 else _one(text, specs[0], match)
             return _Plan(
                 new_data=encode_text(out.text, encoding),

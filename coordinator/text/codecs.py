@@ -184,29 +184,18 @@ def decode_clean(data: bytes) -> Decoded:
         return decode_bytes(data)
 
 
-def spliced_clean(old_text: str, new_text: str, new_data: bytes, start: int, length: int) -> bool:
-    """Whether ``new_data``, the new content made from a clean content whose text is ``old_text``, is
-    clean too, judged without a pass over it: ``new_data`` is ``new_text`` in UTF-8, not empty, with no
-    byte order mark lead, no longer than `CLEAN_MAX_BYTES`, and ``new_text`` is ``old_text`` with only
-    ``new_text[start:start + length]`` new (the text before it and after it are ``old_text``'s own
-    start and end) and that part holds no control character. Every check is a comparison made in C; any
-    doubt answers False (the next decode then sniffs, as it always did), and so does a new part longer
-    than `_SPLICE_MAX_CHARS` (a whole file's `write`: its search would cost more than the sniff)."""
-    end = start + length
-    tail = len(new_text) - end
-    try:
-        return (
-            0 <= start <= end <= start + _SPLICE_MAX_CHARS
-            and 0 <= tail <= len(old_text) - start
-            and 0 < len(new_data) <= CLEAN_MAX_BYTES
-            and new_data[0] not in _BOM_LEADS
-            and _CONTROL_SEARCH(new_text, start, end) is None
-            and new_text.startswith(old_text[:start])
-            and new_text.endswith(old_text[len(old_text) - tail :])
-            and new_text.encode("utf-8") == new_data
-        )
-    except UnicodeEncodeError:  # a lone surrogate: not this content's text
-        return False
+def clean_splice(new_data: bytes, part: str) -> bool:
+    """Whether ``new_data`` is clean, given that it is the UTF-8 of a clean content's text with ``part``
+    put in place of one piece of it (the caller vouches for that: `WritePlan._spliced`): it is, when it
+    is not empty, starts no byte order mark, is at most `CLEAN_MAX_BYTES`, and ``part`` (at most
+    `_SPLICE_MAX_CHARS` long; a longer one answers False) holds no control character. Every other
+    character of the text was the clean content's, and UTF-8 makes a control byte of nothing else."""
+    return (
+        0 < len(new_data) <= CLEAN_MAX_BYTES
+        and new_data[0] not in _BOM_LEADS
+        and len(part) <= _SPLICE_MAX_CHARS
+        and _CONTROL_SEARCH(part) is None
+    )
 
 
 def _undecodable(exc: UnicodeDecodeError, encoding: Encoding, bom_len: int) -> CoordinatorError:
