@@ -18,6 +18,7 @@ empty temporary, which the next open of the state folder removes (`fsio.clean_st
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 
 from coordinator.disk import fsio
@@ -27,6 +28,13 @@ from coordinator.disk import fsio
 KEEP = 2
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+_open = os.open
+_this_pid = fsio.this_pid  # no system call (its at-fork hook renews it)
+#: Numbers this process's spares, named ``.spare.ec-PID-sN.tmp``: a temporary of process PID to
+#: `fsio.clean_stale_temps`, and never a name `fsio.temp_name` gives (its names end in ``-N.tmp``, N digits
+#: only), so the two counters cannot clash, even for a file called "spare". `next` on it is atomic (one C
+#: call under the GIL): no lock is needed.
+_counter = itertools.count()
 
 
 class SpareTemps:
@@ -39,7 +47,8 @@ class SpareTemps:
 
     def take(self) -> tuple[str, int] | None:
         """A spare for `fsio.atomic_replace` (which closes its descriptor), or None: none is made yet."""
-        self._forget_the_parents()
+        if self._pid != _this_pid():
+            self._forget_the_parents()
         try:
             return self._free.pop()
         except IndexError:
@@ -48,14 +57,16 @@ class SpareTemps:
     def refill(self) -> None:
         """Make spares up to `KEEP` (after a write, outside its lock). A failure only means the next write
         creates its own temporary, as it would without spares."""
-        self._forget_the_parents()
-        while len(self._free) < KEEP:
-            name = fsio.temp_name("spare")
+        if self._pid != _this_pid():
+            self._forget_the_parents()
+        free = self._free
+        while len(free) < KEEP:
+            name = f".spare.ec-{self._pid}-s{next(_counter)}.tmp"
             try:
-                fd = os.open(name, _FLAGS, 0o600, dir_fd=self._dfd)
+                fd = _open(name, _FLAGS, 0o600, dir_fd=self._dfd)
             except OSError:
                 return
-            self._free.append((name, fd))
+            free.append((name, fd))
 
     def close(self) -> None:
         """Remove this process's spares (the owner closes `dfd` after this)."""

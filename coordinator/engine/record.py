@@ -24,18 +24,18 @@ result.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator.disk import fsio
 from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import PostWriteHook
 from coordinator.engine.intervening import InterveningWrites, _Intervening
 from coordinator.engine.leasing import LeaseGate
-from coordinator.engine.results import WriteResult, evolve
+from coordinator.engine.results import WriteResult, evolve, result_of
 from coordinator.errors import CoordinatorError
 from coordinator.frozen import fast_init
 from coordinator.history import content_hash
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from coordinator.engine.steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
+_unlink = os.unlink
 
 UNRECORDED_WARNING = (
     "The change was written, but the coordination state could not be updated; read the file again before "
@@ -118,9 +119,13 @@ class Recorder:
             return
         written.tidied = True
         try:
-            if written.old_temp is not None:
-                fsio.remove_temp(self._tmp_dfd, written.old_temp)
+            old_temp = written.old_temp
+            if old_temp is not None:
                 written.old_temp = None
+                try:  # as fsio.remove_temp, inline: a failure leaves a temporary that clean_stale_temps removes
+                    _unlink(old_temp, dir_fd=self._tmp_dfd)
+                except OSError:
+                    pass
             self._spares.refill()
         except Exception:  # a leftover temporary at worst, removed at a later open
             log.exception("after writing: tidying the temporaries failed")
@@ -152,7 +157,9 @@ class Recorder:
         try:
             self.tidy(written)
             draft = self._draft(req, pre, written)
-            self._saw(req.session, pre.rp.key, view_digest)
+            tracker = self.tracker
+            if tracker is not None:
+                tracker.saw(req.session, pre.rp.key, view_digest)
             result = req.finish(draft)
         except BaseException:
             early()  # its replies are read (the lane is released) whatever failed here
@@ -169,6 +176,10 @@ class Recorder:
     ) -> tuple[ReadState | None, str | None]:
         """S's read state after its write (None when the write removed the file), and its hash."""
         plan, new_digest, new_st = written.plan, written.new_digest, written.new_st
+        if plan.rebased is None and req.rebase_specs is None:  # the usual write: S's view is the new file
+            if new_digest is None or new_st is None:
+                return None, new_digest
+            return ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE), new_digest
         view_digest = new_digest
         if plan.rebased is not None and plan.view_data is not None:
             # S's view after a rebased edit never was on disk: it lives in this process's text cache (from
@@ -190,34 +201,49 @@ class Recorder:
     def _result(
         self, req: _Request, pre: _PreLock, written: _Written, snippet: str, seen: _Intervening | None
     ) -> WriteResult:
+        """The result of the write, its message still empty (the caller's `finish` puts it in). Made from
+        its fields' dict (`results.result_of`: every field, in field order), once per write."""
         plan = written.plan
-        changed: tuple[tuple[int, int], ...] = ()
-        nearby = plan.nearby
-        if plan.rebased is not None:
-            changed = tuple((c.first, c.last) for c in plan.rebased.changes if c.last >= c.first)
-            nearby = tuple((c.first, c.last) for c in plan.rebased.nearby if c.last >= c.first)
+        rebased = plan.rebased
+        if rebased is None:
+            changed: tuple[tuple[int, int], ...] = ()
+            nearby = plan.nearby
+        else:
+            changed = tuple((c.first, c.last) for c in rebased.changes if c.last >= c.first)
+            nearby = tuple((c.first, c.last) for c in rebased.nearby if c.last >= c.first)
+        recent: tuple[dict[str, Any], ...]
+        sessions: tuple[str, ...]
+        if seen is None:
+            recent, count, sessions = (), 0, ()
+        else:
+            recent, count, sessions = seen.recent, seen.count, seen.sessions
         own = pre.leased.own
-        return WriteResult(
-            path=pre.rp.key,
-            operation=req.operation,
-            created=not written.cur.exists,
-            version=written.entry.version,
-            hash=written.new_digest,
-            message="",
-            replacements=plan.replacements,
-            start_line=written.lines[0],
-            snippet=snippet,
-            timings={"lock_wait_s": written.wait_s, "lock_hold_s": written.hold_s},
-            rebased=plan.rebased is not None,
-            changed_lines=changed,
-            intervening=seen.recent if seen is not None else (),
-            intervening_writes=seen.count if seen is not None else 0,
-            intervening_sessions=seen.sessions if seen is not None else (),
-            lease_token=own.token if own is not None else None,
-            match=plan.match,
-            match_lines=plan.match_lines,
-            nearby_changes=nearby,
-            reverts=req.reverts,
+        return result_of(
+            {
+                "path": pre.rp.key,
+                "operation": req.operation,
+                "created": not written.cur.exists,
+                "version": written.entry.version,
+                "hash": written.new_digest,
+                "message": "",
+                "replacements": plan.replacements,
+                "start_line": written.lines[0],
+                "snippet": snippet,
+                "timings": {"lock_wait_s": written.wait_s, "lock_hold_s": written.hold_s},
+                "warnings": (),
+                "rebased": rebased is not None,
+                "changed_lines": changed,
+                "intervening": recent,
+                "intervening_writes": count,
+                "intervening_sessions": sessions,
+                "notice": "",
+                "lease_token": own.token if own is not None else None,
+                "match": plan.match,
+                "match_lines": plan.match_lines,
+                "nearby_changes": nearby,
+                "reverts": req.reverts,
+                "discarded": (),
+            }
         )
 
     def _draft(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:

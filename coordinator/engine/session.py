@@ -12,7 +12,7 @@ from coordinator.disk import fsio
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.options import Match, Policy
 from coordinator.engine.plan import _Current, _Missing, _Plan
-from coordinator.engine.results import ReadResult, WriteResult, evolve
+from coordinator.engine.results import ReadResult, WriteResult, evolve, with_message
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.state.events import Notice
@@ -381,7 +381,18 @@ def _write_message(res: WriteResult) -> WriteResult:
 
 def _edit_message(res: WriteResult, filled: bool = False) -> WriteResult:
     """`filled`: an empty old_string on an existing file (one that held only whitespace), as Claude Code
-    says it: the empty file was filled, not "updated (1 replacement)"."""
+    says it: the empty file was filled, not "updated (1 replacement)". The usual edit (one replacement,
+    an exact match, not rebased, no warning or notice) has its message made in one step, the same text."""
+    if (
+        res.replacements == 1
+        and res.match_lines is None
+        and not (filled or res.created or res.rebased or res.warnings or res.notice)
+    ):
+        return with_message(
+            res,
+            f"The file {res.path} has been updated (1 replacement). Snippet (around line {res.start_line} after "
+            "the edit):",
+        )
     if res.created:
         return _with_message(res, f"Created {res.path}.")
     if filled:
@@ -416,7 +427,7 @@ def _with_message(res: WriteResult, message: str, tail: str = "") -> WriteResult
         message += " Note: " + res.notice
     if tail:
         message += " " + tail
-    return evolve(res, message=message)
+    return with_message(res, message)
 
 
 def _rebase_sentence(res: WriteResult) -> str:

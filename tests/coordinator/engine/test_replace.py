@@ -18,6 +18,7 @@ import pytest
 
 from coordinator import Coordinator
 from coordinator.disk import fsio, spares
+from coordinator.engine import record as record_mod
 from coordinator.engine import write as write_mod
 from tests import REPO_ROOT
 
@@ -81,21 +82,21 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
         seen: list[tuple[bool, str]] = []  # (the lock was free, the temporary's content) per removal
         hot: list[bool] = []
-        real_remove, real_hot = fsio.remove_temp, write_mod.CheckThenWrite._common_write
+        real_unlink, real_hot = record_mod._unlink, write_mod.CheckThenWrite._common_write
 
-        def remove(dfd: int, name: str) -> None:
+        def remove(name: str, *, dir_fd: int) -> None:  # the unlink of Recorder.tidy
             held = c.locks.try_acquire("a.txt")  # another holder would get it: the writer's lock is released
             if held is not None:
                 held.release()
             seen.append((held is not None, (c.tmp_dir / name).read_text()))
-            real_remove(dfd, name)
+            real_unlink(name, dir_fd=dir_fd)
 
         def hot_write(eng: Any, req: Any) -> Any:
             done = real_hot(eng, req)
             hot.append(done is not None)
             return done
 
-        monkeypatch.setattr(fsio, "remove_temp", remove)
+        monkeypatch.setattr(record_mod, "_unlink", remove)
         monkeypatch.setattr(write_mod.CheckThenWrite, "_common_write", hot_write)
         s = c.session("s")
         s.read("a.txt")
@@ -200,6 +201,30 @@ def test_a_process_killed_with_spares_leaves_them_to_the_next_open(real_redis_ro
     assert os.listdir(tmp)
     with Coordinator(root, durability="none") as c:
         assert os.listdir(c.tmp_dir) == []  # the dead writer's spares are gone
+
+
+def test_spares_are_named_apart_from_other_temporaries_and_read_as_this_process_s(tmp_path: Path) -> None:
+    """A spare is ``.spare.ec-PID-sN.tmp``: `clean_stale_temps` reads PID from it (a live writer's spares
+    stay, a dead one's go), and `fsio.temp_name` never gives that name, even for a file called "spare"."""
+    import re
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tfd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        pool = spares.SpareTemps(tfd)
+        pool.refill()
+        names = sorted(n for n, _ in pool._free)
+        assert len(names) == spares.KEEP and len(set(names)) == spares.KEEP
+        assert all(re.fullmatch(rf"\.spare\.ec-{os.getpid()}-s\d+\.tmp", n) for n in names)
+        assert fsio.temp_name("spare") not in names and re.fullmatch(
+            r"\.spare\.ec-\d+-\d+\.tmp", fsio.temp_name("spare")
+        )
+        assert fsio.clean_stale_temps(tmp) == 0 and sorted(os.listdir(tmp)) == names  # this process's: kept
+        pool.close()
+        assert os.listdir(tmp) == []
+    finally:
+        os.close(tfd)
 
 
 def test_a_failure_tidying_the_temporaries_does_not_fail_the_write(
