@@ -280,7 +280,8 @@ class ReadTracker:
             paths = self._seen[session] = OrderedDict()
         else:
             self._seen.move_to_end(session)
-        self._told.pop((session, key), None)
+        if self._told:
+            self._told.pop((session, key), None)
         if digest is None:
             paths.pop(key, None)
             return

@@ -425,3 +425,15 @@ def test_the_record_and_its_event_from_one_template_are_what_they_are_apart(
         assert len(together) == len(apart) == 3
         assert together.commands == apart.commands
         assert together.packed() == apart.packed() == b"".join(hiredis.pack_command(a) for a in apart.commands)
+
+
+def test_a_started_batch_whose_connection_the_server_closed_is_reported_and_dropped(client: redis.Redis) -> None:
+    lane, _ = _tuned_lane(client)
+    client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")  # the lane's, after its probe
+    ran: list[Any] = []
+    finish = lane.start(_batch(1), lambda: ran.append(1) or [])
+    if not ran:  # the send went out on the closed socket: the read finds the EOF
+        with pytest.raises((redis.ConnectionError, OSError)):
+            finish()
+    assert lane._conn is None  # dropped either way
+    assert lane.execute(_pipe(client, 2))[2] >= 2  # and a fresh connection takes over
