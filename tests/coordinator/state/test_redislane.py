@@ -437,3 +437,35 @@ def test_a_started_batch_whose_connection_the_server_closed_is_reported_and_drop
             finish()
     assert lane._conn is None  # dropped either way
     assert lane.execute(_pipe(client, 2))[2] >= 2  # and a fresh connection takes over
+
+
+def test_a_lane_on_connections_that_read_their_own_way_reads_and_probes_through_redis_py(client: redis.Redis) -> None:
+    """Sentinel's connections override read_response: the lane then reads a batch's replies through it
+    and probes with redis-py's can_read (nothing of the connection is read around it)."""
+    pool: Any = client.connection_pool
+    base = pool.connection_class
+    reads: list[int] = []
+
+    def read_response(self: Any, *a: Any, **k: Any) -> Any:
+        reads.append(1)
+        return base.read_response(self, *a, **k)
+
+    overriding = type("Overriding", (base,), {"read_response": read_response})
+    other = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=overriding, **pool.connection_kwargs))
+    try:
+        lane = Lane(other)
+        lane.execute(_pipe(other, 0))
+        assert lane.probe() and lane._poller is None and lane._reader is None
+        client.set("s", "text")
+        batch = _batch(1)
+        batch.execute_command("INCR", "s")  # refused
+        batch.execute_command("GET", "k1")
+        reads.clear()
+        finish = lane.start(batch, lambda: [])
+        with pytest.raises(redis.ResponseError):
+            finish()
+        assert len(reads) == 5  # every reply through the connection's own read_response
+        assert lane.execute(_pipe(other, 2))[2] == 3 and lane.probe()  # in sync
+        lane.close()
+    finally:
+        other.close()
