@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from coordinator.client.calls import Call, Calls, headers_for, payload_for, timeout_for
+from coordinator.client.calls import Call, Calls, headers_for, loads, payload_for, timeout_for
 from coordinator.client.http import HttpClient
 from coordinator.client.transport import PoolKey, Reply
 from coordinator.endpoint import add_header, chunk_size, describe, is_final, status_of
@@ -86,7 +86,7 @@ class AsyncHttpDriver:
                 delay = rule.after_transport_error(call, exc, attempt, probe)
             else:
                 if r.status_code < 300:
-                    return call.decode(r.json())
+                    return call.decode(loads(r.content))
                 delay = rule.after_refusal(call, r, attempt)
             attempt += 1
             await asyncio.sleep(delay)

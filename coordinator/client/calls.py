@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import httpx
+import pydantic_core
 
 from coordinator import errors
 from coordinator.client import operations as ops
@@ -243,7 +244,21 @@ def headers_for(call: Call[Any], token: str | None) -> dict[str, str]:
 
 
 def payload_for(call: Call[Any]) -> bytes | None:
-    return None if call.body is None else json.dumps(call.body).encode()
+    """The JSON body of `call`, in one C call (pydantic_core, NaN and infinities written as `json.dumps` writes
+    them); a body it cannot write as UTF-8 (a lone surrogate) goes to `json.dumps`, which escapes it, and the
+    service refuses it as before."""
+    if call.body is None:
+        return None
+    try:
+        return pydantic_core.to_json(call.body, inf_nan_mode="constants")
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(call.body).encode()
+
+
+def loads(content: bytes) -> Any:
+    """An answer's JSON (pydantic_core's parser: the same values as `json.loads`, in one C call; raises
+    ValueError on anything that is not JSON)."""
+    return pydantic_core.from_json(content)
 
 
 def timeout_for(base: dict[str, float | None], call: Call[Any]) -> dict[str, float | None]:

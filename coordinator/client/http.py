@@ -53,7 +53,16 @@ import httpx
 
 from coordinator import arguments
 from coordinator.client.base import BoundSession, EventPage, SessionStatus, follow
-from coordinator.client.calls import Call, Calls, RetryRule, error_from, headers_for, payload_for, timeout_for
+from coordinator.client.calls import (
+    Call,
+    Calls,
+    RetryRule,
+    error_from,
+    headers_for,
+    loads,
+    payload_for,
+    timeout_for,
+)
 from coordinator.client.operations import Operation, build
 from coordinator.client.transport import PlainHttpTransport, Reply
 from coordinator.endpoint import UNIX_HOST, ServiceEndpoint, parse_service_url
@@ -296,7 +305,7 @@ class HttpClient:
                 delay = rule.after_transport_error(call, exc, attempt, rule.needs_tls_probe(exc) and self._serves_tls())
             else:
                 if r.status_code < 300:
-                    return call.decode(r.json())
+                    return call.decode(loads(r.content))
                 delay = rule.after_refusal(call, r, attempt)
             attempt += 1
             time.sleep(delay)

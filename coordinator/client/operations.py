@@ -131,21 +131,49 @@ HEALTH_ROUTE = HttpRoute(
 
 
 # -- decoding the service's JSON ---------------------------------------------------------------------------
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+_FIELDS: dict[type, tuple[tuple[tuple[str, bool], ...], frozenset[str], tuple[str, ...], bool]] = {}
 
 
 def build(cls: type[_R], data: Mapping[str, Any]) -> _R:
     """A result type (a frozen dataclass) from its JSON form: JSON arrays back to the tuples the dataclass
-    holds; fields this version does not know are left out (a newer service may send more)."""
+    holds; fields this version does not know are left out (a newer service may send more).
+
+    The usual answer names exactly the type's fields: then the instance is filled directly (what `__init__`
+    would set, as `engine.results.evolve` does), for a type whose `__init__` does nothing more (no
+    `__post_init__`, every field an init field, no slots); any other answer goes through `__init__`."""
     spec = _FIELDS.get(cls)
     if spec is None:
-        spec = _FIELDS[cls] = tuple((f.name, "tuple" in str(f.type)) for f in fields(cls))
-    values = {name: (_tupled(data[name]) if tup else data[name]) for name, tup in spec if name in data}
+        spec = _FIELDS[cls] = _spec_of(cls)
+    fields_, names, tuples, direct = spec
+    if direct and data.keys() == names:
+        made = object.__new__(cls)
+        own = made.__dict__
+        own.update(data)
+        for name in tuples:
+            value = own[name]
+            if value.__class__ is list:
+                own[name] = _tupled(value) if value else ()
+        return made
+    values = {name: (_tupled(data[name]) if tup else data[name]) for name, tup in fields_ if name in data}
     return cls(**values)
 
 
+def _spec_of(cls: type) -> tuple[tuple[tuple[str, bool], ...], frozenset[str], tuple[str, ...], bool]:
+    found = fields(cls)
+    spec = tuple((f.name, "tuple" in str(f.type)) for f in found)
+    direct = (
+        not hasattr(cls, "__post_init__")
+        and "__slots__" not in cls.__dict__
+        and all(f.init for f in found)
+        and len(found) == len(getattr(cls, "__dataclass_fields__", {}))  # no InitVar or ClassVar pseudo-fields
+    )
+    return spec, frozenset(name for name, _ in spec), tuple(name for name, tup in spec if tup), direct
+
+
 def _tupled(value: Any) -> Any:
-    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
+    if value.__class__ is not list:
+        return value
+    return tuple([_tupled(v) for v in value]) if value else ()
 
 
 def _leases(data: Mapping[str, Any]) -> list[Lease]:
@@ -161,6 +189,9 @@ def _leases_answer(found: list[Lease]) -> dict[str, Any]:
 
 
 # -- the declarations ----------------------------------------------------------------------------------------
+_BODY_FIELDS: dict[type, tuple[str, ...]] = {}  # each declaration's field names, in order (`Operation.body`)
+
+
 class Operation:
     """What every declaration has (see the module docstring). Subclasses are frozen dataclasses."""
 
@@ -198,7 +229,10 @@ class Operation:
         """The JSON request body: every field that is set (None: the service's default)."""
         if self.route.method == "GET":
             return None
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}  # type: ignore[arg-type]
+        names = _BODY_FIELDS.get(type(self))
+        if names is None:
+            names = _BODY_FIELDS[type(self)] = tuple(f.name for f in fields(self))  # type: ignore[arg-type]
+        return {name: v for name in names if (v := getattr(self, name)) is not None}
 
     def params(self) -> dict[str, str] | None:
         found = {name: str(v) for name in self.route.query if (v := getattr(self, name)) is not None}

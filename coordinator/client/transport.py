@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -11,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+import pydantic_core
 
 from coordinator.endpoint import add_header, chunk_size, connect, describe, is_final, status_of
 
@@ -33,7 +33,7 @@ class Reply:
         return self.content.decode("utf-8", "replace")
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        return pydantic_core.from_json(self.content)
 
 
 class _Conn:

@@ -103,8 +103,10 @@ def _strings(cfg: ServerConfig, model: Any) -> list[tuple[str, str]]:
 def header_map(scope: dict[str, Any]) -> dict[str, str]:
     """The request's headers by lower-case name; of a repeated header, the first."""
     headers = scope.get("headers", ())
+    if not isinstance(headers, list | tuple):
+        headers = list(headers)
     # Taken last to first, so that the first of a repeated name is the one kept.
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in reversed(list(headers))}
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers[::-1]}
 
 
 def query_map(scope: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,37 @@
+"""The App's per-request parts on their own: headers, the answer's JSON form, the special paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from coordinator.engine.results import WriteResult, evolve
+from coordinator.server import app as app_module
+from coordinator.server.requests import header_map
+from coordinator.server.routes import ROUTE_BY_PATH
+
+
+def test_header_map_lower_cases_names_and_keeps_the_first_of_a_repeated_header() -> None:
+    raw = [(b"Authorization", b"Bearer one"), (b"x-a", b"1"), (b"authorization", b"Bearer two"), (b"X-A", b"2")]
+    for headers in (raw, tuple(raw), iter(raw)):
+        assert header_map({"headers": headers}) == {"authorization": "Bearer one", "x-a": "1"}
+    assert header_map({}) == {}
+    assert header_map({"headers": [(b"k", b"\xe9")]}) == {"k": "\xe9"}  # latin-1, as before
+
+
+def test_plain_result_is_its_fields_in_order() -> None:
+    result = WriteResult(path="a", operation="edit", created=False, version=2, hash=None, message="m")
+    names = [f.name for f in dataclasses.fields(WriteResult)]
+    for r in (result, evolve(result, snippet="x", version=3)):
+        plain = app_module._plain(r)
+        assert list(plain) == names
+        assert plain == {n: getattr(r, n) for n in names}
+    # An instance carrying anything besides its fields is read field by field.
+    odd = evolve(result)
+    object.__setattr__(odd, "extra", 1)
+    assert list(app_module._plain(odd)) == names
+    assert json.loads(app_module.dumps(app_module._plain(result)))["version"] == 2
+
+
+def test_special_paths_are_no_routes() -> None:
+    assert not set(app_module._SPECIAL_PATHS) & ROUTE_BY_PATH.keys()
