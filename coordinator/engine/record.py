@@ -107,7 +107,8 @@ class Recorder:
             except Exception:
                 return bare
         finally:
-            self.tidy(written)
+            if not written.tidied:  # the early path tidied already
+                self.tidy(written)
 
     def tidy(self, written: _Written) -> None:
         """The replace's directory work that needs no lock, done once the lock is released (while the

@@ -559,36 +559,40 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
     size = len(text)
     if offset < 0 or offset >= size - 1 or context < 0:
         return _snippet_at_edge(text, offset, length, first_line, context)
-    line_start = text.rfind(_LF, 0, offset) + 1
-    start, shown = line_start, first_line
+    window = _SNIPPET_WINDOW
+    line_start = text.rfind("\n", 0, offset) + 1
+    start = line_start
+    shown = first_line
     if line_start:
-        low = line_start - _SNIPPET_WINDOW if line_start > _SNIPPET_WINDOW else 0
-        parts = text[low : line_start - 1].rsplit(_LF, context)
+        low = line_start - window if line_start > window else 0
+        parts = text[low : line_start - 1].rsplit("\n", context)
         if len(parts) > context:  # `context` whole lines after parts[0]
-            start, shown = low + len(parts[0]) + 1, first_line - context
+            start = low + len(parts[0]) + 1
+            shown = first_line - context
         elif not low:  # fewer lines than that before: from the first line
-            start, shown = 0, first_line - len(parts)
+            start = 0
+            shown = first_line - len(parts)
         else:
             start, shown = _context_start(text, line_start, first_line, context)
     end = offset + length - 1 if length > 1 else offset
-    end = text.find(_LF, end) if end < size else -1
+    end = text.find("\n", end) if end < size else -1
     if end != -1:
-        seg = text[end + 1 : end + 1 + _SNIPPET_WINDOW]
-        after = seg.split(_LF, context)
+        seg = text[end + 1 : end + 1 + window]
+        after = seg.split("\n", context)
         if len(after) > context:
             end += len(seg) - len(after[-1])
-        elif end + 1 + _SNIPPET_WINDOW >= size:
+        elif end + 1 + window >= size:
             end = -1
         else:
             end = _context_end(text, end, context)
     if end == -1:  # to the end of the text: a final line end opens no extra line (as split_lines)
         piece = text[start:]
-        lines = piece.split(_LF)
+        lines = piece.split("\n")
         if not lines[-1]:
             lines.pop()
     else:  # the piece stops just before a line end, so its last line may be empty: split it plainly
         piece = text[start:end]
-        lines = piece.split(_LF)
+        lines = piece.split("\n")
     if "\r" in piece:
         lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     stop = shown + len(lines)
