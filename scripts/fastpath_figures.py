@@ -26,6 +26,7 @@ after); the instruction count (scripts/engine_ab.py --instructions) does not.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -124,11 +125,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--paced", type=int, default=400, help="paced edits (default 400)")
     ap.add_argument("--pause-ms", type=float, default=5.0, help="pause before each paced edit (default 5 ms)")
+    ap.add_argument("--json", type=Path, help="also write the rounds, medians and paced figures here")
     args = ap.parse_args()
     import coordinator
     from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 
-    print(f"engine: {Path(coordinator.__file__).parent}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    load_before = os.getloadavg()[0]
+    print(f"engine: {Path(coordinator.__file__).parent}; load average {load_before:.2f}", flush=True)
     base = Path(tempfile.mkdtemp(prefix="ec-figures-"))
     text = "# counters\n" + "".join(f"s{i:03d} = {i}\n" for i in range(SLOTS))
     for sub in ("state/locks", "state/tmp", "repo"):
@@ -168,6 +171,11 @@ def main() -> int:
     )
     print(f"paced ({args.paced} edits, {args.pause_ms:g} ms apart): p50 {p50:.3f} ms, p99 {p99:.3f} ms")
     print(f"every edit the engine acknowledged ({engine.n}) is in its file; load average {os.getloadavg()[0]:.2f}")
+    if args.json is not None:
+        paced = {"edits": args.paced, "pause_ms": args.pause_ms, "p50_ms": p50, "p99_ms": p99}
+        load = [load_before, os.getloadavg()[0]]
+        figures: dict[str, Any] = {"engine": str(Path(coordinator.__file__).parent), "rounds": rows, "median": med}
+        args.json.write_text(json.dumps({**figures, "paced": paced, "load": load}, indent=1))
     return 0
 
 
