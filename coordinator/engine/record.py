@@ -45,6 +45,7 @@ from coordinator.state.views import KIND_WRITE, ReadState, StateStore
 from coordinator.text import semantics
 
 if TYPE_CHECKING:
+    from coordinator.engine.plan import WritePlan
     from coordinator.engine.steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
@@ -203,49 +204,38 @@ class Recorder:
         self, req: _Request, pre: _PreLock, written: _Written, snippet: str, seen: _Intervening | None
     ) -> WriteResult:
         """The result of the write, its message still empty (the caller's `finish` puts it in). Made from
-        its fields' dict (`results.result_of`: every field, in field order), once per write."""
+        its fields' dict (`results.result_of`: every field, in field order), once per write: the usual
+        write's values, then a rebased edit's (`_rebase_fields`) over them (an update keeps the order)."""
         plan = written.plan
-        rebased = plan.rebased
-        if rebased is None:
-            changed: tuple[tuple[int, int], ...] = ()
-            nearby = plan.nearby
-        else:
-            changed = tuple((c.first, c.last) for c in rebased.changes if c.last >= c.first)
-            nearby = tuple((c.first, c.last) for c in rebased.nearby if c.last >= c.first)
-        recent: tuple[dict[str, Any], ...]
-        sessions: tuple[str, ...]
-        if seen is None:
-            recent, count, sessions = (), 0, ()
-        else:
-            recent, count, sessions = seen.recent, seen.count, seen.sessions
         own = pre.leased.own
-        return result_of(
-            {
-                "path": pre.rp.key,
-                "operation": req.operation,
-                "created": not written.cur.exists,
-                "version": written.entry.version,
-                "hash": written.new_digest,
-                "message": "",
-                "replacements": plan.replacements,
-                "start_line": written.lines[0],
-                "snippet": snippet,
-                "timings": {"lock_wait_s": written.wait_s, "lock_hold_s": written.hold_s},
-                "warnings": (),
-                "rebased": rebased is not None,
-                "changed_lines": changed,
-                "intervening": recent,
-                "intervening_writes": count,
-                "intervening_sessions": sessions,
-                "notice": "",
-                "lease_token": own.token if own is not None else None,
-                "match": plan.match,
-                "match_lines": plan.match_lines,
-                "nearby_changes": nearby,
-                "reverts": req.reverts,
-                "discarded": (),
-            }
-        )
+        values = {
+            "path": pre.rp.key,
+            "operation": req.operation,
+            "created": not written.cur.exists,
+            "version": written.entry.version,
+            "hash": written.new_digest,
+            "message": "",
+            "replacements": plan.replacements,
+            "start_line": written.lines[0],
+            "snippet": snippet,
+            "timings": {"lock_wait_s": written.wait_s, "lock_hold_s": written.hold_s},
+            "warnings": (),
+            "rebased": False,
+            "changed_lines": (),
+            "intervening": (),
+            "intervening_writes": 0,
+            "intervening_sessions": (),
+            "notice": "",
+            "lease_token": own.token if own is not None else None,
+            "match": plan.match,
+            "match_lines": plan.match_lines,
+            "nearby_changes": plan.nearby,
+            "reverts": req.reverts,
+            "discarded": (),
+        }
+        if plan.rebased is not None or seen is not None:
+            values.update(_rebase_fields(plan, seen))
+        return result_of(values)
 
     def _draft(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         """The result before the record's outcome (notice, warnings): the snippet, the intervening writes."""
@@ -363,6 +353,22 @@ class Recorder:
                 )
 
         return extra
+
+
+def _rebase_fields(plan: WritePlan, seen: _Intervening | None) -> dict[str, Any]:
+    """A rebased edit's fields of its result: what others changed, the changes near its own, the
+    intervening writes (`seen`)."""
+    out: dict[str, Any] = {}
+    rebased = plan.rebased
+    if rebased is not None:
+        out["rebased"] = True
+        out["changed_lines"] = tuple((c.first, c.last) for c in rebased.changes if c.last >= c.first)
+        out["nearby_changes"] = tuple((c.first, c.last) for c in rebased.nearby if c.last >= c.first)
+    if seen is not None:
+        out["intervening"] = seen.recent
+        out["intervening_writes"] = seen.count
+        out["intervening_sessions"] = seen.sessions
+    return out
 
 
 def notice_rider(
