@@ -34,7 +34,6 @@ Rules, each enforced here:
 from __future__ import annotations
 
 import logging
-import os
 import select
 import threading
 from collections.abc import Callable
@@ -44,6 +43,8 @@ import hiredis
 import redis
 import redis.client
 import redis.connection
+
+from coordinator.disk.fsio import this_pid
 
 log = logging.getLogger("coordinator.state.views")
 
@@ -286,7 +287,7 @@ class Lane:
             return False
         try:
             conn = self._conn
-            if conn is None or self._pid != os.getpid():
+            if conn is None or self._pid != this_pid():
                 return False
             poller = self._poller  # `_readable`'s common case, inline (replies still owed would read as readable)
             if poller is not None and conn._sock is self._polled and not (self._reader.has_data() or poller.poll(0)):
@@ -342,11 +343,11 @@ class Lane:
 
     def _connection(self) -> Any:
         """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""
-        if self._conn is not None and self._pid == os.getpid():
+        if self._conn is not None and self._pid == this_pid():
             self._drain()
             return self._conn
         self._conn = self._pool.get_connection()  # (after a fork, the parent's is forgotten: rule 3)
-        self._pid = os.getpid()
+        self._pid = this_pid()
         self._pending = 0
         return self._conn
 
@@ -376,7 +377,7 @@ class Lane:
             log.warning("the Redis lane was still in use at close; its connection is left to the pool's close")
             return
         try:
-            if self._conn is not None and self._pid == os.getpid():
+            if self._conn is not None and self._pid == this_pid():
                 try:
                     self._drain()
                 except _LANE_FAILURES:

@@ -405,7 +405,8 @@ class StateStore:
         commands and bytes), packed from one kept template: the version, operation and hash packed once."""
         namespace, ranges, when, rebased = event
         wire, rs_key, meta_key = self._record_event_template(session, key, namespace)
-        view, at, head, ev_at, ev_head = rs.pack(), repr(rs.time), digest or rs.hash, repr(when), digest or ""
+        view, at, head, ev_head = rs.pack(), repr(rs.time), digest or rs.hash, digest or ""
+        ev_at = at if when == rs.time else repr(when)  # the usual write: one time, its repr made once
         # (events.ranges_text, its usual case inline)
         span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else events_mod.ranges_text(ranges)
         v, w, o, h, r = b"%d" % version, at.encode(), op.encode(), head.encode(), span.encode()
