@@ -136,6 +136,7 @@ class HttpClient:
         self._transport = transport
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout).as_dict()
         self._urls: dict[str, httpx.URL] = {}
+        self._targets: dict[str, str] = {}  # an endpoint's request target without query parameters
         self._fast = self._transport if type(self._transport) is PlainHttpTransport else None
         self._plain = self.endpoint.scheme != "https"  # plain HTTP: over TCP, or on a unix socket
         self._host_key = self.endpoint.pool_key  # (host, port), or the unix socket's path
@@ -330,7 +331,11 @@ class HttpClient:
         lines = [self._host_line, *(f"{k}: {v}\r\n" for k, v in headers.items())]
         if payload is not None:
             lines.append(f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n")
-        target = self._url(call.endpoint, call.params).raw_path.decode("ascii")
+        target = None if call.params else self._targets.get(call.endpoint)
+        if target is None:
+            target = self._url(call.endpoint, call.params).raw_path.decode("ascii")
+            if not call.params:
+                self._targets[call.endpoint] = target
         return target, "".join(lines).encode("latin-1")
 
     def _send(self, call: Call[Any], payload: bytes | None, headers: dict[str, str]) -> Reply | httpx.Response:

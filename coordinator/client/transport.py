@@ -37,12 +37,19 @@ class Reply:
 
 
 class _Conn:
-    __slots__ = ("idle_since", "rfile", "sock")
+    __slots__ = ("idle_since", "rfile", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.rfile = sock.makefile("rb")
         self.idle_since = 0.0
+        self.timeout = sock.gettimeout()
+
+    def set_timeout(self, timeout: float | None) -> None:
+        """`sock.settimeout`, only when it changes (each call is a system call, even with the same value)."""
+        if timeout != self.timeout:
+            self.sock.settimeout(timeout)
+            self.timeout = timeout
 
     def close(self) -> None:
         self.rfile.close()
@@ -103,9 +110,9 @@ class PlainHttpTransport(httpx.BaseTransport):
         payload = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + head + b"\r\n" + body
         conn = self._checkout(key, timeout.get("connect"), request)
         try:
-            conn.sock.settimeout(timeout.get("write"))
+            conn.set_timeout(timeout.get("write"))
             conn.sock.sendall(payload)  # one send: request line, headers and body together
-            conn.sock.settimeout(timeout.get("read"))
+            conn.set_timeout(timeout.get("read"))
             status, headers, content, will_close = _read_reply(conn.rfile, method)
         except TimeoutError as exc:
             conn.close()

@@ -155,6 +155,8 @@ class App:
         self.draining = True
         self.poll_executor.shutdown(wait=True, cancel_futures=True)
         self.executor.shutdown(wait=True)
+        if self.idem is not None:
+            self.idem.close()
         if self.coord is not None:
             self.coord.close()
             observe_redis(None)

@@ -12,7 +12,8 @@ import xxhash
 
 from coordinator.errors import CoordinatorError
 from coordinator.server.common import ServiceError
-from coordinator.state.connection import redis_call
+from coordinator.state import lane as redislane
+from coordinator.state.connection import is_cluster, redis_call
 
 
 class WouldBlock(Exception):
@@ -42,6 +43,10 @@ class IdempotencyStore:
         self.wait_s = wait_s
         self.pending_ms = int(max(60.0, 3 * wait_s) * 1000)
         self._release = client.register_script(_RELEASE_SCRIPT)
+        # The claim (one SET NX per keyed request) goes on a connection kept in hand, packed by hiredis: no
+        # redis-py command or pool checkout per request (state/lane.py; its rules apply, the pool's way
+        # included when the lane is busy or fails).
+        self._lane = redislane.Lane(client) if not is_cluster(client) and redislane.supported() else None
 
     def key(self, session: str, idem_key: str) -> str:
         h = xxhash.xxh3_128_hexdigest(f"{session}\x00{idem_key}".encode())
@@ -60,7 +65,7 @@ class IdempotencyStore:
         deadline = time.monotonic() + self.wait_s
         delay = 0.002
         while True:
-            if self._call(lambda: self.r.set(k, pending, nx=True, px=self.pending_ms)):
+            if self._call(lambda: self._claim(k, pending)):
                 return None
             raw = self._call(lambda: self.r.get(k))
             if raw is None:
@@ -83,6 +88,21 @@ class IdempotencyStore:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _claim(self, k: str, pending: bytes) -> bool:
+        """SET k pending NX PX: whether this request took the key (raises what redis-py raises)."""
+        lane = self._lane
+        if lane is None:
+            return bool(self.r.set(k, pending, nx=True, px=self.pending_ms))
+        batch = redislane.Batch()
+        batch.execute_command("SET", k, pending, "NX", "PX", self.pending_ms)
+        replies = lane.start(batch, lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute()))()
+        return replies[0] is not None and replies[0] is not False  # b"OK" on the lane, True by the pool's way
+
+    def close(self) -> None:
+        """Hand the lane's connection back (the client's pool is its owner's to close)."""
+        if self._lane is not None:
+            self._lane.close()
 
     def finish(self, k: str, fingerprint: bytes, status: int, body: bytes) -> None:
         self._call(lambda: self.queue_finish(self.r, k, fingerprint, status, body))

@@ -47,8 +47,16 @@ async def read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes:
             raise refusal(ErrorCode.INVALID_ARGUMENT, "Content-Length is not a number.")
         if int(declared) > limit:
             raise body_too_large(int(declared), limit)
-    chunks: list[bytes] = []
-    total = 0
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise Disconnected
+    first: bytes = message.get("body", b"")
+    if len(first) > limit:
+        raise body_too_large(len(first), limit)
+    if not message.get("more_body", False):
+        return first  # the usual request: its whole body in one message
+    chunks: list[bytes] = [first] if first else []
+    total = len(first)
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -9,6 +9,7 @@ service's own routes (tokens, dashboard, health, shutdown) are declared here, wi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +65,9 @@ class Route:
     own_handler: bool = False  # the App method `op_<name>` handles it (rules beyond authenticate-and-apply)
     schema: str = ""  # the request schema's name in the OpenAPI document
 
-    @property
+    @functools.cached_property
     def handler(self) -> str:
+        """The App method that answers it (worked out once: it is looked up on every request)."""
         return "op_call" if self.operation is not None and not self.own_handler else f"op_{self.name}"
 
     @classmethod

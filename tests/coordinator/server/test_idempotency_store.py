@@ -1,0 +1,46 @@
+"""The idempotency store on its own: the claim (SET NX PX, on the store's lane or the pool's way), the
+replay, the refusal of a reused key."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from coordinator.server.common import ServiceError
+from coordinator.server.idempotency import IdempotencyStore, WouldBlock
+
+
+@pytest.fixture
+def store() -> IdempotencyStore:
+    return IdempotencyStore(fakeredis.FakeRedis(), "ns", ttl_s=60, wait_s=0.2)
+
+
+def test_claim_wait_replay_and_reuse(store: IdempotencyStore) -> None:
+    k, fp = store.key("s1", "key-1"), b"f" * 16
+    assert store.begin(k, fp) is None  # claimed: run the operation
+    assert 0 < store.r.pttl(k) <= store.pending_ms
+    assert store.r.get(k) == b"P" + fp
+    with pytest.raises(WouldBlock):  # a duplicate while the first runs, on the event loop
+        store.begin(k, fp, may_wait=False)
+    with pytest.raises(ServiceError) as waited:  # in the pool: waits, then gives up
+        store.begin(k, fp)
+    assert waited.value.code == "request_in_progress"
+    store.finish(k, fp, 200, b'{"ok": 1}')
+    assert store.begin(k, fp) == (200, b'{"ok": 1}')
+    with pytest.raises(ServiceError) as reused:
+        store.begin(k, b"g" * 16)
+    assert reused.value.code == "idempotency_key_reused"
+    store.close()
+
+
+def test_claim_takes_the_pools_way_when_the_lane_is_busy(store: IdempotencyStore) -> None:
+    assert store._lane is not None
+    k, fp = store.key("s1", "key-2"), b"h" * 16
+    with store._lane._lock:  # another thread holds the lane
+        assert store.begin(k, fp) is None
+        assert store.begin(store.key("s2", "key-2"), fp) is None  # another session's key is its own
+        with pytest.raises(WouldBlock):
+            store.begin(k, fp, may_wait=False)
+    store.release(k, fp)
+    assert store.begin(k, fp) is None  # given back: claimed again, on the lane
+    store.close()
