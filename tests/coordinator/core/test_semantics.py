@@ -417,6 +417,19 @@ def test_number_lines_cat_n_style() -> None:
     assert number_lines(["x"], 1234567) == "1234567\tx"
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab\t \u00e9", max_size=5), max_size=12),
+    st.sampled_from([1, 2, 9, 9_990, 9_995, 10_000, 10_001, 123_456]),
+    st.booleans(),
+)
+def test_number_lines_is_the_cat_n_rendering_of_any_sequence(lines, start, as_tuple) -> None:
+    """The table's rendering (numbers and lines interleaved in C) against the plain one, for lists and
+    tuples, one line or none, and numbers running past the table's end."""
+    expected = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, start=start))
+    assert number_lines(tuple(lines) if as_tuple else lines, start) == expected
+
+
 def test_number_lines_truncates_long_lines_visibly() -> None:
     long = "x" * 5123
     out = number_lines([long, "short"], 1)
