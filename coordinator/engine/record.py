@@ -115,8 +115,8 @@ class Recorder:
         """The replace's directory work that needs no lock, done once the lock is released (while the
         record's round trip is under way when it is sent first): the replaced content's temporary is
         unlinked (fsio.atomic_replace's `old_names`), and a spare temporary made for the next write
-        (spares.py). The early path calls it, then `after_lock` again: the second call does nothing. Never
-        raises (invariant 3: the write has landed)."""
+        (spares.py). The early path calls it before the result is made; `after_lock` calls it when that has
+        not happened (a second call would do nothing). Never raises (invariant 3: the write has landed)."""
         if written.tidied:
             return
         written.tidied = True
