@@ -52,7 +52,7 @@ from coordinator.server.common import (
     status_for,
 )
 from coordinator.server.hooks import answer_hook, is_hook_path
-from coordinator.server.idempotency import IdempotencyStore, RecordOnWrite, WouldBlock
+from coordinator.server.idempotency import IdempotencyStore, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from coordinator.server.metrics import MULTIPROC_ENV, ServiceMetrics, TimedCache
 from coordinator.server.models import DiffRequest, ServerConfig, TokenRequest
@@ -84,7 +84,7 @@ _LIBRARY_CODES = frozenset(code.value for code in ErrorCode)
 _SPECIAL_PATHS = (OPENAPI_PATH, METRICS_PATH, dashboard.DASHBOARD_PATH)
 if set(_SPECIAL_PATHS) & ROUTE_BY_PATH.keys() or any(is_hook_path(p) for p in ROUTE_BY_PATH):
     raise RuntimeError("a route's path is one the App answers outside the route table")
-# The options of an engine call run inline (and in the pool) with no post-write hook: made once.
+# The options of an engine call run inline, and in the pool: made once.
 _INLINE = CallOptions(wait_for_lock=False)
 _WAITING = CallOptions()
 _INTERNAL = (
@@ -388,28 +388,23 @@ class App:
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
     def _shaped_client(self, options: CallOptions) -> Any:
-        """`self.client.with_options(options)`: made once for the two options with no hook (a call with a
-        post-write hook has options of its own)."""
+        """`self.client.with_options(options)`, made once per options (`_INLINE`, `_WAITING`)."""
         client = self.client
-        if options.post_write is not None:
-            return client.with_options(options)
         found = self._shaped.get(options)
         if found is None or found[0] is not client:
             found = self._shaped[options] = (client, client.with_options(options))
         return found[1]
 
-    async def _engine(self, fn: Callable[[CallOptions], Any], hook: RecordOnWrite | None = None) -> Answer:
+    async def _engine(self, fn: Callable[[CallOptions], Any]) -> Answer:
         """Run an engine call, `fn(options)` (it makes its calls with those options, `LocalClient.with_options`):
         inline on the event loop while it need not wait (the engine raises LockBusy, before anything is
         read under the lock, where the file's lock is taken), else resumed in the thread pool. Why: handing
         every call to a thread costs two context switches, more than the engine's own work (BENCHMARKS.md,
         "Figures behind design choices"), while most calls find their lock free."""
         if not self.config.inline:
-            waiting = _WAITING if hook is None else CallOptions(post_write=hook)
-            return await self._run(lambda: self._call_engine(fn, waiting))
-        inline = _INLINE if hook is None else CallOptions(wait_for_lock=False, post_write=hook)
+            return await self._run(lambda: self._call_engine(fn, _WAITING))
         try:
-            return self._call_engine(fn, inline)  # no lambda: one frame fewer on every HTTP edit
+            return self._call_engine(fn, _INLINE)  # no lambda: one frame fewer on every HTTP edit
         except LockBusy as busy:
             resume = busy.resume
         return await self._run(lambda: self._call_engine(resume))
@@ -457,15 +452,19 @@ class App:
         if replay is not None:
             status, body = replay
             return status, body, [(b"idempotent-replayed", b"true")]
-        hook = RecordOnWrite(store, k, fingerprint, lambda result: dumps(_plain(result)))
         try:
-            answer = await self._engine(fn, hook)
+            answer = await self._engine(fn)
         except RuntimeError:
             # The thread pool refused the call (it is shut down): nothing ran, so the claim is given back.
             store.release(k, fingerprint)
             raise _shutting_down() from None
-        if not hook.recorded:
+        if not self.config.inline:
             await self._run(lambda: _settle(store, k, fingerprint, answer, idem_key))
+        elif _code_of(answer[0], answer[1]) in TRANSIENT_CODES:
+            store.release(k, fingerprint)  # nothing was done: the retry runs
+        else:
+            # Kept on the store's lane, its reply read once this answer is on its way (the next loop turn).
+            asyncio.get_running_loop().call_soon(store.finish_soon(k, fingerprint, answer[0], answer[1]))
         return answer
 
     # -- handlers -----------------------------------------------------------------------------------------

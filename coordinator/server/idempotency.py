@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,12 @@ from coordinator.errors import CoordinatorError
 from coordinator.server.common import ServiceError
 from coordinator.state import lane as redislane
 from coordinator.state.connection import is_cluster, redis_call
+
+log = logging.getLogger("edit_coordinator.server")
+
+
+def _nothing() -> None:
+    return None
 
 
 class WouldBlock(Exception):
@@ -94,10 +101,8 @@ class IdempotencyStore:
         lane = self._lane
         if lane is None:
             return bool(self.r.set(k, pending, nx=True, px=self.pending_ms))
-        batch = redislane.Batch()
-        batch.execute_command("SET", k, pending, "NX", "PX", self.pending_ms)
-        replies = lane.start(batch, lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute()))()
-        return replies[0] is not None and replies[0] is not False  # b"OK" on the lane, True by the pool's way
+        reply = self._on_lane("SET", k, pending, "NX", "PX", self.pending_ms)
+        return reply is not None and reply is not False  # b"OK" on the lane, True by the pool's way
 
     def close(self) -> None:
         """Hand the lane's connection back (the client's pool is its owner's to close)."""
@@ -105,34 +110,49 @@ class IdempotencyStore:
             self._lane.close()
 
     def finish(self, k: str, fingerprint: bytes, status: int, body: bytes) -> None:
-        self._call(lambda: self.queue_finish(self.r, k, fingerprint, status, body))
+        """Keep the answer for replays (on the lane, as the claim)."""
+        value = b"D" + fingerprint + b"%03d" % status + body
+        if self._lane is None:
+            self._call(lambda: self.r.set(k, value, ex=self.ttl_s))
+            return
+        self._call(lambda: self._on_lane("SET", k, value, "EX", self.ttl_s))
 
-    def queue_finish(self, pipe: Any, k: str, fingerprint: bytes, status: int, body: bytes) -> Any:
-        """The command that keeps the answer, on `pipe` (a pipeline, or the client itself)."""
-        return pipe.set(k, b"D" + fingerprint + b"%03d" % status + body, ex=self.ttl_s)
+    def finish_soon(self, k: str, fingerprint: bytes, status: int, body: bytes) -> Callable[[], None]:
+        """Send the command that keeps the answer now, and return what reads its reply (call it once, soon:
+        the lane is this caller's until then). The answer need not wait for that reply: a duplicate
+        arriving meanwhile finds the claim pending and waits for the kept answer, as it would for any
+        request still running. A failure to keep it is logged (the change stands; a retry with this key
+        waits for the pending claim to expire), as `finish` failing is."""
+        value = b"D" + fingerprint + b"%03d" % status + body
+        lane = self._lane
+        try:
+            if lane is None:
+                self._call(lambda: self.r.set(k, value, ex=self.ttl_s))
+                return _nothing
+            batch = redislane.Batch()
+            batch.execute_command("SET", k, value, "EX", self.ttl_s)
+            fallback = lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute())  # noqa: E731
+            reply = self._call(lambda: lane.start(batch, fallback))
+        except CoordinatorError:
+            log.warning("could not keep the answer of an idempotent request")
+            return _nothing
+
+        def read() -> None:
+            try:
+                self._call(reply)
+            except CoordinatorError:
+                log.warning("could not keep the answer of an idempotent request")
+
+        return read
+
+    def _on_lane(self, *command: Any) -> Any:
+        """One command on the lane (the pool's way when it is busy or fails); its reply."""
+        lane = self._lane
+        assert lane is not None
+        batch = redislane.Batch()
+        batch.execute_command(*command)
+        return lane.start(batch, lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute()))()[0]
 
     def release(self, k: str, fingerprint: bytes) -> None:
         with contextlib.suppress(CoordinatorError):
             self._call(lambda: self._release(keys=[k], args=[b"P" + fingerprint]))
-
-
-class RecordOnWrite:
-    """A post-write hook (coordinator.engine.PostWriteHook): the answer of a write that landed is kept on the
-    engine's own post-write round trip, so an idempotent write costs no extra round trip to finish.
-
-    The answer kept is the result as the engine hands it to the hook: without the notice, which comes from
-    that same round trip (a replay tells no notice; notices are told once anyway).
-    """
-
-    def __init__(self, store: IdempotencyStore, k: str, fingerprint: bytes, encode: Callable[[Any], bytes]) -> None:
-        self.store = store
-        self.k = k
-        self.fingerprint = fingerprint
-        self.encode = encode
-        self.recorded = False
-
-    def queue(self, pipe: Any, result: Any) -> None:
-        self.store.queue_finish(pipe, self.k, self.fingerprint, 200, self.encode(result))
-
-    def done(self, replies: list[Any] | None) -> None:
-        self.recorded = replies is not None and len(replies) > 0 and not isinstance(replies[0], Exception)

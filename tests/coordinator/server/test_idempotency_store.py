@@ -44,3 +44,21 @@ def test_claim_takes_the_pools_way_when_the_lane_is_busy(store: IdempotencyStore
     store.release(k, fp)
     assert store.begin(k, fp) is None  # given back: claimed again, on the lane
     store.close()
+
+
+def test_an_answer_kept_soon_is_replayed(store: IdempotencyStore) -> None:
+    """finish_soon sends the answer at once and reads the reply when called; the lane is the caller's until
+    then (another claim meanwhile takes the pool's way). Busy lane or not, the answer is kept."""
+    k, fp = store.key("s1", "key-3"), b"k" * 16
+    assert store.begin(k, fp) is None
+    read = store.finish_soon(k, fp, 200, b'{"version": 3}')
+    other = store.key("s1", "key-4")
+    assert store.begin(other, fp) is None  # while the reply is owed
+    read()
+    assert store.begin(k, fp) == (200, b'{"version": 3}')
+    assert 0 < store.r.ttl(k) <= 60
+    assert store._lane is not None
+    with store._lane._lock:
+        store.finish_soon(other, fp, 409, b'{"code": "stale"}')()
+    assert store.begin(other, fp) == (409, b'{"code": "stale"}')
+    store.close()
