@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -133,7 +132,11 @@ class Recorder:
             log.exception("after writing: tidying the temporaries failed")
 
     def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
-        now = time.time()
+        # The write's time is its history entry's (taken under the lock, before the replace): the view and
+        # the event carry the same time (and its text is made once, coordinator/clock.py). A write of this
+        # path by another session after the lock is released has a later time, so it is never counted as
+        # seen by this view.
+        now = written.entry.time
         rs, view_digest = self._new_view(req, pre, written, now)
         riders = self._riders(req.session, pre.rp.key)
         early = self._start_record(req, pre, written, rs, now, riders)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import xxhash
 
+from coordinator.clock import time_text
 from coordinator.frozen import fast_init
 
 FORMAT = 2
@@ -282,7 +283,7 @@ def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> byte
 
 
 _LINE = (
-    '{"version":%d,"time":%r,"session":%s,"operation":%s,"path":%s,"before":%s,"after":%s,"size_before":%d,'
+    '{"version":%d,"time":%s,"session":%s,"operation":%s,"path":%s,"before":%s,"after":%s,"size_before":%d,'
     '"size_after":%d,"first_line":%d,"last_line":%d,"reverts":%s,"call":%s%s%s}\n'
 )
 _INT, _BEFORE_AT, _AFTER_AT = "%d", ',"before_at":[%d,%d]', ',"after_at":[%d,%d]'
@@ -297,7 +298,7 @@ def _entry_line(e: HistoryEntry, path_json: str, b_at: Loc | None, a_at: Loc | N
         _LINE
         % (
             e.version,
-            float(e.time),
+            time_text(float(e.time)),
             _escape(e.session),
             _escape(e.operation),
             path_json,

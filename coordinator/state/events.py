@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from coordinator.clock import time_text
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.connection import redis_call
 from coordinator.state.lane import Batch, template
@@ -89,7 +90,7 @@ def queue_event(
     a raw command, so either takes it). On a `Batch`, packed from the path's kept template (`_xadd_template`):
     only the version, operation, ranges, time, hash and rebased flag are packed per write."""
     span = ranges_text(ranges)
-    at, head, flag = repr(when), digest or "", "1" if rebased else "0"
+    at, head, flag = time_text(when), digest or "", "1" if rebased else "0"
     if type(pipe) is not Batch:
         pipe.execute_command(*_xadd_args(namespace, path, session, maxlen, version, operation, span, at, head, flag))
         return

@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 
 import xxhash
 
+from coordinator.clock import time_text
 from coordinator.frozen import fast_init
 from coordinator.hashing import path_hash
 from coordinator.state import connection as redisconn
@@ -405,8 +406,8 @@ class StateStore:
         commands and bytes), packed from one kept template: the version, operation and hash packed once."""
         namespace, ranges, when, rebased = event
         wire, rs_key, meta_key = self._record_event_template(session, key, namespace)
-        view, at, head, ev_head = rs.pack(), repr(rs.time), digest or rs.hash, digest or ""
-        ev_at = at if when == rs.time else repr(when)  # the usual write: one time, its repr made once
+        view, at, head, ev_head = rs.pack(), time_text(rs.time), digest or rs.hash, digest or ""
+        ev_at = at if when == rs.time else time_text(when)  # the usual write: one time, its text made once
         # (events.ranges_text, its usual case inline)
         span = f"{ranges[0][0]}-{ranges[0][1]}" if len(ranges) == 1 else events_mod.ranges_text(ranges)
         v, w, o, h, r = b"%d" % version, at.encode(), op.encode(), head.encode(), span.encode()
@@ -461,7 +462,7 @@ class StateStore:
         and hash are packed per write, into the same bytes hiredis would make."""
         if type(pipe) is Batch:
             wire, rs_key, meta_key = self._record_template(session, key)
-            view, when, head = rs.pack(), repr(rs.time), digest or rs.hash
+            view, when, head = rs.pack(), time_text(rs.time), digest or rs.hash
             v, w, o, h = b"%d" % version, when.encode(), op.encode(), head.encode()
             pipe.add_packed(
                 wire % (len(view), view, len(v), v, len(w), w, len(o), o, len(h), h),
@@ -510,7 +511,7 @@ class StateStore:
     def _queue_head(self, pipe: Any, session: str, key: str, version: int, op: str, when: float, digest: str) -> None:
         """The path's head (HSET of its meta key): the version, who wrote it when, how, and the content hash
         it left ("" when the write removed the file). One raw command, for a pipeline or a `Batch`."""
-        head = ("version", version, "writer", session, "time", repr(when), "op", op, "path", key, "hash", digest)
+        head = ("version", version, "writer", session, "time", time_text(when), "op", op, "path", key, "hash", digest)
         pipe.execute_command("HSET", self.meta_key(key), *head)
 
     def record_removal(self, session: str, key: str, version: int, op: str, extra: Extra | None = None) -> list[Any]:
