@@ -51,7 +51,7 @@ def lock_name(key: str) -> str:
 ReleaseHook = Callable[[float, float], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class HeldLock:
     """A lock being held. `wait_s` is how long the acquisition waited; `release()` is idempotent.
     `on_release`, when set, is told the wait and the hold once the lock is released (no hook, no call)."""

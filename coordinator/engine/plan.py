@@ -19,7 +19,7 @@ from coordinator.text.codecs import Decoded, clean_splice, decode_noting_clean
 __all__ = ["CurrentFile", "WritePlan"]
 
 
-@dataclass
+@dataclass(slots=True)
 class CurrentFile:
     """The file as found under its lock, just before the transform runs.
 
@@ -44,7 +44,7 @@ class CurrentFile:
         return self._decoded
 
 
-@dataclass
+@dataclass(slots=True)
 class WritePlan:
     """What a transform decided, computed under the lock from the bytes on disk.
 

@@ -61,7 +61,7 @@ class _PreLock:
     leased: LeaseCheck
 
 
-@dataclass
+@dataclass(slots=True)
 class _Written:
     """What step 3 did: the file as found, the plan, its history entry and the new file's stat."""
 

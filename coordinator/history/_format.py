@@ -191,7 +191,7 @@ class _Head:
 HeadRecord = _Head  # the public name, for a caller that reads the head once (`History.read_head`)
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingWrite:
     """A write recorded by `begin` whose replace has not been confirmed yet (see `commit` / `abort`)."""
 
