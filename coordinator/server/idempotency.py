@@ -133,15 +133,15 @@ class IdempotencyStore:
             batch.execute_command("SET", k, value, "EX", self.ttl_s)
             fallback = lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute())  # noqa: E731
             reply = self._call(lambda: lane.start(batch, fallback))
-        except CoordinatorError:
-            log.warning("could not keep the answer of an idempotent request")
+        except Exception:  # never an error answer for a call that ran: the change stands (invariant 3)
+            log.warning("could not keep the answer of an idempotent request", exc_info=True)
             return _nothing
 
         def read() -> None:
             try:
                 self._call(reply)
-            except CoordinatorError:
-                log.warning("could not keep the answer of an idempotent request")
+            except Exception:
+                log.warning("could not keep the answer of an idempotent request", exc_info=True)
 
         return read
 

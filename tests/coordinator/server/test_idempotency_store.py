@@ -62,3 +62,21 @@ def test_an_answer_kept_soon_is_replayed(store: IdempotencyStore) -> None:
         store.finish_soon(other, fp, 409, b'{"code": "stale"}')()
     assert store.begin(other, fp) == (409, b'{"code": "stale"}')
     store.close()
+
+
+def test_an_answer_that_cannot_be_kept_is_logged_not_raised(
+    store: IdempotencyStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The call it answers has run (a write may have landed): failing to keep its answer never turns into
+    an error answer; it is logged, and a retry waits for the pending claim to expire."""
+    k, fp = store.key("s1", "key-5"), b"m" * 16
+    assert store.begin(k, fp) is None
+    assert store._lane is not None
+
+    def broken(*args: object) -> object:
+        raise RuntimeError("the connection broke")
+
+    monkeypatch.setattr(store._lane, "start", broken)
+    store.finish_soon(k, fp, 200, b"{}")()
+    assert "could not keep the answer" in caplog.text
+    assert store.r.get(k) == b"P" + fp  # still pending
