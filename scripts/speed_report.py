@@ -12,7 +12,8 @@ the other side is this checkout (its commit, plus "dirty" when its tree has chan
    hold time, paced p50 / p99, and the ratios to the same-I/O floor, the unsafe loop (disk-dependent) and
    the atomic unsafe loop; the medians over the runs are reported;
 3. this checkout's HTTP figures: `scripts/http_latency.py` (added p50 and the service's CPU per edit with
-   the project's HttpClient over TCP and on a unix socket, httpx's as information) and
+   the project's HttpClient over TCP, with and without idempotency keys, and on a unix socket; httpx's as
+   information) and
    `scripts/http_instructions.py` (the service's instructions per edit beyond the engine's); their output
    is kept whole in the report, and the figures the table needs are read from it (skipped with --no-http).
 
@@ -130,7 +131,7 @@ def side_figures(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 def http_figures() -> dict[str, Any]:
     """This checkout's HTTP figures: the two scripts' whole output, and what the table reads from it."""
-    cols = "inproc,http-project,http-project-uds,http-plain"
+    cols = "inproc,http-project,http-project-keys,http-project-uds,http-plain"
     latency = _run([sys.executable, str(SCRIPTS / "http_latency.py"), "--columns", cols], pythonpath=REPO)
     counted = _run([sys.executable, str(SCRIPTS / "http_instructions.py")], pythonpath=REPO)
     return {"latency_output": latency, "instructions_output": counted, "columns": _http_columns(latency)}
