@@ -177,7 +177,34 @@ def table(report: dict[str, Any]) -> str:
     ):
         shown = [f"{s[key]:.0f} us" if unit == "us" else _fmt(s[key], unit) for s in (b, h)]
         lines.append(f"| {label} | {shown[0]} | {shown[1]} | (reported) | |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _http_rows(report)) + "\n"
+
+
+def _http_rows(report: dict[str, Any]) -> list[str]:
+    """This checkout's HTTP rows (the numbers of an http_latency column: edits, p50, p99, +p50, the client's
+    CPU, the server's; the in-process column has no +p50, so its CPU is its fourth number): the added p50
+    over in-process and the service's CPU beyond the engine's (the server process's CPU per edit less the
+    in-process engine's)."""
+    cols = report.get("http", {}).get("columns", {})
+    inproc = cols.get("inproc")
+    if inproc is None:
+        return []
+    rows = []
+    for name, how in (
+        ("http-project", "HttpClient, TCP"),
+        ("http-project-uds", "HttpClient, unix socket"),
+        ("http-project-keys", "HttpClient, TCP, idempotency keys (its default)"),
+        ("http-plain", "httpx (information)"),
+    ):
+        col = cols.get(name)
+        if col is None or "n5" not in col:
+            continue
+        added, cpu = col["n3"], col["n5"] - inproc["n3"]
+        met = "" if name == "http-plain" else ("yes" if added <= 0.4 else "no")
+        rows.append(f"| HTTP added p50, {how} | | +{added:.3f} ms | at most +0.400 ms | {met} |")
+        met = "" if name == "http-plain" else ("yes" if cpu <= 0.25 else "no")
+        rows.append(f"| service CPU beyond the engine, {how} | | {cpu:.3f} ms | at most 0.250 ms | {met} |")
+    return rows
 
 
 def plot(report: dict[str, Any], path: Path) -> bool:
@@ -213,7 +240,10 @@ def main() -> int:
     ap.add_argument("--edits", type=int, default=400, help="edits per side under callgrind (default 400)")
     ap.add_argument("--out", type=Path, default=REPO / "coordinator_bench" / "results" / "speed")
     ap.add_argument("--no-http", action="store_true", help="skip the HTTP figures")
+    ap.add_argument("--from-json", type=Path, help="only write the table and plot again from this speed.json")
     args = ap.parse_args()
+    if args.from_json is not None:
+        return _write(json.loads(args.from_json.read_text()), args.out)
     load = [os.getloadavg()[0]]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     counts = instructions(args.base, args.edits)
@@ -226,19 +256,20 @@ def main() -> int:
         report["http"] = http_figures()
     load.append(os.getloadavg()[0])
     report["load"] = load
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "speed.json").write_text(json.dumps(report, indent=1))
+    return _write(report, args.out)
+
+
+def _write(report: dict[str, Any], out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "speed.json").write_text(json.dumps(report, indent=1))
     text = table(report)
     if "http" in report:
         text += "\nHTTP (this checkout), `scripts/http_latency.py` and `scripts/http_instructions.py`:\n\n```\n"
         text += report["http"]["latency_output"] + report["http"]["instructions_output"] + "```\n"
-    (args.out / "speed.md").write_text(text)
-    plotted = plot(report, args.out / "speed.png")
+    (out / "speed.md").write_text(text)
+    plotted = plot(report, out / "speed.png")
     print(text)
-    print(
-        f"written: {args.out / 'speed.json'}, {args.out / 'speed.md'}"
-        + (f", {args.out / 'speed.png'}" if plotted else "")
-    )
+    print(f"written: {out / 'speed.json'}, {out / 'speed.md'}" + (f", {out / 'speed.png'}" if plotted else ""))
     return 0
 
 
