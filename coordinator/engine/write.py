@@ -39,7 +39,9 @@ history and the replace, `Recorder.after_lock` for the record and the result). W
 hold, it hands the call over before anything is written: `_common_write` returns None, and the general
 path runs the call from the start (resolving the path and reading the file again under the lock, where it
 gives the refusal, the rebase or the creation). What the common path finds out before that is not kept: a
-view that is not current costs one more read of the file, never a wrong answer; and since a contended path
+view that is not current costs one more read of the file, never a wrong answer (what it keeps per path is
+the path's resolution and the hash of a clean content it wrote, `_KnownPath`, which only spares the next
+decode of that very content its binary sniff); and since a contended path
 is left to the general path from the start, the lock is taken twice only for the first stale view of a
 while. tests/coordinator/engine/test_hot.py and test_fastpath_differential.py pin that both paths give the
 same results, refusals, files, history, views and events.
