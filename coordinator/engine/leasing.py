@@ -76,7 +76,7 @@ class LeaseGate:
         edit waits for it. Returns (the command to queue or None, what to do with its reply)."""
         snap = self._snapshot
         if snap is not None and time.monotonic() - snap[0] < LEASE_SNAPSHOT_S / 2 and time.time() < snap[1]:
-            return _NOT_DUE
+            return NOT_DUE
         sent: list[float] = []
 
         def queue(pipe: Any) -> None:
@@ -190,4 +190,5 @@ def _ignore(reply: Any) -> None:
     return None
 
 
-_NOT_DUE: tuple[Callable[[Any], None] | None, Callable[[Any], None]] = (None, _ignore)
+#: `LeaseGate.rider`'s answer when no refresh is due: no command, a reply handler that does nothing.
+NOT_DUE: tuple[Callable[[Any], None] | None, Callable[[Any], None]] = (None, _ignore)

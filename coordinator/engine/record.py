@@ -24,16 +24,16 @@ result.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coordinator.disk import fsio
 from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import PostWriteHook
 from coordinator.engine.intervening import InterveningWrites, _Intervening
-from coordinator.engine.leasing import LeaseGate
+from coordinator.engine.leasing import NOT_DUE, LeaseGate
 from coordinator.engine.results import WriteResult, evolve, result_of
 from coordinator.errors import CoordinatorError
 from coordinator.frozen import fast_init
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from coordinator.engine.steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
-_unlink = os.unlink
 
 UNRECORDED_WARNING = (
     "The change was written, but the coordination state could not be updated; read the file again before "
@@ -107,8 +106,7 @@ class Recorder:
             except Exception:
                 return bare
         finally:
-            if not written.tidied:  # the early path tidied already
-                self.tidy(written)
+            self.tidy(written)  # (done already on the early path: then it does nothing)
 
     def tidy(self, written: _Written) -> None:
         """The replace's directory work that needs no lock, done once the lock is released (while the
@@ -123,10 +121,7 @@ class Recorder:
             old_temp = written.old_temp
             if old_temp is not None:
                 written.old_temp = None
-                try:  # as fsio.remove_temp, inline: a failure leaves a temporary that clean_stale_temps removes
-                    _unlink(old_temp, dir_fd=self._tmp_dfd)
-                except OSError:
-                    pass
+                fsio.remove_temp(self._tmp_dfd, old_temp)
             self._spares.refill()
         except Exception:  # a leftover temporary at worst, removed at a later open
             log.exception("after writing: tidying the temporaries failed")
@@ -181,10 +176,6 @@ class Recorder:
     ) -> tuple[ReadState | None, str | None]:
         """S's read state after its write (None when the write removed the file), and its hash."""
         plan, new_digest, new_st = written.plan, written.new_digest, written.new_st
-        if plan.rebased is None and req.rebase_specs is None:  # the usual write: S's view is the new file
-            if new_digest is None or new_st is None:
-                return None, new_digest
-            return ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE), new_digest
         view_digest = new_digest
         if plan.rebased is not None and plan.view_data is not None:
             # S's view after a rebased edit never was on disk: it lives in this process's text cache (from
@@ -403,11 +394,7 @@ class _Riders:
     apply_leases: Callable[[Any], None]
 
 
-def _ignore(reply: Any) -> None:
-    return None
-
-
-_NOTHING_RIDES = _Riders(None, _no_notice, None, _ignore)
+_NOTHING_RIDES = _Riders(None, _no_notice, *NOT_DUE)
 
 
 def _riding(

@@ -381,18 +381,7 @@ def _write_message(res: WriteResult) -> WriteResult:
 
 def _edit_message(res: WriteResult, filled: bool = False) -> WriteResult:
     """`filled`: an empty old_string on an existing file (one that held only whitespace), as Claude Code
-    says it: the empty file was filled, not "updated (1 replacement)". The usual edit (one replacement,
-    an exact match, not rebased, no warning or notice) has its message made in one step, the same text."""
-    if (
-        res.replacements == 1
-        and res.match_lines is None
-        and not (filled or res.created or res.rebased or res.warnings or res.notice)
-    ):
-        return with_message(
-            res,
-            f"The file {res.path} has been updated (1 replacement). Snippet (around line {res.start_line} after "
-            "the edit):",
-        )
+    says it: the empty file was filled, not "updated (1 replacement)"."""
     if res.created:
         return _with_message(res, f"Created {res.path}.")
     if filled:

@@ -290,10 +290,10 @@ class CheckThenWrite:
             if plan.new_data is None:
                 return None
             written = self._write_planned(req, rp, dfd, held, cur, plan, None, head)
-            known.clean = clean_digest(cur, plan, written.new_digest)
         finally:
             hold_s = _release(held)
         written.wait_s, written.hold_s = held.wait_s, hold_s
+        known.clean = clean_digest(cur, plan, written.new_digest)  # (no disk work: judged after the lock)
         return written
 
     def _common_read(self, dfd: int, known: _KnownPath, held: HeldLock) -> tuple[CurrentFile, HeadRecord | None] | None:

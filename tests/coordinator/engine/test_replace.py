@@ -18,7 +18,6 @@ import pytest
 
 from coordinator import Coordinator
 from coordinator.disk import fsio, spares
-from coordinator.engine import record as record_mod
 from coordinator.engine import write as write_mod
 from tests import REPO_ROOT
 
@@ -82,21 +81,21 @@ def test_the_engine_removes_the_old_content_after_releasing_the_lock(
     with Coordinator(root, redis_client=fakeredis.FakeRedis(), durability="none") as c:
         seen: list[tuple[bool, str]] = []  # (the lock was free, the temporary's content) per removal
         hot: list[bool] = []
-        real_unlink, real_hot = record_mod._unlink, write_mod.CheckThenWrite._common_write
+        real_remove, real_hot = fsio.remove_temp, write_mod.CheckThenWrite._common_write
 
-        def remove(name: str, *, dir_fd: int) -> None:  # the unlink of Recorder.tidy
+        def remove(dfd: int, name: str) -> None:  # the unlink of Recorder.tidy
             held = c.locks.try_acquire("a.txt")  # another holder would get it: the writer's lock is released
             if held is not None:
                 held.release()
             seen.append((held is not None, (c.tmp_dir / name).read_text()))
-            real_unlink(name, dir_fd=dir_fd)
+            real_remove(dfd, name)
 
         def hot_write(eng: Any, req: Any) -> Any:
             done = real_hot(eng, req)
             hot.append(done is not None)
             return done
 
-        monkeypatch.setattr(record_mod, "_unlink", remove)
+        monkeypatch.setattr(fsio, "remove_temp", remove)
         monkeypatch.setattr(write_mod.CheckThenWrite, "_common_write", hot_write)
         s = c.session("s")
         s.read("a.txt")
