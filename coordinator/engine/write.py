@@ -161,6 +161,9 @@ class CheckThenWrite:
         self.max_file_bytes = max_file_bytes
         self.publish_events = publish_events
         self.observer: EngineObserver | None = None
+        # Whether a replace keeps the file's owner (only root may give a file away). Asked once: a process
+        # that drops root later has that fchown refused, which the replace ignores (fsio._fill_temp).
+        self._as_root = os.geteuid() == 0
 
     def check_then_write(
         self,
@@ -574,7 +577,7 @@ class CheckThenWrite:
         if cur.exists:
             assert cur.st is not None
             mode = cur.st.st_mode & 0o7777
-            owner = (cur.st.st_uid, cur.st.st_gid) if os.geteuid() == 0 else None
+            owner = (cur.st.st_uid, cur.st.st_gid) if self._as_root else None
         else:
             mode, owner = 0o666 & ~_UMASK, None
         assert written.pending is not None

@@ -53,7 +53,7 @@ class _Handles:
     superseded in `History._open` and no write using it any more) or by `History.close`; a write holding
     the handle never finds them closed by another thread's eviction."""
 
-    __slots__ = ("index_fd", "key", "pack_fd", "pack_gen", "path_json", "token")
+    __slots__ = ("end_version", "index_end", "index_fd", "key", "pack_fd", "pack_gen", "path_json", "token")
 
     def __init__(self, key: str, index_fd: int, pack_fd: int, pack_gen: int, token: int) -> None:
         self.key = key
@@ -62,6 +62,11 @@ class _Handles:
         self.pack_fd = pack_fd
         self.pack_gen = pack_gen
         self.token = token
+        # Where this process's last index line through these descriptors ended, and its version: while the
+        # head's counter is still that version, no begin has run since (every begin raises the counter
+        # before it appends), so the index ends with that whole line (`History.begin`).
+        self.index_end = -1
+        self.end_version = -1
 
     def close(self) -> None:
         fds, self.index_fd, self.pack_fd = (self.index_fd, self.pack_fd), -1, -1
@@ -140,13 +145,16 @@ class History(_Rewrite):
             self._reconcile(held, key, head, before_digest)
         index_size = _lseek(h.index_fd, 0, _SEEK_END)  # the sizes, without a stat
         pack_size = _lseek(h.pack_fd, 0, _SEEK_END)
+        # The index ends with a whole line when it ends where this process's last line did and no begin
+        # has run since (`_Handles.index_end`); otherwise its last byte is read (a torn line is possible).
+        ends_whole = index_size == h.index_end and head.counter == h.end_version
         before_at, after_at = self._store(h, key, head, pack_size, before, before_digest, after, after_digest)
         version = (head.counter or self.last_version(key)) + 1
         head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
         entry = HistoryEntry(version, time.time(), path=key, before=before_digest, after=after_digest, **fields)
         try:
             line = _entry_line(entry, h.path_json, before_at, after_at)
-            if index_size and _pread(h.index_fd, 1, index_size - 1) != b"\n":
+            if index_size and not ends_whole and _pread(h.index_fd, 1, index_size - 1) != b"\n":
                 line = b"\n" + line  # a torn last line (a crash mid-append) must not swallow this entry (inv. 4)
             n = _write(h.index_fd, line)  # one write; the rest of a short one as _write_all writes it
             if n != len(line):
@@ -156,6 +164,7 @@ class History(_Rewrite):
         except BaseException:
             self._truncate(h, index_size, pack_size)
             raise
+        h.index_end, h.end_version = index_size + len(line), version
         if _FAULT:
             _fault("after-entry")
         return PendingWrite(entry, head, after_at, index_size, pack_size)
@@ -353,6 +362,7 @@ class History(_Rewrite):
         return before_at, after_at
 
     def _truncate(self, h: _Handles, index_size: int, pack_size: int) -> None:
+        h.index_end = -1
         for fd, size in ((h.index_fd, index_size), (h.pack_fd, pack_size)):
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)

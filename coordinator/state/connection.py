@@ -179,6 +179,14 @@ def observe_redis(observer: RedisObserver | None) -> None:
     _observer = observer
 
 
+def count_round_trip() -> None:
+    """Tell the observer of a round trip sent without a counted connection's `send_packed_command`
+    (the lane's direct send, coordinator/state/lane.py)."""
+    observer = _observer
+    if observer is not None:
+        observer.round_trip()
+
+
 _COUNTED: dict[type, type] = {}
 
 

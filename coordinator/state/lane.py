@@ -34,6 +34,7 @@ Rules, each enforced here:
 from __future__ import annotations
 
 import logging
+import os
 import select
 import threading
 from collections.abc import Callable
@@ -45,6 +46,7 @@ import redis.client
 import redis.connection
 
 from coordinator.disk.fsio import this_pid
+from coordinator.state import connection as redisconn
 
 log = logging.getLogger("coordinator.state.views")
 
@@ -162,6 +164,7 @@ class Lane:
         self._fill: Any = None
         self._push: Any = None
         self._poller: Any = None
+        self._buffer = bytearray(65536)  # what `_fill_now` reads into
 
     def execute(self, pipe: Any) -> list[Any]:
         """The replies of the commands queued on `pipe` (a non-transactional redis-py pipeline)."""
@@ -188,7 +191,10 @@ class Lane:
             return _given(fallback())
         try:
             conn = self._connection()
-            conn.send_packed_command([batch.packed()])
+            if self._poller is not None and conn._sock is self._polled:  # a plain socket (`_tune`)
+                self._send(conn, batch.packed())
+            else:
+                conn.send_packed_command([batch.packed()])
         except _LANE_FAILURES:
             self._drop()
             self._lock.release()
@@ -198,6 +204,45 @@ class Lane:
             raise
         self._pending += len(batch)
         return self._finisher()
+
+    def _send(self, conn: Any, data: bytes) -> None:
+        """`conn.send_packed_command([data])` on a plain socket (`_tune`), without the poll(2) a socket with
+        a timeout makes before each send: one write(2) on its descriptor (non-blocking, as Python keeps a
+        socket with a timeout), the rest, if the socket buffer was full, by `sendall` with its timeout. The
+        round trip is counted and a failure reported as redis-py does (the connection disconnected, a
+        TimeoutError or a ConnectionError). The descriptor is asked of the socket at each send, as the
+        socket's own send does (a socket closed meanwhile answers -1, which write(2) refuses)."""
+        redisconn.count_round_trip()
+        sock = conn._sock
+        try:
+            try:
+                n = os.write(sock.fileno(), data)
+            except BlockingIOError:
+                n = 0
+            if n < len(data):
+                sock.sendall(memoryview(data)[n:])
+        except TimeoutError as exc:
+            conn.disconnect()
+            raise redis.TimeoutError("Timeout writing to socket") from exc
+        except OSError as exc:
+            conn.disconnect()
+            raise redis.ConnectionError(f"Error {exc.errno} while writing to socket. {exc.strerror}.") from exc
+
+    def _fill_now(self) -> None:
+        """The parser's `read_from_socket` on a plain socket (`_tune`): the bytes there already taken with
+        one read(2) on its descriptor, without the poll(2) first (the usual case: the server answered
+        while the caller worked); when none are there yet, `read_from_socket` itself waits for them."""
+        buffer = self._buffer
+        try:
+            n = os.readv(self._polled.fileno(), (buffer,))
+        except BlockingIOError:
+            self._parser.read_from_socket()
+            return
+        except OSError as exc:
+            raise redis.ConnectionError(f"Error while reading from socket: {exc.args}") from exc
+        if n == 0:
+            raise redis.ConnectionError("Connection closed by server.")
+        self._reader.feed(buffer, 0, n)
 
     def _finisher(self) -> Callable[[], list[Any]]:
         done = [False]
@@ -339,7 +384,7 @@ class Lane:
                 poller.register(sock, select.POLLIN)
             except (ValueError, OSError):  # a socket closed under it: the send or the probe finds it lost
                 return
-            self._poller = poller
+            self._poller, self._fill = poller, self._fill_now
 
     def _connection(self) -> Any:
         """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""

@@ -258,7 +258,7 @@ def marker_key(line: str) -> str | None:
 def _may_be_marker(line: str) -> bool:
     """False only for a line `marker_key` would not take: no comment leader or wrapper first, no ellipsis."""
     s = line.strip()
-    return bool(s) and (s[0] in _MARKER_STARTS or _ELLIPSIS.search(s) is not None)
+    return bool(s) and (s[0] in _MARKER_STARTS or "..." in s or "\u2026" in s)  # (`_ELLIPSIS`, as plain searches)
 
 
 def find_marker(old_text: str, replaced: str, new: str) -> Placeholder | None:

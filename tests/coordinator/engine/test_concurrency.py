@@ -170,25 +170,29 @@ def test_second_coordinator_finds_same_server_and_state(real_redis_root):
 def test_round_trips_per_consecutive_edit(real_redis_root, monkeypatch, mode, expected):
     """state_check="always": one round trip before the lock (fail closed) and one after; "cached": only the
     one after, for a session whose view this process already holds."""
-    import redis.connection
+    from coordinator.state import connection as redisconn
 
     f = real_redis_root / "rt.txt"
     f.write_text("".join(f"line {i} = 0\n" for i in range(20)))
     sends = 0
-    real_send = redis.connection.AbstractConnection.send_packed_command
 
-    def counting_send(self, command, check_health=True):
-        nonlocal sends
-        sends += 1
-        return real_send(self, command, check_health)
+    class Counting:  # every round trip: redis-py's counted sends and the lane's own
+        def round_trip(self) -> None:
+            nonlocal sends
+            sends += 1
+
+        def error(self, kind: str) -> None:
+            pass
 
     with Coordinator(real_redis_root, state_check=mode, notices=False) as coord:
         s = coord.session("rt")
         s.read("rt.txt")
         s.edit("rt.txt", "line 0 = 0", "line 0 = 1")  # warm up (script load, lease snapshot)
-        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
-        for i in range(1, 11):
-            s.edit("rt.txt", f"line {i} = 0", f"line {i} = 1")
-        monkeypatch.undo()
+        redisconn.observe_redis(Counting())
+        try:
+            for i in range(1, 11):
+                s.edit("rt.txt", f"line {i} = 0", f"line {i} = 1")
+        finally:
+            redisconn.observe_redis(None)
     # lease snapshots are refreshed now and then: allow a little above the floor
     assert expected <= sends / 10 < expected + 0.5

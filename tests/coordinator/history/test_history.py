@@ -115,6 +115,27 @@ def test_a_torn_last_line_neither_reads_as_an_entry_nor_swallows_the_next(store:
     assert [e.version for e in h.entries("a.txt")] == [2, 1]
 
 
+def test_a_torn_line_of_the_very_size_this_process_left_is_still_found(store: tuple[History, LockManager]) -> None:
+    """`begin` skips reading the index's last byte only while no begin ran since this process's last line:
+    a writer that raised the counter and died mid-append, leaving the index at that very size, is caught."""
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    _write(h, locks, "a.txt", b"one\n", b"two\n")
+    index = Path(h.index_path("a.txt"))
+    raw = index.read_bytes()
+    last_start = raw.rindex(b"\n", 0, len(raw) - 1) + 1
+    with locks.acquire("a.txt") as held:  # another writer's begin: the counter first, then a torn line
+        h.read_head(held).write_counter(held, 3)
+    torn = b'{"version":3,"time":1.0,"x":"' + b"y" * (len(raw) - last_start - 30) + b'"'
+    with open(index, "r+b") as f:
+        f.truncate(last_start)
+        f.seek(0, os.SEEK_END)
+        f.write(torn)
+    assert index.stat().st_size == len(raw)  # the size this process's last line left
+    _write(h, locks, "a.txt", b"two\n", b"three\n")
+    assert [e.version for e in h.entries("a.txt")][:1] == [4]
+
+
 def test_damaged_and_missing_contents_are_clear_errors(store: tuple[History, LockManager]) -> None:
     h, locks = store
     _write(h, locks, "a.txt", None, b"one\n")

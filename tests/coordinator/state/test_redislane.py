@@ -469,3 +469,47 @@ def test_a_lane_on_connections_that_read_their_own_way_reads_and_probes_through_
         lane.close()
     finally:
         other.close()
+
+
+def test_a_tuned_lane_writes_and_reads_its_socket_directly(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a plain socket the batch goes out in one write(2) and replies already there are taken with one
+    read(2): neither redis-py's send nor the parser's socket read (each a poll(2) first) is used, and the
+    round trip is still counted."""
+    from coordinator.state import connection as redisconn
+
+    lane, parser = _tuned_lane(client)
+    conn: Any = lane._conn
+    reads = [0]
+    real_read = parser.read_from_socket
+    monkeypatch.setattr(parser, "read_from_socket", lambda *a, **k: reads.__setitem__(0, reads[0] + 1) or real_read())
+    monkeypatch.setattr(conn, "send_packed_command", lambda *a, **k: pytest.fail("redis-py's send was used"))
+    trips: list[int] = []
+    monkeypatch.setattr(redisconn, "_observer", type("O", (), {"round_trip": lambda self: trips.append(1)})())
+    finish = lane.start(_batch(1), lambda: pytest.fail("the fallback ran"))
+    import select as select_mod
+
+    select_mod.select([conn._sock], [], [], 2.0)  # the replies are there
+    assert finish() == [b"OK", 1, 2]
+    assert reads == [0] and trips == [1]
+    finish = lane.start(_slow_batch(), lambda: pytest.fail("the fallback ran"))
+    assert finish() == [None]  # not there yet at first: the parser's read waits for it
+    assert reads[0] >= 1
+
+
+def test_a_tuned_lane_whose_socket_was_closed_sends_the_pools_way(client: redis.Redis) -> None:
+    lane, _ = _tuned_lane(client)
+    assert lane._conn is not None
+    lane._conn._sock.close()  # its descriptor is -1 now: write(2) refuses it, nothing else is written to
+    ran: list[Any] = []
+    finish = lane.start(_batch(1), lambda: ran.append(_batch(1).replay(client.pipeline(transaction=False)).execute()))
+    finish()
+    assert ran == [[True, 1, 2]]
+    assert lane.execute(_pipe(client, 2))[2] == 3
+
+
+def _slow_batch() -> Batch:
+    batch = Batch()
+    batch.execute_command("BLPOP", "never-pushed", "0.2")
+    return batch
