@@ -64,6 +64,26 @@ class HistoryEntry:
 
 
 _ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
+_new_object = object.__new__
+_set_dict = object.__setattr__
+
+
+def entry_of(
+    version: int, time: float, session: str, operation: str, path: str, before: str | None, after: str | None,
+    size_before: int, size_after: int, first_line: int, last_line: int, reverts: int | None, call: str | None,
+) -> HistoryEntry:  # fmt: skip
+    """`HistoryEntry(...)` with every field given in field order, for `History.begin` (one per write):
+    its instance dict made at once, without the keyword binding and the generated `__init__`'s update.
+    The same instance `HistoryEntry` makes (equal, frozen; tests/coordinator/history pins it)."""
+    entry = _new_object(HistoryEntry)
+    _set_dict(entry, "__dict__", {
+        "version": version, "time": time, "session": session, "operation": operation, "path": path,
+        "before": before, "after": after, "size_before": size_before, "size_after": size_after,
+        "first_line": first_line, "last_line": last_line, "reverts": reverts, "call": call,
+    })  # fmt: skip
+    return entry
+
+
 _escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
@@ -267,7 +287,7 @@ def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> byte
     against each other."""
     e = entry
     parts = [
-        f'{{"version":{int(e.version)},"time":{float(e.time)!r},"session":{_escape(e.session)}',
+        f'{{"version":{int(e.version)},"time":{time_text(float(e.time))},"session":{_escape(e.session)}',
         f',"operation":{_escape(e.operation)},"path":{_escape(e.path)}',
         f',"before":{_json_str(e.before)},"after":{_json_str(e.after)}',
         f',"size_before":{int(e.size_before)},"size_after":{int(e.size_after)}',

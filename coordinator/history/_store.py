@@ -6,12 +6,12 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from coordinator import clock
 from coordinator.disk.layout import history_dir
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.hashing import file_stem as path_hash
@@ -38,6 +38,7 @@ from coordinator.history._format import (
     _write_all,
     _writev_all,
     content_hash,
+    entry_of,
 )
 from coordinator.history._gc import _Rewrite
 
@@ -127,8 +128,15 @@ class History(_Rewrite):
         before_digest: str | None,
         after: bytes | None,
         after_digest: str | None,
+        session: str,
+        operation: str,
+        size_before: int,
+        size_after: int,
+        first_line: int,
+        last_line: int,
+        reverts: int | None = None,
+        call: str | None = None,
         head: _Head | None = None,
-        **fields: Any,
     ) -> PendingWrite:
         """Record a write of `key` before the file is replaced: reconcile the previous one (invariant 3),
         store the contents, give the next version number and append the index line.
@@ -151,7 +159,10 @@ class History(_Rewrite):
         before_at, after_at = self._store(h, key, head, pack_size, before, before_digest, after, after_digest)
         version = (head.counter or self.last_version(key)) + 1
         head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
-        entry = HistoryEntry(version, time.time(), path=key, before=before_digest, after=after_digest, **fields)
+        entry = entry_of(
+            version, clock.now(), session, operation, key, before_digest, after_digest, size_before, size_after,
+            first_line, last_line, reverts, call,
+        )  # fmt: skip
         try:
             line = _entry_line(entry, h.path_json, before_at, after_at)
             if index_size and not ends_whole and _pread(h.index_fd, 1, index_size - 1) != b"\n":

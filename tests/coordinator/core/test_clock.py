@@ -1,4 +1,4 @@
-"""coordinator.clock: the text of a write's time, exactly repr(t), made once for the last time asked."""
+"""coordinator.clock: a write's time and its text (read back as exactly that time), made once for the last time."""
 
 from __future__ import annotations
 
@@ -38,3 +38,28 @@ def test_a_writes_view_event_and_history_entry_carry_one_time(tmp_path) -> None:
         view = coord.state.get("s", "a.txt")
         event = coord.recent_events(5)[-1]
         assert view is not None and view.time == entry.time == event.time
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=0, max_value=4_102_444_800 * 10**9))
+def test_a_time_now_makes_reads_back_from_its_text_as_exactly_that_float(ns: int) -> None:
+    """`now()`'s text is the decimal of its nanoseconds, and float() of it is exactly the time returned (both
+    are ns / 10**9 correctly rounded); the same float `time.time()` would be for those nanoseconds."""
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(clock, "_time_ns", lambda: ns)
+    try:
+        t = clock.now()
+    finally:
+        mp.undo()
+    text = clock.time_text(t)
+    assert text == f"{ns // 10**9}.{ns % 10**9:09d}"
+    assert float(text) == t == ns / 10**9
+    assert clock.time_text(t + 0.0 if t else 1.0) in (repr(t), repr(1.0))  # another object: its repr
+
+
+def test_the_time_now_gives_is_the_clock_s() -> None:
+    before = time.time()
+    t = clock.now()
+    assert before <= t <= time.time() and float(clock.time_text(t)) == t

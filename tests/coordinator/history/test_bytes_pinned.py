@@ -2,6 +2,10 @@
 
 The expected digests were taken from the format as it stood before the write path was made cheaper; any change
 to an index line, a pack record or the head record fails here, so "byte-identical" is checked, not promised.
+One change since, on purpose: a write's time is written as its nanoseconds' decimal text (coordinator/clock.py,
+"1700000000.250000000" where `repr` wrote "1700000000.25", the same float); with that text put back, the
+index files are byte for byte the ones first pinned (their digests then were 9733a66f..., 587aa541...,
+0b11288c...).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from coordinator.history import History, PendingWrite, content_hash
 FIELDS = {"session": "s", "operation": "write", "size_before": 0, "size_after": 0, "first_line": 1, "last_line": 1}
 _IX, _PK, _LK = "history/index/", "history/packs/", "locks/"
 EXPECTED: dict[str, str] = {
-    _IX + "5e009c4ac9085a494697bfed4f1efbad.jsonl": "9733a66f76be82778a750a18b52706a47f1cd46d6dc5dbe15c58f7a817c1eba1",
-    _IX + "b3328de7e0d84c8fdd7583f8271dde87.jsonl": "587aa5413e9206d81d86c2c9bb2155d115181557764b991194e01f532c302d12",
+    _IX + "5e009c4ac9085a494697bfed4f1efbad.jsonl": "82aa28b86d712df31cc734219f678bc31ce9fdc77d1e772da3c771ca266b8d23",
+    _IX + "b3328de7e0d84c8fdd7583f8271dde87.jsonl": "b892f67faa6984433c44d22b7152c95854841e61afd5d418ccbb42ab762cf919",
     _PK + "5e009c4ac9085a494697bfed4f1efbad.0.pack": "1cfc94862de79be0b6f579b7a9f6f5c31919653b93287be4dca8d3a1b583e16c",
     _PK + "b3328de7e0d84c8fdd7583f8271dde87.0.pack": "5605822a6cc3f6e0b9352546b3a197b14195af671c2025acbd14482d4eb0d810",
     _LK + "5e009c4ac9085a494697bfed4f1efbad.lock": "4e1e5fee30f6379ab217d59b080b936e6d84edc2abc1d48ced87f17503347328",
@@ -41,7 +45,7 @@ EXPECTED_HEADS = [
     "4e1e5fee30f6379ab217d59b080b936e6d84edc2abc1d48ced87f17503347328",
 ]
 EXPECTED_RECOVERY = {
-    _IX + "6a7a51f78b326e41ca324432477a3dc1.jsonl": "0b11288cb8f53e9cb7b585d4e72aec4534f08ee68eea17e75ad3505a04c2f895",
+    _IX + "6a7a51f78b326e41ca324432477a3dc1.jsonl": "78784ece4dde1812c84680b67488d3f91883bf196b39473da015f1916fd3e686",
     _PK + "6a7a51f78b326e41ca324432477a3dc1.0.pack": "5ce980f4007fe599dd83f75396c13adc5d07656cefb8c38bcd97d0a417aae783",
     _LK + "6a7a51f78b326e41ca324432477a3dc1.lock": "214c627ff0b53b6686990163d119a191f5ff4e0ce644fc5079e326359e5123f8",
 }
@@ -99,7 +103,7 @@ def _files(root: Path) -> dict[str, str]:
 
 
 def test_on_disk_bytes_are_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("coordinator.history._store.time.time", lambda: 1700000000.25)
+    monkeypatch.setattr("coordinator.clock._time_ns", lambda: 1_700_000_000_250_000_000)
     h, locks = History(tmp_path, fsync=False), LockManager(tmp_path / "locks")
     heads: list[str] = []
     _write(h, locks, "a.txt", None, b"one\n", heads)
@@ -115,7 +119,7 @@ def test_recovery_bytes_are_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """An abort, a reconcile that takes an entry back and one that confirms it, a begin that reconciles,
     an outside change kept (`keep`) and recorded (`record_kept`), a write after a torn tail, one after an
     outside change (both contents appended), one that changes nothing: every file and head record pinned."""
-    monkeypatch.setattr("coordinator.history._store.time.time", lambda: 1700000000.5)
+    monkeypatch.setattr("coordinator.clock._time_ns", lambda: 1_700_000_000_500_000_000)
     h, locks = History(tmp_path, fsync=False), LockManager(tmp_path / "locks")
     heads: list[str] = []
     one, two, three = b"one\n", b"two\n", b"three\n"

@@ -344,3 +344,21 @@ def test_short_writes_are_completed(store: tuple[History, LockManager], monkeypa
     assert [e.version for e in h.entries("a.txt")] == [2, 1]
     assert h.load(content_hash(b"two\n" * 50), "a.txt") == b"two\n" * 50
     assert h.load(content_hash(b"one\n"), "a.txt") == b"one\n"
+
+
+def test_the_entry_begin_makes_is_the_one_history_entry_makes(store: tuple[History, LockManager]) -> None:
+    """`entry_of` (the write path's maker) against the dataclass's own constructor: equal, same field order,
+    frozen, with every field as given."""
+    import dataclasses
+
+    from coordinator.history._format import HistoryEntry, entry_of
+
+    h, locks = store
+    entry = _write(h, locks, "a.txt", None, b"one\n").entry
+    assert entry == HistoryEntry(**dataclasses.asdict(entry)) and entry.path == "a.txt" and entry.before is None
+    args = (7, 1.5, "s", "edit", "p.txt", "b" * 32, "a" * 32, 3, 4, 5, 6, 2, "call-1")
+    made = entry_of(*args)
+    assert made == HistoryEntry(*args) and list(vars(made)) == [f.name for f in dataclasses.fields(HistoryEntry)]
+    assert tuple(vars(made).values()) == args
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.version = 8  # type: ignore[misc]
