@@ -226,7 +226,11 @@ def prepare_corpus(
                     f"{rel} already exists in {root}; a run in place never overwrites a file it did not make. "
                     "Remove it, or run on a copy (without --in-place)."
                 )
-            (root / rel).write_text(text, encoding="utf-8")
+            # Made whole before it is seen: a program watching the folder (a formatter, a test's) never
+            # reads a half-written file.
+            staged = root / "stress" / f".{name}.txt.new"
+            staged.write_text(text, encoding="utf-8")
+            os.replace(staged, root / rel)
             files.append(rel)
     elif in_place or own_files:
         files = [p.relative_to(root).as_posix() for p in tree_sources(root, n_files, seed)]
