@@ -479,6 +479,9 @@ def test_a_tuned_lane_writes_and_reads_its_socket_directly(
     round trip is still counted."""
     from coordinator.state import connection as redisconn
 
+    kwargs = {**client.connection_pool.connection_kwargs, "socket_timeout": 2.0}  # as the engine connects
+    pool = redis.ConnectionPool(connection_class=client.connection_pool.connection_class, **kwargs)
+    client = redis.Redis(connection_pool=pool)  # (a socket with a timeout)
     lane, parser = _tuned_lane(client)
     conn: Any = lane._conn
     reads = [0]
