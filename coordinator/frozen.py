@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, TypeVar
 
 _C = TypeVar("_C", bound=type)
+_T = TypeVar("_T")
 
 
 def fast_init(cls: _C) -> _C:
@@ -34,6 +35,20 @@ def fast_init(cls: _C) -> _C:
         raise TypeError(f"fast_init: {cls.__name__} has keyword-only or init-less fields")
     cls.__init__ = _make_init(cls.__name__, fields)  # type: ignore[misc]
     return cls
+
+
+_new_object = object.__new__
+_set_attr = object.__setattr__
+
+
+def made_from(cls: type[_T], values: dict[str, Any]) -> _T:
+    """The instance of the frozen dataclass `cls` whose instance dict is `values`, taken as it is (not
+    copied: the caller hands it over), for a write path that makes one per write: no keyword binding, no
+    generated `__init__` between. The caller owes `values` every field of `cls`, each once, in field order,
+    with values of the fields' types; the instance is then the one `cls(**values)` makes (equal, frozen)."""
+    made = _new_object(cls)
+    _set_attr(made, "__dict__", values)
+    return made
 
 
 def _make_init(name: str, fields: tuple[dataclasses.Field[Any], ...]) -> Any:

@@ -42,6 +42,7 @@ import xxhash
 
 from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.process import atomic_write_text
 from worker.client import FileClient
 
 WORKLOADS: tuple[str, ...] = ("counters", "hot-line", "markers", "mixed")
@@ -228,9 +229,7 @@ def prepare_corpus(
                 )
             # Made whole before it is seen: a program watching the folder (a formatter, a test's) never
             # reads a half-written file.
-            staged = root / "stress" / f".{name}.txt.new"
-            staged.write_text(text, encoding="utf-8")
-            os.replace(staged, root / rel)
+            atomic_write_text(root / rel, text)
             files.append(rel)
     elif in_place or own_files:
         files = [p.relative_to(root).as_posix() for p in tree_sources(root, n_files, seed)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from coordinator.frozen import fast_init
+from coordinator.frozen import fast_init, made_from
 from coordinator.text import semantics
 
 
@@ -100,9 +100,6 @@ _WRITE_FIELDS = frozenset(f.name for f in fields(WriteResult))
 #: WriteResult's field names in field order: the order of the dict its `__init__` fills, and of `result_of`'s.
 WRITE_FIELD_ORDER = tuple(f.name for f in fields(WriteResult))
 
-_new = object.__new__
-_setattr = object.__setattr__
-
 
 def result_of(values: dict[str, Any]) -> WriteResult:
     """The WriteResult whose instance dict is `values`, for the write path, which makes one per write: no
@@ -113,17 +110,13 @@ def result_of(values: dict[str, Any]) -> WriteResult:
     (`WRITE_FIELD_ORDER`), with values of the fields' types; the instance is then the one
     `WriteResult(**values)` makes, equal to it, frozen, with the same `to_dict`
     (tests/coordinator/engine/test_results.py checks a write's result field by field)."""
-    res = _new(WriteResult)
-    _setattr(res, "__dict__", values)
-    return res
+    return made_from(WriteResult, values)
 
 
 def with_message(res: WriteResult, message: str) -> WriteResult:
     """`evolve(res, message=message)`, without the keyword call and the field check (the Session's message
     functions make one per write)."""
-    new = _new(WriteResult)
-    _setattr(new, "__dict__", {**res.__dict__, "message": message})
-    return new
+    return made_from(WriteResult, {**res.__dict__, "message": message})
 
 
 def evolve(res: WriteResult, **changes: Any) -> WriteResult:
@@ -132,6 +125,4 @@ def evolve(res: WriteResult, **changes: Any) -> WriteResult:
     replace's 15-20 us over WriteResult's 25 fields."""
     if not _WRITE_FIELDS.issuperset(changes):
         raise TypeError(f"WriteResult has no field {sorted(changes.keys() - _WRITE_FIELDS)[0]!r}")
-    new = _new(WriteResult)
-    _setattr(new, "__dict__", {**res.__dict__, **changes})
-    return new
+    return made_from(WriteResult, {**res.__dict__, **changes})

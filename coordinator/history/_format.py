@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import xxhash
 
 from coordinator.clock import time_text
-from coordinator.frozen import fast_init
+from coordinator.frozen import fast_init, made_from
 
 FORMAT = 2
 _PACK_MAGIC = b"ECO1"
@@ -64,8 +64,6 @@ class HistoryEntry:
 
 
 _ENTRY_FIELDS = frozenset(f.name for f in fields(HistoryEntry))
-_new_object = object.__new__
-_set_dict = object.__setattr__
 
 
 def entry_of(
@@ -75,13 +73,11 @@ def entry_of(
     """`HistoryEntry(...)` with every field given in field order, for `History.begin` (one per write):
     its instance dict made at once, without the keyword binding and the generated `__init__`'s update.
     The same instance `HistoryEntry` makes (equal, frozen; tests/coordinator/history pins it)."""
-    entry = _new_object(HistoryEntry)
-    _set_dict(entry, "__dict__", {
+    return made_from(HistoryEntry, {
         "version": version, "time": time, "session": session, "operation": operation, "path": path,
         "before": before, "after": after, "size_before": size_before, "size_after": size_after,
         "first_line": first_line, "last_line": last_line, "reverts": reverts, "call": call,
     })  # fmt: skip
-    return entry
 
 
 _escape: Callable[[str], str] = json.encoder.encode_basestring_ascii

@@ -62,6 +62,11 @@ except ImportError:  # (tests/coordinator/state/test_redislane.py runs this in a
     _HiredisParser, NOT_ENOUGH_DATA = None, object()
 
 _HAS_POLL = hasattr(select, "poll")
+_SERVER_CLOSED: str
+try:  # redis-py's own words for it (a private name: its own fallback below)
+    from redis._parsers.socket import SERVER_CLOSED_CONNECTION_ERROR as _SERVER_CLOSED
+except ImportError:
+    _SERVER_CLOSED = "Connection closed by server."
 
 #: Failures after which the lane's connection is dropped and the pool's path is taken.
 _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -190,11 +195,11 @@ class Lane:
         if not self._lock.acquire(blocking=False):
             return _given(fallback())
         try:
-            conn = self._connection()
+            conn, data = self._connection(), batch.packed()
             if self._poller is not None and conn._sock is self._polled:  # a plain socket (`_tune`)
-                self._send(conn, batch.packed())
+                self._send(conn, data)
             else:
-                conn.send_packed_command([batch.packed()])
+                conn.send_packed_command([data])
         except _LANE_FAILURES:
             self._drop()
             self._lock.release()
@@ -241,7 +246,7 @@ class Lane:
         except OSError as exc:
             raise redis.ConnectionError(f"Error while reading from socket: {exc.args}") from exc
         if n == 0:
-            raise redis.ConnectionError("Connection closed by server.")
+            raise redis.ConnectionError(_SERVER_CLOSED)
         self._reader.feed(buffer, 0, n)
 
     def _finisher(self) -> Callable[[], list[Any]]:
