@@ -131,7 +131,7 @@ class Recorder:
         # the event carry the same time (and its text is made once, coordinator/clock.py). A write of this
         # path by another session after the lock is released has a later time, so it is never counted as
         # seen by this view.
-        now = written.entry.time
+        now = written.time
         rs, view_digest = self._new_view(req, pre, written, now)
         riders = self._riders(req.session, pre.rp.key)
         early = self._start_record(req, pre, written, rs, now, riders)
@@ -199,14 +199,17 @@ class Recorder:
     ) -> WriteResult:
         """The result of the write, its message still empty (the caller's `finish` puts it in). Made from
         its fields' dict (`results.result_of`: every field, in field order), once per write: the usual
-        write's values, then a rebased edit's (`_rebase_fields`) over them (an update keeps the order)."""
+        write's values, then a rebased edit's (`_rebase_fields`) over them (an update keeps the order).
+
+        The draft goes to `finish`, which may set its message in place (`results.set_message`): this class
+        shows it to nobody else before, and reads it after `finish` only through `evolve` (a copy)."""
         plan = written.plan
         own = pre.leased.own
         values = {
             "path": pre.rp.key,
             "operation": req.operation,
             "created": not written.cur.exists,
-            "version": written.entry.version,
+            "version": written.version,
             "hash": written.new_digest,
             "message": "",
             "replacements": plan.replacements,
@@ -239,7 +242,7 @@ class Recorder:
             snippet = semantics.render_snippet_at(plan.new_text, plan.first_offset, plan.inserted_len, written.lines[0])
         seen = None
         if plan.rebased is not None and pre.recorded is not None:
-            seen = self.intervening.since(pre.rp.key, pre.recorded, req.session, before_version=written.entry.version)
+            seen = self.intervening.since(pre.rp.key, pre.recorded, req.session, before_version=written.version)
         return self._result(req, pre, written, snippet, seen)
 
     def _riders(self, session: str, key: str) -> _Riders:
@@ -261,7 +264,7 @@ class Recorder:
         warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
         if rs is None or req.options.post_write is not None or riders.notice is not None:
             return None
-        key, version, lease = pre.rp.key, written.entry.version, riders.lease
+        key, version, lease = pre.rp.key, written.version, riders.lease
         event = (
             (self.namespace, (written.lines,), now, written.plan.rebased is not None) if self.publish_events else None
         )
@@ -299,7 +302,7 @@ class Recorder:
         riders: _Riders,
     ) -> tuple[str, tuple[str, ...]]:
         """The one post-write round trip. Returns the notice and the warnings for the result."""
-        key, session, version = pre.rp.key, req.session, written.entry.version
+        key, session, version = pre.rp.key, req.session, written.version
         hook = req.options.post_write
         span = [0, 0, -1]  # the hook's replies [0:1], the lease refresh's reply [2] (-1: none)
         shown = req.finish(draft) if hook is not None else None  # the hook is shown the result as returned

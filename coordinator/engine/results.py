@@ -119,6 +119,18 @@ def with_message(res: WriteResult, message: str) -> WriteResult:
     return made_from(WriteResult, {**res.__dict__, "message": message})
 
 
+def set_message(draft: WriteResult, message: str) -> WriteResult:
+    """`draft` with its message set in place, for the message functions a Session gives the
+    check-then-write as `finish`: no copy of WriteResult's 23 fields per write.
+
+    Invariant, the engine's (record.py, `Recorder._result`): what it hands to `finish` is a draft it made
+    for this call and shows nobody else; after `finish` it reads the draft only through `evolve`, which
+    copies it (and a second `finish` sets the message again from the fields, not from the old message).
+    Anything that may hold a published result uses `with_message`."""
+    draft.__dict__["message"] = message
+    return draft
+
+
 def evolve(res: WriteResult, **changes: Any) -> WriteResult:
     """`dataclasses.replace` for the write path: a copy of `res` with `changes` (field names only). Made
     by copying the instance's dict, since the result has no `__post_init__` to run: about 1 us against

@@ -12,7 +12,7 @@ from coordinator.disk import fsio
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.options import Match, Policy
 from coordinator.engine.plan import _Current, _Missing, _Plan
-from coordinator.engine.results import ReadResult, WriteResult, evolve, with_message
+from coordinator.engine.results import ReadResult, WriteResult, evolve, set_message
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.state.events import Notice
@@ -416,7 +416,7 @@ def _with_message(res: WriteResult, message: str, tail: str = "") -> WriteResult
         message += " Note: " + res.notice
     if tail:
         message += " " + tail
-    return with_message(res, message)
+    return set_message(res, message)  # `res` is the engine's draft, handed to `finish` (results.set_message)
 
 
 def _rebase_sentence(res: WriteResult) -> str:

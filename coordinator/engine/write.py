@@ -568,7 +568,7 @@ class CheckThenWrite:
             )
         except OSError as exc:
             raise fsio.os_error(exc, rp) from exc
-        return _Written(cur, plan, pending.entry, new_digest, None, (first_line, last_line), pending)
+        return _Written(cur, plan, pending.version, pending.time, new_digest, None, (first_line, last_line), pending)
 
     def _replace(self, rp: fsio.ResolvedPath, dfd: int, held: HeldLock, written: _Written) -> os.stat_result | None:
         """Temp file, then rename over the file (or remove it); on failure the history entry is taken back,
@@ -605,7 +605,7 @@ class CheckThenWrite:
         try:  # after the rename: a failure here must not turn the write into an error (invariant 3)
             self.history_store.commit(held, written.pending)
         except Exception:  # the next write's begin confirms the entry against the file's bytes
-            log.exception("marking version %s of %s applied failed", written.entry.version, rp.key)
+            log.exception("marking version %s of %s applied failed", written.version, rp.key)
         return new_st
 
     def _decorate_refusal(

@@ -27,8 +27,8 @@ from coordinator.history._format import (
     LockFile,
     PendingWrite,
     TailRead,
-    _entry_line,
     _escape,
+    _fields_line,
     _Head,
     _header_generation,
     _Line,
@@ -38,7 +38,6 @@ from coordinator.history._format import (
     _write_all,
     _writev_all,
     content_hash,
-    entry_of,
 )
 from coordinator.history._gc import _Rewrite
 
@@ -159,12 +158,12 @@ class History(_Rewrite):
         before_at, after_at = self._store(h, key, head, pack_size, before, before_digest, after, after_digest)
         version = (head.counter or self.last_version(key)) + 1
         head.write_counter(held, version)  # counter first: a crash after this skips a number, never reuses one
-        entry = entry_of(
+        fields = (
             version, clock.now(), session, operation, key, before_digest, after_digest, size_before, size_after,
             first_line, last_line, reverts, call,
         )  # fmt: skip
         try:
-            line = _entry_line(entry, h.path_json, before_at, after_at)
+            line = _fields_line(fields, h.path_json, before_at, after_at)
             if index_size and not ends_whole and _pread(h.index_fd, 1, index_size - 1) != b"\n":
                 line = b"\n" + line  # a torn last line (a crash mid-append) must not swallow this entry (inv. 4)
             n = _write(h.index_fd, line)  # one write; the rest of a short one as _write_all writes it
@@ -178,15 +177,15 @@ class History(_Rewrite):
         h.index_end, h.end_version = index_size + len(line), version
         if _FAULT:
             _fault("after-entry")
-        return PendingWrite(entry, head, after_at, index_size, pack_size)
+        return PendingWrite(fields, head, after_at, index_size, pack_size)
 
     def commit(self, held: LockFile, pending: PendingWrite) -> None:
         """The file now holds `pending`'s result: mark its version as applied (one pwrite, no fsync: if
         lost to a power cut, the next `begin` confirms the entry against the file's bytes)."""
         if _FAULT:
             _fault("before-commit")
-        head, entry = pending.head, pending.entry
-        head.applied, head.digest, head.at = entry.version, entry.after, pending.after_at
+        head = pending.head
+        head.applied, head.digest, head.at = pending.version, pending.after, pending.after_at
         head.write(held)
 
     def abort(self, held: LockFile, pending: PendingWrite) -> None:
@@ -194,7 +193,7 @@ class History(_Rewrite):
         h = self._handles(pending.entry.path, pending.head.generation)
         self._truncate(h, pending.index_size, pending.pack_size)
         head = pending.head
-        head.counter = pending.entry.version - 1
+        head.counter = pending.version - 1
         with contextlib.suppress(OSError):
             head.write(held)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
-from coordinator.engine.results import WRITE_FIELD_ORDER, WriteResult, evolve, result_of, with_message
+from coordinator.engine.results import WRITE_FIELD_ORDER, WriteResult, evolve, result_of, set_message, with_message
 from coordinator.engine.session import _edit_message, _write_message
 
 
@@ -42,6 +42,17 @@ def test_with_message_is_evolve_of_the_message_and_leaves_the_original_as_it_was
     new = with_message(res, "done")
     assert new == evolve(res, message="done") and new is not res and res.message == ""
     _check_like_init(new)
+
+
+def test_set_message_fills_the_draft_itself_and_evolve_still_copies() -> None:
+    """The Session's message functions set the message of the engine's draft in place (no copy of its
+    fields); a copy made after with `evolve` carries it and leaves the draft as it is."""
+    draft = result_of({f: getattr(WriteResult("p", "edit", False, 3, "h", ""), f) for f in WRITE_FIELD_ORDER})
+    done = set_message(draft, "done")
+    assert done is draft and draft.message == "done"
+    _check_like_init(done)
+    warned = evolve(draft, warnings=("w",))
+    assert warned is not draft and warned.message == "done" and draft.warnings == ()
 
 
 def test_a_write_s_result_is_made_as_its_init_would(coord: Coordinator, root: Path) -> None:

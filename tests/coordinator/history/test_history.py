@@ -362,3 +362,15 @@ def test_the_entry_begin_makes_is_the_one_history_entry_makes(store: tuple[Histo
     assert tuple(vars(made).values()) == args
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.version = 8  # type: ignore[misc]
+
+
+def test_a_pending_write_gives_the_entry_its_index_line_holds(store: tuple[History, LockManager]) -> None:
+    """`begin` keeps the entry's fields and makes the HistoryEntry only when asked: the same entry the index
+    gives back, once made (the same object on a second ask); its version, time and new hash kept apart."""
+    h, locks = store
+    _write(h, locks, "a.txt", None, b"one\n")
+    pending = _write(h, locks, "a.txt", b"one\n", b"two\n")
+    newest = h.entries("a.txt")[0]
+    assert (pending.version, pending.time, pending.after) == (2, newest.time, content_hash(b"two\n"))
+    assert pending.entry == newest and pending.entry is pending.entry
+    assert pending.entry.before == content_hash(b"one\n") and pending.entry.session == "s"
