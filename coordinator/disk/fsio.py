@@ -37,7 +37,10 @@ _tmp_counter = itertools.count()
 _tmp_lock = threading.Lock()
 
 # This process's id, kept: os.getpid() is a system call, and a write asked for it several times.
-_pid = [os.getpid()]
+#: This process's id in a one-element list, for the write path's fork checks (`PID[0]`: a subscript, not
+#: a call). The same invariant as `this_pid`: renewed in a child made by os.fork by the at-fork hook.
+PID = [os.getpid()]
+_pid = PID
 
 
 def _forked() -> None:

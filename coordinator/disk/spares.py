@@ -29,7 +29,7 @@ KEEP = 2
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 _open = os.open
-_this_pid = fsio.this_pid  # no system call (its at-fork hook renews it)
+_PID = fsio.PID  # this process's id, no system call (its at-fork hook renews it)
 #: Numbers this process's spares, named ``.spare.ec-PID-sN.tmp``: a temporary of process PID to
 #: `fsio.clean_stale_temps`, and never a name `fsio.temp_name` gives (its names end in ``-N.tmp``, N digits
 #: only), so the two counters cannot clash, even for a file called "spare". `next` on it is atomic (one C
@@ -47,7 +47,7 @@ class SpareTemps:
 
     def take(self) -> tuple[str, int] | None:
         """A spare for `fsio.atomic_replace` (which closes its descriptor), or None: none is made yet."""
-        if self._pid != _this_pid():
+        if self._pid != _PID[0]:
             self._forget_the_parents()
         try:
             return self._free.pop()
@@ -57,7 +57,7 @@ class SpareTemps:
     def refill(self) -> None:
         """Make spares up to `KEEP` (after a write, outside its lock). A failure only means the next write
         creates its own temporary, as it would without spares."""
-        if self._pid != _this_pid():
+        if self._pid != _PID[0]:
             self._forget_the_parents()
         free = self._free
         while len(free) < KEEP:

@@ -168,7 +168,7 @@ class Session:
             policy=self.policy,
             options=self.options,
             specs=specs,
-            finish=lambda res: _edit_message(res, creating),
+            finish=_filled_message if creating else _edit_message,
             match=match,
         )
 
@@ -394,6 +394,11 @@ def _edit_message(res: WriteResult, filled: bool = False) -> WriteResult:
     if res.rebased:
         msg += " " + _rebase_sentence(res)
     return _with_message(res, msg, f"Snippet (around line {res.start_line} after the edit):")
+
+
+def _filled_message(res: WriteResult) -> WriteResult:
+    """`_edit_message` of an edit with an empty old_string (one that creates or fills the file)."""
+    return _edit_message(res, filled=True)
 
 
 def _one(text: str, spec: semantics.EditSpec, match: str = "exact") -> semantics.EditOutcome:

@@ -35,8 +35,9 @@ _FAULT = os.environ.get("EDIT_COORDINATOR_FAULT", "")
 Loc = tuple[int, int]  # (offset of the bytes in the pack, length)
 
 
-def content_hash(data: bytes) -> str:
-    return xxhash.xxh3_128_hexdigest(data)
+#: A content's hash, as history, views and events name it: XXH3-128 in hex (the C function itself, not a
+#: wrapper: it is called twice per write).
+content_hash: Callable[[bytes], str] = xxhash.xxh3_128_hexdigest
 
 
 @fast_init
@@ -320,15 +321,11 @@ def _line_bytes(entry: HistoryEntry, b_at: Loc | None, a_at: Loc | None) -> byte
     return "".join(parts).encode()
 
 
-_LINE = (
-    '{"version":%d,"time":%s,"session":%s,"operation":%s,"path":%s,"before":%s,"after":%s,"size_before":%d,'
-    '"size_after":%d,"first_line":%d,"last_line":%d,"reverts":%s,"call":%s%s%s}\n'
-)
-_INT, _BEFORE_AT, _AFTER_AT = "%d", ',"before_at":[%d,%d]', ',"after_at":[%d,%d]'
+_BEFORE_AT, _AFTER_AT = ',"before_at":[%d,%d]', ',"after_at":[%d,%d]'
 
 
 def _entry_line(e: HistoryEntry, path_json: str, b_at: Loc | None, a_at: Loc | None) -> bytes:
-    """`_line_bytes(e, b_at, a_at) + b"\n"` in one `%` format, for the write path: `path_json` is
+    """`_line_bytes(e, b_at, a_at) + b"\n"` made directly, for the write path: `path_json` is
     `_escape(e.path)`, kept per path. The same bytes for every entry `begin` makes (its integer fields are
     ints, its time a float); tests/history pins the two against each other."""
     return _fields_line(
@@ -339,27 +336,21 @@ def _entry_line(e: HistoryEntry, path_json: str, b_at: Loc | None, a_at: Loc | N
 
 
 def _fields_line(f: _EntryFields, path_json: str, b_at: Loc | None, a_at: Loc | None) -> bytes:
-    """`_entry_line` of the entry whose fields are `f` (`PendingWrite.fields`), without making the entry."""
+    """`_entry_line` of the entry whose fields are `f` (`PendingWrite.fields`), without making the entry.
+    One f-string (about 15 % fewer instructions than the same line as one `%` format, which parses its
+    format text at every call)."""
     version, when, session, operation, _, b, a, size_before, size_after, first_line, last_line, r, c = f
+    before = "null" if b is None else _escape(b)
+    after = "null" if a is None else _escape(a)
+    reverts = "null" if r is None else int(r)
+    call = "null" if c is None else _escape(c)
+    b_loc = "" if b_at is None else _BEFORE_AT % b_at
+    a_loc = "" if a_at is None else _AFTER_AT % a_at
     return (
-        _LINE
-        % (
-            version,
-            time_text(float(when)),
-            _escape(session),
-            _escape(operation),
-            path_json,
-            "null" if b is None else _escape(b),
-            "null" if a is None else _escape(a),
-            size_before,
-            size_after,
-            first_line,
-            last_line,
-            "null" if r is None else _INT % r,
-            "null" if c is None else _escape(c),
-            "" if b_at is None else _BEFORE_AT % b_at,
-            "" if a_at is None else _AFTER_AT % a_at,
-        )
+        f'{{"version":{version},"time":{time_text(float(when))},"session":{_escape(session)},'
+        f'"operation":{_escape(operation)},"path":{path_json},"before":{before},"after":{after},'
+        f'"size_before":{size_before},"size_after":{size_after},"first_line":{first_line},'
+        f'"last_line":{last_line},"reverts":{reverts},"call":{call}{b_loc}{a_loc}}}\n'
     ).encode()
 
 

@@ -45,7 +45,7 @@ import redis
 import redis.client
 import redis.connection
 
-from coordinator.disk.fsio import this_pid
+from coordinator.disk.fsio import PID
 from coordinator.state import connection as redisconn
 
 log = logging.getLogger("coordinator.state.views")
@@ -337,7 +337,7 @@ class Lane:
             return False
         try:
             conn = self._conn
-            if conn is None or self._pid != this_pid():
+            if conn is None or self._pid != PID[0]:
                 return False
             poller = self._poller  # `_readable`'s common case, inline (replies still owed would read as readable)
             if poller is not None and conn._sock is self._polled and not (self._reader.has_data() or poller.poll(0)):
@@ -393,11 +393,11 @@ class Lane:
 
     def _connection(self) -> Any:
         """The lane's connection, with every reply owed read. Raises a lane failure if that fails."""
-        if self._conn is not None and self._pid == this_pid():
+        if self._conn is not None and self._pid == PID[0]:
             self._drain()
             return self._conn
         self._conn = self._pool.get_connection()  # (after a fork, the parent's is forgotten: rule 3)
-        self._pid = this_pid()
+        self._pid = PID[0]
         self._pending = 0
         return self._conn
 
@@ -427,7 +427,7 @@ class Lane:
             log.warning("the Redis lane was still in use at close; its connection is left to the pool's close")
             return
         try:
-            if self._conn is not None and self._pid == this_pid():
+            if self._conn is not None and self._pid == PID[0]:
                 try:
                     self._drain()
                 except _LANE_FAILURES:

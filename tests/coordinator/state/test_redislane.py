@@ -146,7 +146,7 @@ def test_a_connection_of_another_process_is_never_used(client: redis.Redis, monk
     lane = Lane(client)
     lane.execute(_pipe(client, 0))
     first = lane._conn
-    monkeypatch.setattr(mod, "this_pid", lambda: -7)  # as in a child after fork (fsio.this_pid's at-fork hook)
+    monkeypatch.setattr(mod, "PID", [-7])  # as in a child after fork (fsio.PID, renewed by its at-fork hook)
     assert not lane.probe()
     lane.execute(_pipe(client, 1))
     assert lane._conn is not first
