@@ -493,6 +493,7 @@ def atomic_replace(
     owner: tuple[int, int] | None = None,
     old_names: list[str] | None = None,
     spare: tuple[str, int] | None = None,
+    spare_owner: tuple[int, int] | None = None,
 ) -> os.stat_result:
     """Write `data` to a temporary file, then put it in `rp`'s place (atomic). Returns the new file's stat.
 
@@ -503,6 +504,9 @@ def atomic_replace(
     (the unlink is, with the temporary's creation, the replace's costliest call, and nothing under the
     lock needs it done). `spare`: an empty temporary made ahead in `tmp_dfd` (its name and a descriptor
     open for writing, `spares.SpareTemps.take`; it needs `tmp_dfd`), filled instead of creating one here.
+    `owner`: the (uid, gid) to give the new file (None: it keeps what it is created with); `spare_owner`:
+    the one the spare was created with (`SpareTemps.owner`), so that giving it that same owner again is
+    skipped (a root process replacing its own files saves an fchown per write).
 
     How the new file takes the old one's place, per durability (measured syscall by syscall with
     scripts/replace_probe.py, README "Durability"):
@@ -531,7 +535,7 @@ def atomic_replace(
         except OSError as exc:
             raise os_error(exc, rp) from exc
     try:
-        _fill_temp(fd, data, mode, owner, fsync)
+        _fill_temp(fd, data, mode, None if spare is not None and owner == spare_owner else owner, fsync)
         try:
             if not fsync and _exchange(where, tmp, dfd, rp.name):
                 # The old content is now under the temporary's name: the file is replaced already.
@@ -557,6 +561,13 @@ def atomic_replace(
         if isinstance(exc, OSError):
             raise os_error(exc, rp) from exc
         raise
+
+
+def created_owner(dfd: int) -> tuple[int, int]:
+    """The (uid, gid) a file this process creates in the folder `dfd` gets: its effective user, and the
+    folder's group when the folder is set-group-ID, else its effective group."""
+    st = os.fstat(dfd)
+    return os.geteuid(), st.st_gid if st.st_mode & stat.S_ISGID else os.getegid()
 
 
 def remove_temp(dfd: int, name: str) -> None:

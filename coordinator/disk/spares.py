@@ -43,6 +43,7 @@ class SpareTemps:
     def __init__(self, dfd: int) -> None:
         self._dfd = dfd
         self._pid = fsio.this_pid()
+        self.owner = fsio.created_owner(dfd)  # what a spare is created with (`fsio.atomic_replace`'s spare_owner)
         self._free: list[tuple[str, int]] = []  # (name, descriptor open for writing); pop/append are atomic
 
     def take(self) -> tuple[str, int] | None:

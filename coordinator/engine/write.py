@@ -597,6 +597,7 @@ class CheckThenWrite:
                     owner=owner,
                     old_names=old,
                     spare=self._spares.take(),  # made after an earlier write, outside the lock (spares.py)
+                    spare_owner=self._spares.owner,
                 )
                 written.old_temp = old[0] if old else None  # removed after the lock (`Recorder.tidy`)
         except BaseException:

@@ -322,3 +322,45 @@ def test_the_kept_pid_is_the_childs_own_after_a_fork() -> None:
         os.close(r)
         os.waitpid(child, 0)
     assert fsio.this_pid() == os.getpid()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another owner needs root")
+def test_a_spare_is_given_the_file_s_owner_only_when_it_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root, the new file keeps the old one's owner: a spare already created with that owner (the usual
+    case, a root process replacing its own files) is not given it again; any other owner is given."""
+    rp, dfd, tfd, pool, spare = _with_a_spare(tmp_path)
+    assert pool.owner == (os.geteuid(), os.getegid()) == fsio.created_owner(tfd)
+    calls: list[tuple[int, int, int]] = []
+    real = os.fchown
+    monkeypatch.setattr(os, "fchown", lambda fd, uid, gid: calls.append((fd, uid, gid)) or real(fd, uid, gid))
+    fsio.atomic_replace(
+        dfd, rp, b"new\n", 0o644, False, tmp_dfd=tfd, owner=pool.owner, spare=spare, spare_owner=pool.owner
+    )
+    assert calls == [] and Path(rp.abs).read_bytes() == b"new\n"
+    os.chown(rp.abs, 4321, 4322)
+    pool.refill()
+    again = pool.take()
+    assert again is not None
+    fsio.atomic_replace(
+        dfd, rp, b"newer\n", 0o644, False, tmp_dfd=tfd, owner=(4321, 4322), spare=again, spare_owner=pool.owner
+    )
+    st = os.stat(rp.abs)
+    assert [c[1:] for c in calls] == [(4321, 4322)] and (st.st_uid, st.st_gid) == (4321, 4322)
+
+
+def test_a_file_made_in_a_set_group_id_folder_is_counted_as_of_its_group(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert fsio.created_owner(fd) == (os.geteuid(), os.getegid())
+        os.chmod(folder, 0o2775)
+        gid = os.stat(folder).st_gid
+        assert fsio.created_owner(fd) == (os.geteuid(), gid)
+        made = os.open(folder / "x", os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(made)
+        assert os.stat(folder / "x").st_gid == gid
+    finally:
+        os.close(fd)
