@@ -11,12 +11,14 @@ all alike:
 - atomic unsafe: the same, written to a temporary and renamed over the file (what a careful single-agent
   tool does), still no lock and no check;
 - floor: the engine's own system calls with no logic between them and its one Redis round trip
-  (scripts/syscall_floor.py `_floor`): the most this design could reach if its Python cost nothing;
+  (scripts/syscall_floor.py `floor_step`): the most this design could reach if its Python cost nothing;
+  its CPU per edit (this process plus the Redis server) is measured as the engine's is;
 - engine: `Session.edit` of a 200-line counters file (durability none, the embedded Redis), timing each
   edit, with the CPU time of this process and of the redis-server process (its /proc/<pid>/stat)
   over the loop, and the lock hold time each result reports (`timings["lock_hold_s"]`).
 Then `--paced` edits with a pause of `--pause-ms` between them (caches and the other core cold, as for
-an agent that thinks between calls): p50 and p99 of each edit's wall time.
+an agent that thinks between calls): p50 and p99 of each edit's wall time; then as many floor edits paced
+the same way (what the paced targets are bounded by on this machine).
 
 Printed: one line per round, then the medians. Every edit the engine acknowledged is checked to be in the
 file at the end. Timed figures move with the machine's load (the load average is printed before and
@@ -33,12 +35,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from syscall_floor import _floor, _total, _unsafe
+from syscall_floor import _total, _unsafe, floor_step
 
 SLOTS = 200
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -55,6 +58,31 @@ def _atomic_unsafe(path: Path, seconds: float) -> float:
         os.replace(tmp, path)
         n += 1
     return n / (time.perf_counter() - t0)
+
+
+def _floor_loop(step: Callable[[], None], seconds: float, redis_pid: int) -> dict[str, float]:
+    """The same-I/O floor back to back for `seconds`: edits per second, and CPU per edit of this process
+    and of the Redis server (the floor's one round trip is a plain SET, lighter than the engine's record)."""
+    n = 0
+    c0, r0, t0 = _self_cpu_s(), _proc_cpu_s(redis_pid), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        step()
+        n += 1
+    wall = time.perf_counter() - t0
+    cpu, redis_cpu = _self_cpu_s() - c0, _proc_cpu_s(redis_pid) - r0
+    return {"floor": n / wall, "floor_cpu_ms": cpu / n * 1e3, "floor_redis_cpu_ms": redis_cpu / n * 1e3}
+
+
+def _paced(edit: Callable[[], object], count: int, pause_s: float) -> tuple[float, float]:
+    """p50 and p99 in ms of `count` calls of `edit`, each after a pause of `pause_s` (caches cold)."""
+    walls = []
+    for _ in range(count):
+        time.sleep(pause_s)
+        t0 = time.perf_counter()
+        edit()
+        walls.append(time.perf_counter() - t0)
+    walls.sort()
+    return walls[len(walls) // 2] * 1e3, walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1e3
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -107,12 +135,7 @@ class _Engine:
         }
 
     def paced(self, count: int, pause_s: float) -> tuple[float, float]:
-        walls = []
-        for _ in range(count):
-            time.sleep(pause_s)
-            walls.append(self.edit()[0])
-        walls.sort()
-        return walls[len(walls) // 2] * 1e3, walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1e3
+        return _paced(self.edit, count, pause_s)
 
 
 def _redis_pid(state: Path) -> int:
@@ -146,14 +169,16 @@ def main() -> int:
     try:
         engine = _Engine(base / "repo", url)
         pid = _redis_pid(state)
+        floor = floor_step(base, sock)
         for r in range(args.rounds):
             row = {"unsafe": _unsafe(base / "u.txt", args.seconds)}
             row["atomic"] = _atomic_unsafe(base / "a.txt", args.seconds)
-            row["floor"] = _floor(base, sock, args.seconds)
+            row.update(_floor_loop(floor, args.seconds, pid))
             row.update(engine.loop(args.seconds, pid))
             rows.append(row)
             print(_round_line(r, row), flush=True)
         p50, p99 = engine.paced(args.paced, args.pause_ms / 1e3)
+        floor_p50, floor_p99 = _paced(floor, args.paced, args.pause_ms / 1e3)
         engine.coord.close()
         if _total(base / "repo" / "f.txt") != _total(base / "u.txt") + engine.n:
             print("the engine's file does not hold every edit it acknowledged: no figures", file=sys.stderr)
@@ -169,10 +194,18 @@ def main() -> int:
         f"against unsafe (disk-dependent) {med['rate'] / med['unsafe']:.2f}x, atomic unsafe "
         f"{med['rate'] / med['atomic']:.2f}x"
     )
+    print(
+        f"the same-I/O floor: CPU {med['floor_cpu_ms']:.3f} ms per edit in this process + "
+        f"{med['floor_redis_cpu_ms']:.3f} ms in redis-server = {med['floor_cpu_ms'] + med['floor_redis_cpu_ms']:.3f} ms"
+    )
     print(f"paced ({args.paced} edits, {args.pause_ms:g} ms apart): p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    print(f"the floor paced the same way: p50 {floor_p50:.3f} ms, p99 {floor_p99:.3f} ms")
     print(f"every edit the engine acknowledged ({engine.n}) is in its file; load average {os.getloadavg()[0]:.2f}")
     if args.json is not None:
-        paced = {"edits": args.paced, "pause_ms": args.pause_ms, "p50_ms": p50, "p99_ms": p99}
+        paced = {
+            "edits": args.paced, "pause_ms": args.pause_ms, "p50_ms": p50, "p99_ms": p99,
+            "floor_p50_ms": floor_p50, "floor_p99_ms": floor_p99,
+        }  # fmt: skip
         load = [load_before, os.getloadavg()[0]]
         figures: dict[str, Any] = {"engine": str(Path(coordinator.__file__).parent), "rounds": rows, "median": med}
         args.json.write_text(json.dumps({**figures, "paced": paced, "load": load}, indent=1))

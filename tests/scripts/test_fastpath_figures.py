@@ -1,6 +1,7 @@
 """scripts/fastpath_figures.py: its loops make real edits (the engine's file holds every one), and it prints
 every figure of issue 30's in-process list: CPU per edit with the Redis server's, lock hold time, the
-ratios to the floor and to both unsafe loops, the paced p50 and p99."""
+ratios to the floor and to both unsafe loops, the paced p50 and p99, and the floor's own CPU per edit and
+paced p50 and p99 beside them."""
 
 from __future__ import annotations
 
@@ -25,3 +26,11 @@ def test_the_figures_come_from_edits_that_land() -> None:
     assert all(float(x) > 0 for x in figures.groups()[4:])
     paced = re.search(r"p50 ([\d.]+) ms, p99 ([\d.]+) ms", out.stdout)
     assert paced is not None and 0 < float(paced.group(1)) <= float(paced.group(2)), out.stdout
+    floor = re.search(
+        r"the same-I/O floor: CPU ([\d.]+) ms per edit in this process \+ ([\d.]+) ms in redis-server = ([\d.]+) ms",
+        out.stdout,
+    )
+    assert floor is not None and float(floor.group(1)) > 0, out.stdout
+    assert abs(float(floor.group(1)) + float(floor.group(2)) - float(floor.group(3))) < 0.002
+    floor_paced = re.search(r"the floor paced the same way: p50 ([\d.]+) ms, p99 ([\d.]+) ms", out.stdout)
+    assert floor_paced is not None and 0 < float(floor_paced.group(1)) <= float(floor_paced.group(2)), out.stdout

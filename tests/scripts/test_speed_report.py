@@ -54,6 +54,10 @@ def test_the_table_is_made_from_real_runs_and_judges_the_targets(tmp_path: Path)
     assert "| HTTP added p50, HttpClient, TCP | | +0.294 ms | at most +0.400 ms | yes |" in text
     assert "| service CPU beyond the engine, HttpClient, TCP | | 0.164 ms | at most 0.250 ms | yes |" in text
     assert "idempotency keys (its default) | | 0.271 ms | at most 0.250 ms | no |" in text
+    floor_cpu = run["median"]["floor_cpu_ms"] + run["median"]["floor_redis_cpu_ms"]
+    assert side["floor_cpu_ms"] == floor_cpu > 0 and side["floor_paced_p50_ms"] == run["paced"]["floor_p50_ms"] > 0
+    assert f"| the same-I/O floor's CPU per edit, process + redis-server | {floor_cpu:.3f} ms |" in text
+    assert f"| the same-I/O floor, paced p99 | {run['paced']['floor_p99_ms']:.3f} ms |" in text
     floor = "yes" if side["floor_x"] >= 0.5 else "no"
     assert (
         f"| against the same-I/O floor | {side['floor_x']:.2f}x | {side['floor_x']:.2f}x | at least 0.50x | {floor} |"
