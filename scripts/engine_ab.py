@@ -108,6 +108,7 @@ def child(edits: int, reps: int) -> int:
         landed = (root / "c.txt").read_text() == counters_text(values)
     finally:
         stop_embedded_redis(state)
+        shutil.rmtree(root.parent, ignore_errors=True)  # the scratch folder, with its history
     if not landed:
         print(json.dumps({"error": "the file does not hold every edit this process made"}))
         return 1
@@ -215,6 +216,7 @@ def checkout(spec: str) -> Iterator[Path]:
         yield tmp
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tmp)], capture_output=True)
+        shutil.rmtree(tmp.parent, ignore_errors=True)  # the folder mkdtemp made around it
 
 
 def main(argv: Sequence[str] | None = None) -> int:

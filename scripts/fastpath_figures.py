@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -186,6 +187,7 @@ def main() -> int:
     finally:
         sock.close()
         stop_embedded_redis(state)
+        shutil.rmtree(base, ignore_errors=True)  # the scratch folder, with its history
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(
         f"median of {args.rounds}: engine {med['rate']:,.0f} edits/s, CPU {med['cpu_ms']:.3f} ms per edit in this "

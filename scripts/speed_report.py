@@ -31,6 +31,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,6 +71,7 @@ def _worktree(rev: str) -> Iterator[Path]:
         yield folder
     finally:
         _git("worktree", "remove", "--force", str(folder))
+        shutil.rmtree(folder.parent, ignore_errors=True)  # the folder mkdtemp made around it
 
 
 def _run(cmd: list[str], pythonpath: Path | None = None, timeout: float = 3600) -> str:

@@ -29,6 +29,7 @@ import ctypes
 import fcntl
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -269,6 +270,7 @@ def main() -> None:
     finally:
         sock.close()
         stop_embedded_redis(root / "redis")
+        shutil.rmtree(root, ignore_errors=True)  # the scratch folder
     med = [statistics.median(r[i] / r[0] for r in rows) for i in range(5)]
     print(
         f"median of {args.rounds} (ratios to unsafe): disk calls only {med[1]:.2f}x, with Redis {med[2]:.2f}x, "

@@ -12,9 +12,12 @@ from types import ModuleType
 from tests import REPO_ROOT
 
 
-def run_tool(script: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """`python3 scripts/<script> <args>`, its output captured; the caller checks the exit status."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+def run_tool(
+    script: str, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python3 scripts/<script> <args>`, its output captured; the caller checks the exit status. `env`:
+    variables set for the script besides this environment's."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / script), *args],
         capture_output=True, text=True, env=env, timeout=timeout, check=False,

@@ -32,6 +32,16 @@ def test_the_summary_pairs_runs_by_index_and_takes_medians() -> None:
     assert f["b_faster"] == 2.0  # runs 1 and 3; run 2 A was faster
 
 
+def test_the_processes_leave_no_scratch_folder(tmp_path: Path) -> None:
+    """Each side's process removes its repository (and its history) when it ends."""
+    out = run_tool(
+        "engine_ab.py", str(REPO_ROOT), str(REPO_ROOT), "--runs", "1", "--edits", "10", "--reps", "1",
+        env={"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_folder_against_itself_makes_edits_that_land_on_both_sides() -> None:
     out = run_tool("engine_ab.py", str(REPO_ROOT), str(REPO_ROOT), "--runs", "2", "--edits", "40", "--reps", "2")
     assert out.returncode == 0, out.stderr[-2000:]

@@ -6,13 +6,18 @@ paced p50 and p99 beside them."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tests.scripts import run_tool
 
 
-def test_the_figures_come_from_edits_that_land() -> None:
-    out = run_tool("fastpath_figures.py", "--seconds", "0.2", "--rounds", "1", "--paced", "20", "--pause-ms", "1")
+def test_the_figures_come_from_edits_that_land(tmp_path: Path) -> None:
+    out = run_tool(
+        "fastpath_figures.py", "--seconds", "0.2", "--rounds", "1", "--paced", "20", "--pause-ms", "1",
+        env={"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []  # its scratch folder is removed at the end
     landed = re.search(r"every edit the engine acknowledged \((\d+)\) is in its file", out.stdout)
     assert landed is not None and int(landed.group(1)) > 20, out.stdout
     figures = re.search(
