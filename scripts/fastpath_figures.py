@@ -135,9 +135,6 @@ class _Engine:
             "hold_us": statistics.mean(holds) * 1e6,
         }
 
-    def paced(self, count: int, pause_s: float) -> tuple[float, float]:
-        return _paced(self.edit, count, pause_s)
-
 
 def _redis_pid(state: Path) -> int:
     return int((state / "redis" / "redis.pid").read_text().strip())
@@ -178,7 +175,7 @@ def main() -> int:
             row.update(engine.loop(args.seconds, pid))
             rows.append(row)
             print(_round_line(r, row), flush=True)
-        p50, p99 = engine.paced(args.paced, args.pause_ms / 1e3)
+        p50, p99 = _paced(engine.edit, args.paced, args.pause_ms / 1e3)
         floor_p50, floor_p99 = _paced(floor, args.paced, args.pause_ms / 1e3)
         engine.coord.close()
         if _total(base / "repo" / "f.txt") != _total(base / "u.txt") + engine.n:

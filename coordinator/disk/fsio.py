@@ -40,11 +40,10 @@ _tmp_lock = threading.Lock()
 #: This process's id in a one-element list, for the write path's fork checks (`PID[0]`: a subscript, not
 #: a call). The same invariant as `this_pid`: renewed in a child made by os.fork by the at-fork hook.
 PID = [os.getpid()]
-_pid = PID
 
 
 def _forked() -> None:
-    _pid[0] = os.getpid()
+    PID[0] = os.getpid()
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -53,7 +52,7 @@ os.register_at_fork(after_in_child=_forked)
 def this_pid() -> int:
     """os.getpid() without the system call. Invariant: kept right in a child made by os.fork (and so by
     multiprocessing's fork), whose at-fork hook renews it; subprocess's child runs no Python before exec."""
-    return _pid[0]
+    return PID[0]
 
 
 @fast_init
@@ -480,7 +479,7 @@ def temp_name(name: str) -> str:
     """A temporary's name, unique in this process and across processes (`clean_stale_temps` reads its pid)."""
     with _tmp_lock:
         n = next(_tmp_counter)
-    return f".{name[:100]}.ec-{_pid[0]}-{n}.tmp"
+    return f".{name[:100]}.ec-{PID[0]}-{n}.tmp"
 
 
 def atomic_replace(

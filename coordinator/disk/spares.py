@@ -42,7 +42,7 @@ class SpareTemps:
 
     def __init__(self, dfd: int) -> None:
         self._dfd = dfd
-        self._pid = fsio.this_pid()
+        self._pid = _PID[0]
         self.owner = fsio.created_owner(dfd)  # what a spare is created with (`fsio.atomic_replace`'s spare_owner)
         self._free: list[tuple[str, int]] = []  # (name, descriptor open for writing); pop/append are atomic
 
@@ -79,10 +79,10 @@ class SpareTemps:
             fsio.remove_temp(self._dfd, name)
 
     def _forget_the_parents(self) -> None:
-        if self._pid == fsio.this_pid():
+        if self._pid == _PID[0]:
             return
         parents, self._free = self._free, []
-        self._pid = fsio.this_pid()
+        self._pid = _PID[0]
         for _, fd in parents:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import astuple, replace
 from pathlib import Path
 
 import pytest
@@ -217,7 +217,7 @@ def test_earlier_format_is_read_and_moved_into_a_pack(store: tuple[History, Lock
 def test_an_index_line_is_the_json_of_its_entry(
     session: str, path: str, before: str | None, reverts: int | None, b_at: tuple[int, int] | None
 ) -> None:
-    from coordinator.history._format import HistoryEntry, _entry_line, _escape, _line_bytes, _parse
+    from coordinator.history._format import HistoryEntry, _escape, _fields_line, _line_bytes, _parse
 
     entry = HistoryEntry(
         version=12,
@@ -241,9 +241,9 @@ def test_an_index_line_is_the_json_of_its_entry(
     assert line == json.dumps(record, separators=(",", ":")).encode()
     assert _parse(line) == (entry, b_at, (4020, 4001))
     for a_at in ((4020, 4001), None):  # the write path's one-format line: the same bytes
-        assert _entry_line(entry, _escape(path), b_at, a_at) == _line_bytes(entry, b_at, a_at) + b"\n"
+        assert _fields_line(astuple(entry), _escape(path), b_at, a_at) == _line_bytes(entry, b_at, a_at) + b"\n"
     call = replace(entry, call='tool-1"\u00e9', time=1700000000.0)  # a tool call's id; a time without a fraction
-    assert _entry_line(call, _escape(path), b_at, None) == _line_bytes(call, b_at, None) + b"\n"
+    assert _fields_line(astuple(call), _escape(path), b_at, None) == _line_bytes(call, b_at, None) + b"\n"
 
 
 def test_a_handle_in_use_outlives_its_eviction(store: tuple[History, LockManager]) -> None:
