@@ -75,6 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _settle(args: argparse.Namespace) -> None:
+    """The root and the project config's defaults (`coordinator.cli.config.settle`). A command given a
+    --server needs no local repository: run from / or the home folder (no root found) its root stays None,
+    and only the remote service is asked."""
+    from coordinator.cli.config import find_root, settle
+    from coordinator.errors import CoordinatorError
+
+    if getattr(args, "server", None) and getattr(args, "root", None) is None:
+        try:
+            find_root()
+        except CoordinatorError:
+            return
+    settle(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["hook"]:  # an agent's hook runs on every tool call: straight there, nothing else loaded
@@ -90,10 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if getattr(args, "settle_options", False):
-        from coordinator.cli.config import settle
-
         try:
-            settle(args)
+            _settle(args)
         except CoordinatorError as exc:
             return cmd_common.fail(exc)
     try:

@@ -246,6 +246,46 @@ def state_dir(root: str) -> Path:
     return state_dir_of(real_root(root))
 
 
+def shell_path(root: str, path: str) -> str:
+    """A PATH as typed in a shell: relative to the current folder when that is inside the root (a command
+    run from a subfolder means the file there), else relative to the root; absolute paths as they are. The
+    one rule of every command that takes a PATH (`read`, `edit`, `history`, `blame`, `undo`, `restore` ...)."""
+    if os.path.isabs(path):
+        return path
+    here, top = os.path.realpath(os.getcwd()), os.path.realpath(root)
+    if here != top and here.startswith(top.rstrip(os.sep) + os.sep):
+        return os.path.join(here, path)
+    return path
+
+
+#: The help text of every PATH argument (the rule of `shell_path`).
+PATH_HELP = (
+    "a file inside the root: absolute, or relative to the current folder when that is inside the root, else to the root"
+)
+
+
+def path_key(root: str, path: str) -> str:
+    """The key (relative to the root) of a PATH typed on the command line, resolved as `read` resolves it:
+    `shell_path`, then confined to the root (outside_root, is_directory ... as the engine says)."""
+    from coordinator.disk import fsio
+
+    return fsio.resolve(real_root(root), shell_path(root, path)).key
+
+
+def no_such_path(key: str, what: str = "has no recorded history") -> CoordinatorError:
+    """The refusal for a PATH that names neither a file nor anything the history knows (exit status 3)."""
+    return CoordinatorError(
+        ErrorCode.FILE_NOT_FOUND,
+        f"{key} does not exist and {what}: check the path (it is taken relative to the current folder when "
+        "that is inside the repository, else to the repository's root).",
+        path=key,
+    )
+
+
+def exists_in_root(root: str, key: str) -> bool:
+    return os.path.lexists(os.path.join(real_root(root), key))
+
+
 def running_redis_url(root: str, redis_url: str | None) -> str | None:
     """The Redis a command that only inspects may use: the given URL, else the root's embedded server if it
     is running. None: nothing is running, and nothing is started (no state folder is created either)."""

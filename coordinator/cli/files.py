@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -40,15 +39,8 @@ def _session_id(args: argparse.Namespace) -> str:
     return f"cli:{''.join(c for c in user if c.isalnum() or c in '._-') or 'user'}"
 
 
-def cli_path(root: str, path: str) -> str:
-    """A PATH as typed in a shell: relative to the current folder when that is inside the root (a command
-    run from a subfolder means the file there), else relative to the root; absolute paths as they are."""
-    if os.path.isabs(path):
-        return path
-    here, top = os.path.realpath(os.getcwd()), os.path.realpath(root)
-    if here != top and here.startswith(top.rstrip(os.sep) + os.sep):
-        return os.path.join(here, path)
-    return path
+#: Kept for callers of the earlier name: the rule lives in `coordinator.cli.common.shell_path`.
+cli_path = cmd_common.shell_path
 
 
 def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, str, argparse.Namespace], Any]) -> Any:
@@ -62,8 +54,7 @@ def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, s
     p.add_argument(
         "path",
         metavar="PATH",
-        help="a file inside the root: absolute, or relative to the current folder when that is inside the root, "
-        "else to the root",
+        help=cmd_common.PATH_HELP,
     )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)

@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
         description="Each line of PATH with the session and version that wrote it, from the history. "
         "--json prints an Agent Trace record.",
     )
-    b.add_argument("path", help="file path (relative to the root, or absolute inside it)")
+    b.add_argument("path", metavar="PATH", help=cmd_common.PATH_HELP)
     cmd_common.add_common(b, redis=False)
     b.set_defaults(func=cmd_common.guarded(cmd_blame))
 
@@ -95,15 +95,24 @@ def cmd_git_guard(args: argparse.Namespace) -> int:
 
 
 def cmd_blame(args: argparse.Namespace) -> int:
-    from coordinator.disk import fsio
-    from coordinator.git.blame import agent_trace, blame_lines
+    from coordinator.git.blame import ORIGIN, agent_trace, blame_lines
+    from coordinator.git.ledger import Ledger
 
     root = cmd_common.real_root(args.root)
-    key = fsio.resolve(root, args.path).key
+    key = cmd_common.path_key(root, args.path)
+    if not cmd_common.exists_in_root(root, key):
+        raise cmd_common.no_such_path(key, "so has no lines to attribute (`history` lists a removed file's versions)")
+    recorded = bool(Ledger(root).path_writes(key).entries)
     lines = blame_lines(root, key)
     if args.json:
         print(json.dumps(agent_trace(key, lines), indent=2))
         return 0
+    if not recorded:
+        print(
+            f"No recorded writes of {key}: the coordinator has seen no session write it, so its "
+            f"{len(lines)} line(s) are shown as {ORIGIN} (written before or outside the history).",
+            file=sys.stderr,
+        )
     width = max((len(line.session) for line in lines), default=0)
     for line in lines:
         version = f"v{line.version}" if line.version else "-"

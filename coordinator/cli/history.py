@@ -27,7 +27,6 @@ from typing import Any
 
 from coordinator.cli import common as cmd_common
 from coordinator.cli.repo import ContentLookup, Repo, find_version, open_repo, rich_console, when
-from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.text.diffs import text_lines, unified_diff
@@ -79,7 +78,7 @@ def register(sub: Any) -> None:
             "all files."
         ),
     )
-    p.add_argument("path", nargs="?", help="file path (relative to the root, or absolute inside it)")
+    p.add_argument("path", nargs="?", metavar="PATH", help=cmd_common.PATH_HELP)
     p.add_argument("--diff", type=int, metavar="VERSION", help="show the unified diff of VERSION")
     p.add_argument("--session", metavar="ID", help="list this session's writes across files")
     p.add_argument("--limit", type=int, default=50, help="show at most this many versions (default 50)")
@@ -99,8 +98,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _session_history(repo, args.session, args)
     if not args.path:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give a PATH, or --session ID.")
-    key = fsio.resolve(repo.root, args.path).key
+    key = cmd_common.path_key(repo.root, args.path)
     entries = repo.entries(key, settled=True)  # list only versions that reached the file
+    if not entries and not cmd_common.exists_in_root(repo.root, key):
+        raise cmd_common.no_such_path(key)
     if args.diff is not None:
         return _show_diff(repo, key, entries, args.diff, args)
     if not entries:

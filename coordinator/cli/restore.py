@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
         help="put a whole file back as it was at a version, discarding later versions",
         description=__doc__.split("\n\n")[0] + " " + __doc__.split("\n\n")[1].replace("\n", " "),
     )
-    p.add_argument("path", help="file path (relative to the root, or absolute inside it)")
+    p.add_argument("path", metavar="PATH", help=cmd_common.PATH_HELP)
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--to", type=int, metavar="VERSION", help="the content right after VERSION (0: before the first)"
@@ -37,11 +37,12 @@ def register(sub: Any) -> None:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     repo = open_repo(args.root)
-    from coordinator.disk.fsio import resolve
     from coordinator.engine import Coordinator
 
-    key = resolve(repo.root, args.path).key
+    key = cmd_common.path_key(repo.root, args.path)
     entries = repo.entries(key)
+    if not entries and not cmd_common.exists_in_root(repo.root, key):
+        raise cmd_common.no_such_path(key, "has no recorded versions to restore")
     if not entries:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no recorded versions to restore.")
     if args.dry_run:

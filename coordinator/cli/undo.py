@@ -38,7 +38,6 @@ from typing import Any
 
 from coordinator.cli import common as cmd_common
 from coordinator.cli.repo import Repo, open_repo, operator_id, read_current, when
-from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.text import undoing
@@ -57,7 +56,7 @@ def register(sub: Any) -> None:
             "discarding later versions, use `restore PATH --to N`."
         ),
     )
-    p.add_argument("path", nargs="?", help="file path (relative to the root, or absolute inside it)")
+    p.add_argument("path", nargs="?", metavar="PATH", help=cmd_common.PATH_HELP)
     p.add_argument("--version", type=int, metavar="N", help="revert version N (default: the newest not undone)")
     for moved in ("--to", "--before"):  # whole-file restores: `restore PATH --to N` (told so when given)
         p.add_argument(moved, type=int, dest=moved[2:], help=argparse.SUPPRESS)
@@ -76,7 +75,7 @@ def register(sub: Any) -> None:
             "Recorded in the history as a redo, and itself undoable."
         ),
     )
-    r.add_argument("path", help="file path (relative to the root, or absolute inside it)")
+    r.add_argument("path", metavar="PATH", help=cmd_common.PATH_HELP)
     r.add_argument(
         "--as", dest="operator", default=None, help="the session whose undo is redone (default operator:<user>)"
     )
@@ -129,7 +128,9 @@ def cmd_redo(args: argparse.Namespace) -> int:
 
 def redo_file(repo: Repo, path: str, *, operator: str | None = None, redis_url: str | None = None) -> dict[str, Any]:
     """Redo the newest undo of one file by `operator` (see `redo --help`). Returns the engine's result."""
-    key = fsio.resolve(repo.root, path).key
+    key = cmd_common.path_key(repo.root, path)
+    if not repo.entries(key) and not cmd_common.exists_in_root(repo.root, key):
+        raise cmd_common.no_such_path(key, "has no recorded history to redo")
     with _coordinator(repo, redis_url) as coord:
         op = coord.session(operator or operator_id())
         _operator_read(op, key)  # the redo is judged against this view: refused (stale) if the file moves
@@ -154,8 +155,10 @@ def undo_file(
 ) -> dict[str, Any]:
     """Revert one write of a file (see `undo --help`): version `version`, or the newest write in effect
     that is not an undo. Returns the engine's result; with dry_run, what it would revert, writing nothing."""
-    key = fsio.resolve(repo.root, path).key
+    key = cmd_common.path_key(repo.root, path)
     entries = repo.entries(key)
+    if not entries and not cmd_common.exists_in_root(repo.root, key):
+        raise cmd_common.no_such_path(key, "has no recorded writes to undo")
     if not entries:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{key} has no recorded writes to undo.")
     target = _file_target(entries, key, version)

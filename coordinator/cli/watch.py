@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.server:
         return _remote(args)
+    if args.path:  # globs as PATHs are taken: relative to the current folder inside the root
+        args.path = [cmd_common.shell_path(args.root, p) for p in args.path]
     inspector = cmd_common.Inspector.open(args.root, args.redis_url)
     if inspector is None:
         message = f"{cmd_common.not_running(args.root)} There is nothing to watch."

@@ -34,17 +34,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def _cli(
-    served: ServerProcess, *args: str, tok: str, env: dict[str, str] | None = None
+    served: ServerProcess,
+    *args: str,
+    tok: str,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    home: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """The command as a real process, run from an unrelated folder: nothing local can answer for it."""
+    """The command as a real process, run from an unrelated folder (or `cwd`): nothing local can answer."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
-    full_env = {**base, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    full_env = {**base, "PYTHONPATH": str(REPO_ROOT), **(env or {}), **({"HOME": home} if home else {})}
     argv = [sys.executable, "-m", "coordinator.cli", *args]
     if env is None:
         argv += ["--server", served.url, "--token", tok]
     elsewhere = served.root.parent / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
-    return subprocess.run(argv, cwd=elsewhere, env=full_env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(argv, cwd=cwd or elsewhere, env=full_env, capture_output=True, text=True, timeout=60)
 
 
 def test_leases_list_shows_a_lease_taken_on_the_server(served: ServerProcess) -> None:
@@ -141,3 +146,25 @@ def test_leases_break_ends_a_remote_lease(served: ServerProcess) -> None:
         assert client.leases("breakee-4") == []
     r = _cli(served, "leases", "break", "--session", "breakee-4", tok=token(admin=True))
     assert r.returncode == 1 and "nothing was broken" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["top", "--iterations", "1"], ["history", "anywhere.txt"], ["leases", "list"],
+     ["watch", "--last", "5", "--timeout", "0.2"]],
+)  # fmt: skip
+@pytest.mark.parametrize("where", ["/", "home"])
+def test_remote_inspection_needs_no_local_repository(served: ServerProcess, command: list[str], where: str) -> None:
+    """From / or the home folder (where no root is ever found) a --server command asks the service alone."""
+    (served.root / "anywhere.txt").write_text("a\n")
+    with HttpClient(served.url, token=token("from-anywhere")) as client:
+        client.read("from-anywhere", "anywhere.txt")
+        client.edit("from-anywhere", "anywhere.txt", "a", "b")
+    home = served.root.parent / "home-of-remote"
+    home.mkdir(exist_ok=True)
+    cwd = "/" if where == "/" else str(home)
+    r = _cli(served, *command, tok=token(admin=True), env=None, cwd=cwd, home=str(home))
+    assert r.returncode == 0, r.stderr
+    assert "no repository" not in r.stderr
+    if command[0] in ("history", "watch", "status", "top"):
+        assert "anywhere.txt" in r.stdout and "from-anywhere" in r.stdout

@@ -201,7 +201,10 @@ def test_undo_to_and_before_refer_to_restore_which_puts_the_whole_file_back(
 
     rc, _, err = cli(capsys, root, "restore", "f.txt", "--to", "9")
     assert rc == exit_status("invalid_argument") and "no version 9" in err
-    rc, _, err = cli(capsys, root, "undo", "never.txt")
+    rc, _, err = cli(capsys, root, "undo", "never.txt")  # no such file, no history: the path is wrong
+    assert rc == exit_status("file_not_found") == 3 and "[file_not_found]" in err and "no recorded writes" in err
+    (root / "unwritten.txt").write_text("x\n")  # a file no session wrote: nothing to undo
+    rc, _, err = cli(capsys, root, "undo", "unwritten.txt")
     assert rc == exit_status("invalid_argument") and "[invalid_argument]" in err and "no recorded writes" in err
 
 
@@ -640,6 +643,7 @@ def test_commands_are_wired_into_edit_coordinator(tmp_path: Path, capsys: Any) -
         with pytest.raises(SystemExit) as info:
             edit_coordinator([command, "--help"])
         assert info.value.code == 0
+    (tmp_path / "x.txt").write_text("x\n")
     assert edit_coordinator(["history", "--root", str(tmp_path), "x.txt"]) == 0
     assert "No recorded writes of x.txt" in capsys.readouterr().out
 
@@ -675,4 +679,5 @@ def test_history_json_uses_the_http_services_key_names(repo: tuple[Path, Coordin
     assert set(schema["properties"]) <= set(data)
     assert all(set(entry_schema) <= set(row) for row in data["entries"]) and len(data["entries"]) == 3
     assert set(cli_json(capsys, root, "history", "--session", "agent-x")) == {"session", "entries"}
-    assert cli_json(capsys, root, "history", "never.txt") == {"path": "never.txt", "entries": [], "total": 0}
+    (root / "unwritten.txt").write_text("u\n")
+    assert cli_json(capsys, root, "history", "unwritten.txt") == {"path": "unwritten.txt", "entries": [], "total": 0}
