@@ -30,6 +30,81 @@ TOPOLOGIES = ("default", "sentinel", "cluster")
 NO_SERVER = "redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)"
 
 
+# --- nothing left running -------------------------------------------------------------------------------
+# A test stops what it starts: the embedded redis-server of each root it used (`stop_embedded_redis`), the
+# services and hook services it ran. At the end of the run, any process still running from the run's own
+# folders (its basetemp: the process's working folder or command line is there) is a leak: it is named,
+# ended (so that leaks do not pile up on the machine), and the run fails.
+LEFTOVER_GRACE_S = 5.0  # a process told to stop in the last test's teardown may take a moment to exit
+
+
+def _own_ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def leftover_processes(base: str) -> dict[int, str]:
+    """{pid: command line} of the processes (other than this one and its ancestors) whose working folder or
+    command line lies under `base`."""
+    found: dict[int, str] = {}
+    if not os.path.isdir("/proc"):
+        return found
+    mine = _own_ancestors()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in mine:
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            continue  # gone, or not ours to look at
+        if cmdline and (cwd == base or cwd.startswith(base + "/") or base + "/" in cmdline):
+            found[int(name)] = cmdline
+    return found
+
+
+def _end(pids: list[int]) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a process it started is still running (see `leftover_processes`)."""
+    import time
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or getattr(factory, "_basetemp", None) is None:
+        return  # no test asked for a temporary folder: nothing can run from one
+    base = os.path.realpath(factory.getbasetemp())
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    left = leftover_processes(base)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = leftover_processes(base)
+    if not left:
+        return
+    lines = "\n".join(f"  pid {pid}: {cmd[:300]}" for pid, cmd in sorted(left.items()))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"processes started by this run are still running (ended now; stop them in the test):\n{lines}"
+    if reporter is not None:
+        reporter.write_line(f"LEFTOVER PROCESSES: {message}", red=True)
+    _end(list(left))
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A deployment named in the caller's environment never leaks into the tests (topology runs set it).
     os.environ.pop("EDIT_COORDINATOR_REDIS_URL", None)

@@ -189,6 +189,7 @@ class Corpus:
     files: tuple[str, ...]
     slots: tuple[str, ...]
     original: dict[str, str] = field(default_factory=dict)
+    created_dir: str = CREATED_DIR  # where the mixed workload's sessions create their files
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "files": list(self.files), "slots": list(self.slots)}
@@ -329,9 +330,9 @@ def plan_change(
     return Change("delete", path, "edit", old, "", view.replace(old, "", 1), gone=old)
 
 
-def plan_create(session: str, seq: int) -> Change:
+def plan_create(session: str, seq: int, folder: str = CREATED_DIR) -> Change:
     tag = make_tag(session, seq)
-    path = f"{CREATED_DIR}/{session}-{seq:06d}.py"
+    path = f"{folder}/{session}-{seq:06d}.py"
     content = f"# {tag}\n# A file created by a mixed-workload stress session.\n"
     return Change("create", path, "write", new=content, expected=content, tag=tag)
 
@@ -423,6 +424,7 @@ class AgentConfig:
     skew: float = 0.0  # 0: uniform file choice; s > 0: Zipf with exponent s
     max_retries: int = 1000
     backoff_s: float = 0.02
+    created_dir: str = CREATED_DIR  # the corpus's: where a "create" change puts its file
 
 
 class FileChooser:
@@ -521,7 +523,7 @@ class Agent:
 
     def _create(self) -> None:
         self.seq += 1
-        change = plan_create(self.cfg.session, self.seq)
+        change = plan_create(self.cfg.session, self.seq, self.cfg.created_dir)
         for _ in range(self.cfg.max_retries):
             if self.control.should_stop():
                 return

@@ -418,6 +418,7 @@ class Fleet:
             seed=hash((cfg.seed, i, inc)) & 0x7FFFFFFF,
             think_ms=cfg.think_ms,
             skew=cfg.skew,
+            created_dir=cfg.corpus.created_dir,
         )
         return WorkerSpec(
             index=i,

@@ -285,6 +285,9 @@ def _run(args: argparse.Namespace, err: Any) -> int:
         report = _oracle(run, spec, work.root, corpus)
         # With --url the local root is a stand-in that close() removes: the files are the service's.
         where = str(work.root) if (args.keep or args.in_place) and not args.url else None
+        if args.url:
+            folder = corpus.created_dir.rsplit("/", 1)[0]
+            err.print(f"The run's files are under {folder}/ in the service's repository (git ignores {RUNS_DIR}/).")
         return _conclude(run, report, corpus, args, where, shards, interrupted=interrupted)
     except CoordinatorError as exc:
         err.print(f"[red]stress:[/red] {exc.message}")
@@ -475,12 +478,36 @@ def _conclude(
     return exit_code
 
 
+#: The one folder a run in the user's repository (--url, or --in-place) writes its own files under, one
+#: subfolder per run; it holds a .gitignore of "*", so git ignores everything in it.
+RUNS_DIR = "stress-runs"
+
+
+def run_folder() -> str:
+    """The folder of this run's own files, relative to the repository's root: stress-runs/<time>-<pid>."""
+    return f"{RUNS_DIR}/{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def _ignore_runs_dir(client: Any) -> None:
+    """Put stress-runs/.gitignore ("*") in place through `client`, unless the file is already there."""
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    path = f"{RUNS_DIR}/.gitignore"
+    try:
+        client.read("stress-setup", path)
+    except CoordinatorError as exc:
+        if exc.code != ErrorCode.FILE_NOT_FOUND:
+            raise
+        client.write("stress-setup", path, "*\n")
+
+
 def _remote_corpus(spec: Any, args: argparse.Namespace, n_files: int) -> Corpus:
-    """Create the run's files through the service, under stress-runs/<id>/, and return the corpus."""
+    """Create the run's files through the service under `run_folder()` (created files under its created/),
+    and return the corpus."""
     from worker.agent import counters_text, hot_text, slot_label
     from worker.fleet import make_client
 
-    base = f"stress-runs/{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    base = run_folder()
     slots = tuple(slot_label(i) for i in range(args.workers))
     contents: dict[str, str] = {}
     if args.workload == "counters":
@@ -494,11 +521,13 @@ def _remote_corpus(spec: Any, args: argparse.Namespace, n_files: int) -> Corpus:
             contents[f"{base}/{i:02d}_{src.name}"] = src.read_text(encoding="utf-8")
     client = make_client(spec)
     try:
+        _ignore_runs_dir(client)
         for rel, text in contents.items():
             client.write("stress-setup", rel, text)
     finally:
         client.close()
-    return Corpus(args.workload, tuple(contents), slots, {rel: text_hash(t) for rel, t in contents.items()})
+    original = {rel: text_hash(t) for rel, t in contents.items()}
+    return Corpus(args.workload, tuple(contents), slots, original, created_dir=f"{base}/created")
 
 
 def _run_with_progress(fleet: Any, err: Any) -> Any:

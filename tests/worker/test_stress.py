@@ -192,3 +192,27 @@ def test_ctrl_c_prints_the_report_of_the_run_so_far_and_exits_non_zero(tmp_path:
     assert re.search(r"acknowledged\W+[1-9]", text) and re.search(r"LOST UPDATES\W+0\b", text)
     assert "exit status 130" in text
     assert not list(tmp_path.glob("ec-stress-*"))  # the scratch folders are removed as after a full run
+
+
+def test_a_run_against_a_service_writes_only_under_its_ignored_folder(tmp_path: Path) -> None:
+    """`stress --url ... --in-place` (mixed: it also creates files) leaves nothing outside stress-runs/<run>/,
+    and stress-runs/ holds a .gitignore that ignores it all."""
+    from coordinator.state.embedded import stop_embedded_redis
+    from tests.coordinator.server.test_server import ServerProcess, token
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("print('mine')\n")
+    server = ServerProcess(root)
+    try:
+        remote = ["--url", server.url, "--token", token(admin=True), "--in-place", "--workers", "2"]
+        p = _stress(*remote, "--workload", "mixed", "--edits", "60", "--think-ms", "0")
+        assert p.returncode == 0, p.stderr
+    finally:
+        server.stop()
+        stop_embedded_redis(root / ".edit-coordinator")
+    assert sorted(os.listdir(root)) == [".edit-coordinator", "app.py", "stress-runs"]
+    assert (root / "stress-runs" / ".gitignore").read_text() == "*\n"
+    runs = [p for p in (root / "stress-runs").iterdir() if p.name != ".gitignore"]
+    assert len(runs) == 1 and any((runs[0] / "created").iterdir())  # the created files are in the run's folder
+    assert f"stress-runs/{runs[0].name}/" in p.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from coordinator import Coordinator
 from coordinator.cli import main
+from coordinator.state.embedded import stop_embedded_redis
 from tests.conftest import coordinator_for
 
 
@@ -30,6 +31,7 @@ def written(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     c.close()
     monkeypatch.chdir(root / "src")
     yield root
+    stop_embedded_redis(root / ".edit-coordinator")  # none should start (nothing here writes); if one did
 
 
 def test_history_from_a_subfolder_lists_the_file_there(written: Path, capsys: pytest.CaptureFixture[str]) -> None:

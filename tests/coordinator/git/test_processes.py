@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from coordinator.state.embedded import stop_embedded_redis
 from tests.coordinator.git.conftest import git, tree_bytes
 
 SESSIONS = 3
@@ -33,7 +37,15 @@ def _cli(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def test_parallel_sessions_each_commit_exactly_their_own(repo: Path) -> None:
+@pytest.fixture
+def stopped(repo: Path) -> Iterator[Path]:
+    """The repository, whose embedded Redis (started by the editor processes) is stopped at the end."""
+    yield repo
+    stop_embedded_redis(repo / ".edit-coordinator")
+
+
+def test_parallel_sessions_each_commit_exactly_their_own(stopped: Path) -> None:
+    repo = stopped
     env = dict(os.environ)
     editors = [
         subprocess.Popen([sys.executable, "-c", EDITOR, str(repo), f"s{i}", *map(str, _lines_of(i))], env=env)
