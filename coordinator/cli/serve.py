@@ -85,6 +85,13 @@ def _add_engine_and_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrency", type=int, default=64, help="requests in progress per worker")
     p.add_argument("--idempotency-ttl", type=int, default=24 * 3600, help="seconds answers are kept")
     p.add_argument("--max-poll-wait", type=float, default=30.0, help="longest wait of a long poll for events, s")
+    p.add_argument(
+        "--max-polls",
+        type=int,
+        default=256,
+        help="change-event long polls (dashboards, `watch`) waiting at once per worker; they have threads of their "
+        "own and do not count against --max-concurrency, so watchers never crowd out the calls that change files",
+    )
     p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let calls finish")
 
 
@@ -222,6 +229,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         max_concurrency=args.max_concurrency,
         idempotency_ttl_s=args.idempotency_ttl,
         max_poll_wait_s=args.max_poll_wait,
+        max_polls=args.max_polls,
         inline=not args.no_inline,
         state_check=args.state_check,
         supervisor_pid=os.getpid(),

@@ -4,7 +4,8 @@ An adapter: it decides nothing about files. Every route comes from `routes.ROUTE
 status and Retry-After from `coordinator.errors.CODES`.
 
 Engine calls run in a thread pool, so a call waiting for a file lock never stalls the event loop; long
-polls for change events have a pool of their own, so that waiting watchers never hold up edits.
+polls for change events have a pool and a bound of their own (`max_polls`, apart from `max_concurrency`),
+so that waiting watchers never hold up edits nor make them answer `overloaded`.
 
 Idempotency: a write, edit, multi_edit or undo that carries an ``Idempotency-Key`` header is recorded in
 Redis under (session, key) with the request's fingerprint. A repeat gets the first answer (header
@@ -77,7 +78,6 @@ log = logging.getLogger("edit_coordinator.server")
 _T = TypeVar("_T")
 _JSON = (b"content-type", b"application/json")
 _NO_STORE = (b"cache-control", b"no-store")
-_POLL_THREADS = 16
 METRICS_PATH = "/metrics"
 _LIBRARY_CODES = frozenset(code.value for code in ErrorCode)
 # The paths the App answers outside the route table, which it looks at first: none may be a route's path.
@@ -109,10 +109,13 @@ class App:
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.max_concurrency, thread_name_prefix="ec-http"
         )
+        # Long polls wait (seconds) for events: one thread each, from a pool of their own sized to their own
+        # bound, so that waiting watchers never hold a thread or a place that a call changing files needs.
         self.poll_executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=_POLL_THREADS, thread_name_prefix="ec-poll"
+            max_workers=config.max_polls, thread_name_prefix="ec-poll"
         )
-        self.in_flight = 0
+        self.in_flight = 0  # calls in progress, long polls apart (bounded by max_concurrency)
+        self.polls = 0  # long polls waiting (bounded by max_polls)
         self.draining = False
         self.last_request = time.monotonic()  # idle_exit_s counts from here
         self._openapi: bytes | None = None
@@ -217,14 +220,14 @@ class App:
             return await self.op_health(route, scope)
         if route.mutating and self.draining:
             return self._error(_shutting_down())
-        if route.limited and self.in_flight >= self.config.max_concurrency:
-            message = (
-                f"The coordinator is handling {self.in_flight} requests, its limit per worker; nothing was done. "
-                "Retry in a moment."
-            )
-            return self._error(ServiceError("overloaded", message))
+        refusal = self._over_limit(route)
+        if refusal is not None:
+            return self._error(refusal)
         started = time.perf_counter()
-        self.in_flight += 1
+        if route.long_poll:
+            self.polls += 1
+        else:
+            self.in_flight += 1
         try:
             if self.tracer is None:
                 try:
@@ -238,9 +241,31 @@ class App:
                     code = _code_of(answer[0], answer[1])
                     self.tracer.answered(span, answer[0], code)
         finally:
-            self.in_flight -= 1
+            if route.long_poll:
+                self.polls -= 1
+            else:
+                self.in_flight -= 1
         self.metrics.observe(route.name, code, time.perf_counter() - started)
         return answer
+
+    def _over_limit(self, route: Route) -> ServiceError | None:
+        """`overloaded` when the route's own bound is reached: long polls have theirs (max_polls), every other
+        limited call max_concurrency, so that any number of waiting watchers leaves the writers their room."""
+        if route.long_poll:
+            if self.polls < self.config.max_polls:
+                return None
+            return ServiceError(
+                "overloaded",
+                f"{self.polls} change-event long polls are waiting, this worker's limit (--max-polls); nothing "
+                "was done. Retry in a moment; calls that read or change files are not affected.",
+            )
+        if not route.limited or self.in_flight < self.config.max_concurrency:
+            return None
+        return ServiceError(
+            "overloaded",
+            f"The coordinator is handling {self.in_flight} requests, its limit per worker; nothing was done. "
+            "Retry in a moment.",
+        )
 
     async def _unrouted(self, path: str, method: str, scope: dict[str, Any], receive: Any) -> Answer:
         """The paths outside the route table (none of them is in it: `_SPECIAL_PATHS`), else not_found."""
@@ -576,7 +601,7 @@ class App:
         while True:
             await asyncio.sleep(min(idle / 4, 5.0))
             gone = not os.path.isdir(self.config.root)
-            if gone or (self.in_flight == 0 and time.monotonic() - self.last_request >= idle):
+            if gone or (self.in_flight + self.polls == 0 and time.monotonic() - self.last_request >= idle):
                 self.draining = True
                 _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
                 return
@@ -586,7 +611,7 @@ class App:
         listener), ask the supervisor to stop every worker gracefully."""
         deadline = time.monotonic() + 3600.0
         await asyncio.sleep(0.05)  # the shutdown's own answer goes out first
-        while self.in_flight > 0 and time.monotonic() < deadline:
+        while self.in_flight + self.polls > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
 

@@ -65,30 +65,60 @@ def content_security_policy(html: bytes) -> str:
 
 def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dict[str, Any]:
     """Everything the page shows except the timeline: health, sessions, leases, refusals, recent change
-    events with the cursor to follow them. A part Redis cannot give is empty, with a note saying so."""
-    notes: dict[str, str] = {}
+    events with the cursor to follow them. A part Redis cannot give is empty, with a note saying so.
+
+    Invariant: the answer takes at most one Redis timeout. Every part but the history comes from Redis, so
+    once one part fails (the health ping first of all), the parts after it are not asked: each would wait
+    its own timeout on a Redis that hangs, and the page would wait for all of them in turn."""
+    parts = _Parts()
     started = time.perf_counter()
-    redis_ok = _part(notes, "redis", lambda: bool(coord.state.ping()), False)
+    redis_ok = parts.get("redis", lambda: bool(coord.state.ping()) or _no_pong(), False)
     ping_ms = (time.perf_counter() - started) * 1000
-    recent: list[Any] = _part(notes, "events", lambda: client.recent_events(RECENT_EVENTS), [])
-    seen: list[tuple[str, float]] = _part(notes, "sessions", lambda: coord.state.sessions(), [])
-    leases: list[Any] = _part(notes, "leases", lambda: client.leases(None), [])
+    recent: list[Any] = parts.get("events", lambda: client.recent_events(RECENT_EVENTS), [])
+    seen: list[tuple[str, float]] = parts.get("sessions", lambda: coord.state.sessions(), [])
+    leases: list[Any] = parts.get("leases", lambda: client.leases(None), [])
     counts = FileRefusals(coord.redis, coord.state.ns)
+    by_code: dict[str, int] = parts.get("refusals", coord.state.error_counts, {})
+    by_file: dict[str, Any] = parts.get(
+        "refusals_by_file", counts.snapshot, {"by_file": [], "by_code_here": {}, "recent": []}
+    )
+    cursor = recent[-1].id if recent else parts.get("cursor", lambda: client.poll_events("$").cursor, "$")
+    info: dict[str, Any] = parts.get("redis_info", lambda: _redis_info(coord), {})
     return {
         "now": time.time(),
         "role": role,
         "token_expires_at": token_expires_at,
-        "health": {"redis": redis_ok, "ping_ms": round(ping_ms, 2) if redis_ok else None, **_redis_info(coord)},
+        "health": {"redis": redis_ok, "ping_ms": round(ping_ms, 2) if redis_ok else None, **info},
         "sessions": [{"session": s, "last_seen": t} for s, t in seen[-MAX_SESSIONS:]],
         "leases": [{**x.to_dict(), "ticket": looks_like_ticket(x)} for x in leases],
         "events": [e.to_dict() for e in recent],
-        "cursor": recent[-1].id if recent else _part(notes, "cursor", lambda: client.poll_events("$").cursor, "$"),
-        "refusals": {
-            "by_code": _part(notes, "refusals", coord.state.error_counts, {}),
-            **_part(notes, "refusals_by_file", counts.snapshot, {"by_file": [], "by_code_here": {}, "recent": []}),
-        },
-        "notes": notes,
+        "cursor": cursor,
+        "refusals": {"by_code": by_code, **by_file},
+        "notes": parts.notes,
     }
+
+
+class _Parts:
+    """The parts of a snapshot, asked in turn until one fails; the rest are then not asked (`snapshot`)."""
+
+    def __init__(self) -> None:
+        self.notes: dict[str, str] = {}
+        self.failed: str | None = None
+
+    def get(self, name: str, fn: Callable[[], _T], default: _T) -> _T:
+        if self.failed is not None:
+            self.notes[name] = f"not asked: Redis did not answer for {self.failed}"
+            return default
+        try:
+            return fn()
+        except CoordinatorError as exc:
+            self.notes[name] = exc.message
+            self.failed = name
+            return default
+
+
+def _no_pong() -> bool:
+    raise CoordinatorError(ErrorCode.STATE_UNAVAILABLE, "Redis did not answer the health check (PING).")
 
 
 def looks_like_ticket(lease: Any) -> bool:
@@ -99,14 +129,6 @@ def looks_like_ticket(lease: Any) -> bool:
 
     one_file = not any(ch in lease.pattern for ch in "*?[") and not lease.pattern.endswith("/")
     return bool(lease.mode == "exclusive" and one_file and lease.ends_at - lease.granted_at <= TICKET_TTL_S + 1)
-
-
-def _part(notes: dict[str, str], name: str, fn: Callable[[], _T], default: _T) -> _T:
-    try:
-        return fn()
-    except CoordinatorError as exc:
-        notes[name] = exc.message
-        return default
 
 
 def _redis_info(coord: Any) -> dict[str, Any]:

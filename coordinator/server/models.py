@@ -219,6 +219,7 @@ class ServerConfig:
     session_token_ttl_s: int = 24 * 3600
     state_check: str | None = None  # the engine's state_check (None: its default)
     max_poll_wait_s: float = 30.0  # a long poll for change events waits at most this long
+    max_polls: int = 256  # long polls waiting at once per worker (own bound and threads; not max_concurrency's)
     supervisor_pid: int | None = None
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
     otel: bool = False  # an OpenTelemetry span per answered call (server/tracing.py)
@@ -240,7 +241,8 @@ class ServerConfig:
             raise ValueError("match must be 'exact' or 'flexible'")
         if self.state_check not in (None, "always", "cached"):
             raise ValueError("state_check must be 'always' or 'cached'")
-        for name in ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency"):
+        limits = ("max_body_bytes", "max_path_chars", "max_string_chars", "max_edits", "max_concurrency", "max_polls")
+        for name in limits:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.idle_exit_s < 0:
