@@ -26,6 +26,9 @@ NAME = "claude-code"
 
 _PHASES: dict[str, Phase] = {"PreToolUse": "before", "PostToolUse": "after", "PostToolUseFailure": "failed"}
 _ENDS = {"Stop", "SubagentStop", "SessionEnd"}
+# Events whose answer may carry `hookSpecificOutput.additionalContext` for the model (2.1.328's cli checks it
+# for PreToolUse and PostToolUse): a note of the coordinator's (a repaired late write) goes there.
+_CONTEXT_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 # tool name -> (kind, operation, the tool_input field naming the file)
 _TOOLS: dict[str, tuple[Kind, str, str]] = {
     "Read": ("read", "read", "file_path"),
@@ -133,6 +136,9 @@ def _int(value: object) -> int | None:
 def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
     """The hook's answer. A deny of a PreToolUse call is the permission decision; a deny of any other event
     (which cannot be undone) is exit 2 with the reason on stderr, which Claude Code shows the model."""
+    if decision.allow and decision.reason and call is not None and call.event in _CONTEXT_EVENTS:
+        told = {"hookSpecificOutput": {"hookEventName": call.event, "additionalContext": decision.reason}}
+        return HookAnswer(0, json.dumps(told), "", told)
     if decision.allow:
         return HookAnswer(0, "", "", {})
     if call is not None and call.phase == "before":

@@ -56,7 +56,9 @@ class ToolCall(NamedTuple):
 
 class Decision(NamedTuple):
     """Allow, or deny with the reason the agent's model is shown. `code`: the refusal's ErrorCode value
-    (for logs and tests; the agent sees only the reason)."""
+    (for logs and tests; the agent sees only the reason). An allow with a reason is a note for the model
+    (a repair of its late write, a notice that another session's write was repaired): the front end passes
+    it on as added context where the agent takes one."""
 
     allow: bool
     reason: str = ""
@@ -65,6 +67,11 @@ class Decision(NamedTuple):
     @classmethod
     def deny(cls, reason: str, code: str = "") -> Decision:
         return cls(False, reason, code)
+
+    @classmethod
+    def note(cls, text: str) -> Decision:
+        """Allow, telling the model `text` (nothing when it is empty)."""
+        return cls(True, text, "")
 
     def to_dict(self) -> dict[str, Any]:
         return {"allow": self.allow, "reason": self.reason, "code": self.code}

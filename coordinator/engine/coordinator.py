@@ -15,6 +15,7 @@ from coordinator.arguments import check_session_id as _check_session_id
 from coordinator.disk import fsio, layout
 from coordinator.disk.locks import LockManager
 from coordinator.disk.spares import SpareTemps
+from coordinator.engine.agentwrites import AgentWrites
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.intervening import InterveningWrites
@@ -32,6 +33,7 @@ from coordinator.engine.write import CheckThenWrite, _KnownPath
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, retention
 from coordinator.state import events as events_mod
+from coordinator.state.agentcalls import AgentCallStore
 from coordinator.state.connection import REDIS_URL_ENV
 from coordinator.state.leases import Lease, LeaseStore, normalize_pattern
 from coordinator.state.views import StateStore, connect
@@ -224,10 +226,11 @@ class Coordinator:
             history_store=self.history_store,
             reader=self.reader,
             writer=self.writer,
-            redis=self.lease_store.r,
             namespace=self.namespace,
             publish_events=self.publish_events,
         )
+        # The protocol around agents' own writes (engine/agentwrites.py): tickets through the lease gate.
+        self.agent_writes = AgentWrites(self.native, self.lease_gate, AgentCallStore(self.redis, self.namespace))
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:

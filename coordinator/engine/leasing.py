@@ -130,14 +130,24 @@ class LeaseGate:
                 if not mine:
                     del self._granted[session]
 
-    def grant(self, session: str, patterns: Sequence[str], mode: str, ttl_s: float) -> list[Lease]:
+    def grant(
+        self, session: str, patterns: Sequence[str], mode: str, ttl_s: float, *, fences: bool = True
+    ) -> list[Lease]:
+        """Grant leases; returns after `LEASE_SNAPSHOT_S` (class docstring). `fences`: the session's own
+        writes in this process carry the lease (False for an agent's write ticket: the agent writes, not
+        this process, and the ticket may end in another process)."""
         pats = [normalize_pattern(p, self._root) for p in patterns]
         granted = self.store.grant(session, pats, mode, ttl_s)
         with self._granted_lock:
-            mine = self._granted.setdefault(session, {})
-            for old_id in [i for i, x in mine.items() if x.pattern in set(pats)]:
-                del mine[old_id]
-            mine.update({x.id: x for x in granted})
+            if not fences:
+                granted_here: list[Lease] = []
+            else:
+                granted_here = granted
+            if granted_here:
+                mine = self._granted.setdefault(session, {})
+                for old_id in [i for i, x in mine.items() if x.pattern in set(pats)]:
+                    del mine[old_id]
+                mine.update({x.id: x for x in granted_here})
         self._snapshot = None
         # Every process's lease snapshot taken before the grant is dropped within LEASE_SNAPSHOT_S: only
         # then may the holder rely on the lease.

@@ -34,12 +34,13 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, content_hash
 from coordinator.state import events as events_mod
 from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState, StateStore
+from coordinator.text.undoing import put_back
 
 if TYPE_CHECKING:
     from coordinator.engine.reading import Reader
     from coordinator.engine.write import CheckThenWrite
 
-__all__ = ["Judged", "NativeWrite", "NativeWrites"]
+__all__ = ["Found", "Judged", "NativeWrite", "NativeWrites"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,22 @@ class NativeWrite:
 
     key: str
     before: str | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """`record_found`'s answer. entry: the agent's write as recorded (None: nothing to record); st, lines: the
+    file's stat then and the lines it changed. For a late write: overwritten, the sessions whose versions it
+    had overwritten (oldest first); repair, the version that put their change back (None: the file already
+    held it); how, "repair" (carried over), "restore" (put back whole) or "present"."""
+
+    entry: HistoryEntry | None
+    st: os.stat_result | None = None
+    lines: tuple[int, int] = (1, 1)
+    overwritten: tuple[str, ...] = ()
+    repair: HistoryEntry | None = None
+    repair_st: os.stat_result | None = None
+    how: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +95,6 @@ class NativeWrites:
         history_store: History,
         reader: Reader,
         writer: CheckThenWrite,
-        redis: Any,
         namespace: str,
         publish_events: bool,
     ) -> None:
@@ -92,7 +108,6 @@ class NativeWrites:
         self.history_store = history_store
         self.reader = reader
         self.writer = writer
-        self._redis = redis  # the pending values of hooked tool calls (keep_pending), beside the leases
         self.namespace = namespace
         self.publish_events = publish_events
         self.observer: EngineObserver | None = None  # Coordinator.observe sets it
@@ -168,52 +183,131 @@ class NativeWrites:
     def record_write(
         self, session: str, prepared: NativeWrite, operation: str, call: str | None = None
     ) -> HistoryEntry | None:
-        """After the agent's own write: the history entry (the pre-image `prepare_write` kept, and the bytes
-        now on disk, attributed to `session`), then the session's new view, the path's version and the change
-        event. None, and nothing recorded, when there is nothing to record: the file is unchanged or gone, or
-        another write was recorded since `prepare_write` (then the session's next write is judged against the
-        disk and refused as stale, the safe side). A Redis failure after the entry raises state_unavailable;
-        the entry stands (the file holds it) and the session's next write is refused until it reads again."""
+        """After the agent's own write: `record_found`'s entry of it (None: nothing recorded)."""
+        return self.record_found(session, prepared, operation, call).entry
+
+    def record_found(self, session: str, prepared: NativeWrite, operation: str, call: str | None = None) -> Found:
+        """After the agent's own write of `prepared.key` (`prepared.before`: the version it was allowed to
+        change): the history entry of the bytes now on disk, attributed to `session`, then the session's new
+        view, the path's version and the change event. Nothing is recorded when the file is unchanged or gone,
+        or its bytes are already the newest version.
+
+        A late write (invariant 7 (c), docs/agents/agent-writes.md): when the newest recorded version is no longer
+        the one the agent was allowed to change (its ticket lapsed, or Redis lost it, and another writer's
+        acknowledged version came in between), the agent's write is recorded as it landed, then the
+        overwritten change is put back under the same lock: carried onto the agent's result by the rebase
+        rule when the two commute (3-way: the agent's view, the version it overwrote, what it wrote), else
+        the overwritten version is restored whole (the agent's write stays on record, undoable). The repair
+        is a version of its own, attributed to the overwritten version's writer. A Redis failure after the
+        entries raises state_unavailable; the entries stand."""
         rp = fsio.resolve(self.root, prepared.key)
         held = self.locks.acquire(rp.key)
         try:
-            cur = self._current(rp)
-            if not cur.exists or cur.digest == prepared.before:
-                return None
-            assert cur.st is not None and cur.digest is not None
-            first, last = self._changed_lines(prepared, cur)
-            try:
-                entry = self.history_store.record_kept(
-                    held,
-                    rp.key,
-                    before_digest=prepared.before,
-                    after=cur.data,
-                    after_digest=cur.digest,
-                    session=session,
-                    operation=operation,
-                    call=call,
-                    size_after=len(cur.data),
-                    first_line=first,
-                    last_line=last,
-                )
-            except OSError as exc:
-                raise fsio.os_error(exc, rp) from exc
-            st = cur.st
+            found = self._found_locked(held, rp, session, prepared, operation, call)
         finally:
             held.release()
-        if entry is None:
+        if found.entry is None:
+            return found
+        late = found.repair is not None or found.overwritten
+        self._record_state(session, rp.key, found.entry, found.st, found.lines, view=not late)
+        if late:
+            self.forget_view(session, rp.key)  # it has not seen what the file holds now
+        if found.repair is not None:
+            self._record_state(found.overwritten[-1], rp.key, found.repair, found.repair_st, (1, 1), view=False)
+        return found
+
+    def _found_locked(
+        self, held: Any, rp: fsio.ResolvedPath, session: str, prepared: NativeWrite, operation: str, call: str | None
+    ) -> Found:
+        cur = self._current(rp)
+        if not cur.exists or cur.digest == prepared.before:
+            return Found(None)
+        assert cur.st is not None and cur.digest is not None
+        self.history_store.reconcile(held, rp.key, cur.digest)
+        head = self.history_store.read_head(held)
+        if head.digest == cur.digest:
+            return Found(None)  # already recorded (another hook of this call, or the watcher, came first)
+        overwritten = head.digest if head.digest != prepared.before else None
+        if overwritten is not None and head.at is None:
+            overwritten = None  # no version to put back: the agent's write is recorded from the head
+        base = prepared.before if overwritten is None else head.digest
+        first, last = self._changed_lines(NativeWrite(rp.key, base), cur)
+        try:
+            entry = self.history_store.record_kept(
+                held, rp.key, before_digest=base, after=cur.data, after_digest=cur.digest, session=session,
+                operation=operation, call=call, size_after=len(cur.data), first_line=first, last_line=last,
+            )  # fmt: skip
+        except OSError as exc:
+            raise fsio.os_error(exc, rp) from exc
+        if entry is None or overwritten is None:
+            return Found(entry, st=cur.st, lines=(first, last))
+        writers = self._writers_since(rp.key, prepared.before, entry.version)
+        repaired = self._put_back(held, rp, prepared.before, overwritten, cur, writers[-1] if writers else "outside")
+        return Found(
+            entry, st=cur.st, lines=(first, last), overwritten=tuple(writers) or ("outside",),
+            repair=repaired[0] if repaired else None, repair_st=repaired[1] if repaired else None,
+            how=repaired[2] if repaired else "present",
+        )  # fmt: skip
+
+    def _writers_since(self, key: str, before: str | None, late_version: int) -> list[str]:
+        """The sessions of the versions recorded after the one that left `before` (the agent's view), up to
+        the late write's own, oldest first."""
+        out: list[str] = []
+        for e in self.history_store.entries(key):  # newest first
+            if e.version >= late_version:
+                continue
+            if e.after == before:
+                break
+            if e.session not in out:
+                out.insert(0, e.session)
+        return out
+
+    def _put_back(
+        self, held: Any, rp: fsio.ResolvedPath, view: str | None, overwritten: str, cur: CurrentFile, writer: str
+    ) -> tuple[HistoryEntry, os.stat_result, str] | None:
+        """Under the lock, after a late write: the overwritten change carried onto the file (`repair`), or
+        the overwritten version restored (`restore`). None when the file already holds the change."""
+        base = b"" if view is None else self.history_store.load(view, rp.key)
+        theirs = self.history_store.load(overwritten, rp.key)
+        data, how = put_back(base, theirs, cur.data)
+        if data == cur.data:
             return None
-        self._record_state(session, rp.key, entry, st, (first, last))
-        return entry
+        assert cur.st is not None and cur.digest is not None
+        digest = content_hash(data)
+        first, last = _differing_lines(cur.data.decode("utf-8", "replace").split("\n"),
+                                       data.decode("utf-8", "replace").split("\n"))  # fmt: skip
+        pending = self.history_store.begin(
+            held, rp.key, before=cur.data, before_digest=cur.digest, after=data, after_digest=digest,
+            session=writer, operation=how, size_before=len(cur.data), size_after=len(data),
+            first_line=first, last_line=last,
+        )  # fmt: skip
+        dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+        try:
+            st = fsio.atomic_replace(dfd, rp, data, cur.st.st_mode & 0o7777, self.writer.fsync)
+        except BaseException:
+            self.history_store.abort(held, pending)
+            raise
+        finally:
+            os.close(dfd)
+        self.history_store.commit(held, pending)
+        return pending.entry, st, how
 
     def _record_state(
-        self, session: str, key: str, entry: HistoryEntry, st: os.stat_result, lines: tuple[int, int]
+        self,
+        session: str,
+        key: str,
+        entry: HistoryEntry,
+        st: os.stat_result | None,
+        lines: tuple[int, int],
+        *,
+        view: bool = True,
     ) -> None:
-        """The Redis side of a recorded agent write: the session's view, the path's version and the change
-        event in one round trip, then this process's cached view and the observer."""
+        """The Redis side of a recorded agent write: the session's view (`view`: it has seen the result), the
+        path's version and the change event in one round trip, then this process's cached view and the
+        observer."""
         now = time.time()
         digest = entry.after
-        rs = ReadState(digest or "", st.st_mtime_ns, st.st_size, 0, 0, now, KIND_WRITE)
+        rs = ReadState(digest or "", st.st_mtime_ns if st else 0, st.st_size if st else 0, 0, 0, now, KIND_WRITE)
 
         def event(pipe: object) -> None:
             if self.publish_events:
@@ -231,34 +325,26 @@ class NativeWrites:
                 )
 
         self._views.drop(session, key)
-        self._state_call(
-            lambda: self.state.record_write(
-                session, key, rs, entry.version, entry.operation, digest=digest, extra=event
+        if not view or st is None:
+            self._state_call(
+                lambda: self.state.record_head(session, key, entry.version, entry.operation, digest, event)
             )
-        )
-        self._views.put(session, key, rs)
+        else:
+            self._state_call(
+                lambda: self.state.record_write(
+                    session, key, rs, entry.version, entry.operation, digest=digest, extra=event
+                )
+            )
+            self._views.put(session, key, rs)
         observer = self.observer
         if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
             observer.write_finished(entry.operation, APPLIED)
             if self.publish_events:
                 observer.event_published()
 
-    def keep_pending(self, session: str, call_id: str, value: str, ttl_s: float) -> None:
-        """Keep `value` (what a write's after-hook needs: its ticket and pre-image) between the two hook calls
-        of one tool call, which may run in different processes, for `ttl_s` (the ticket's life). In Redis, like
-        the views: losing it (a flush) only loses the record of that write, the session's next write being
-        refused as stale."""
-        key = self._pending_key(session, call_id)
-        self._state_call(lambda: self._redis.set(key, value, ex=max(1, int(ttl_s) + 2)))
-
-    def take_pending(self, session: str, call_id: str) -> str | None:
-        """The value `keep_pending` kept for this tool call, removed as it is read (None: none, or it ran out)."""
-        key = self._pending_key(session, call_id)
-        raw = self._state_call(lambda: self._redis.getdel(key))
-        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
-
-    def _pending_key(self, session: str, call_id: str) -> str:
-        return f"ec:{{{self.namespace}}}:hook-ticket:{session}:{call_id}"
+    def unchanged(self, path: str, digest: str | None) -> bool:
+        """Whether `path` still holds the content of hash `digest` (None: still does not exist). No lock."""
+        return self._current(fsio.resolve(self.root, path)).digest == digest
 
     def forget_view(self, session: str, path: str) -> None:
         """Drop `session`'s view of `path`: what it was shown is not the file (its next write is `not_read`)."""

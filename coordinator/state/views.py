@@ -527,6 +527,21 @@ class StateStore:
 
         return self._call(go)
 
+    def record_head(
+        self, session: str, key: str, version: int, op: str, digest: str | None, extra: Extra | None = None
+    ) -> list[Any]:
+        """A version of `key` written by `session` without giving it a view of the result (a write the
+        coordinator found rather than made, or a repair): only the path's head moves on."""
+
+        def go() -> Any:
+            pipe = self._pipe()
+            self._queue_head(pipe, session, key, version, op, time.time(), digest or "")
+            if extra is not None:
+                extra(pipe)
+            return self._send(pipe)[1:]
+
+        return self._call(go)
+
     def _needs_register(self, session: str, now: float) -> bool:
         last = self._registered.get(session)
         if last is not None and now - last < REGISTER_EVERY_S:

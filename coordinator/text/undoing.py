@@ -167,3 +167,23 @@ def _refused(name: str, what: str, why: str) -> CoordinatorError:
         "you need by hand.",
         reason="not_revertible",
     )
+
+
+REPAIR, RESTORE = "repair", "restore"
+
+
+def put_back(base: bytes, theirs: bytes, mine: bytes) -> tuple[bytes, str]:
+    """A late write `mine`, made on the view `base`, landed over `theirs` (an acknowledged version its writer
+    had not seen): the file's content that loses neither (invariant 7 (c)). Returns (content, how).
+
+    The change ``base -> theirs`` is carried onto `mine` by the merge rule (`rebase.carry_change`): when the
+    two commute, the result holds both (`REPAIR`; it is `mine` itself when the change is already there).
+    Otherwise, or when a content is not text, `theirs` is put back whole (`RESTORE`): the acknowledged
+    version wins, and the late write stays on record in the history."""
+    try:
+        cur = decode_bytes(mine)
+        base_text = decode_bytes(base).text if base else ""
+        carried = carry_change(base_text, decode_bytes(theirs).text, cur.text, what="the overwritten change")
+    except CoordinatorError:
+        return theirs, RESTORE
+    return encode_text(carried.text, Encoding(cur.encoding)), REPAIR

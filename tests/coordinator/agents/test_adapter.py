@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
-from coordinator.agents import adapter as adapter_mod
 from coordinator.agents.adapter import HookAdapter
+from coordinator.engine import agentwrites as adapter_mod
 from coordinator.errors import CoordinatorError, ErrorCode
 from tests.coordinator.agents.hooking import Agent, payload, run
 

@@ -124,7 +124,10 @@ def _pre_write(served: ServerProcess, session: str, file: Path, tid: str) -> dic
     return dict(resp.json())
 
 
-def test_a_killed_agents_ticket_runs_out(served):
+def test_a_killed_agents_ticket_does_not_hold_the_others(served):
+    """An agent killed between its PreToolUse and its PostToolUse (its file unchanged) holds the path for at
+    most the holder's grace (1 s) when another session waits: the survivor's first write is let through,
+    not refused for the dead ticket (which would otherwise last its whole life, 3 s here)."""
     file = served.root / "killed.txt"
     file.write_text("")
     proc, out = _start(served, "http", "doomed", file, 1, "--hold-after-pre")
@@ -141,12 +144,4 @@ def test_a_killed_agents_ticket_runs_out(served):
     }
     read = event("post_read", "survivor", "toolu_r", file, tool_response=shown)
     assert httpx.post(f"{served.url}/v1/hooks/claude-code", json=read, headers=admin, timeout=30).json() == {}
-    denied = _pre_write(served, "survivor", file, "toolu_s0")["hookSpecificOutput"]
-    assert denied["permissionDecision"] == "deny" and "doomed" in denied["permissionDecisionReason"]
-    for attempt in range(1, 200):  # the ticket's life is TICKET_TTL_S: then the survivor's write is let through
-        answer = _pre_write(served, "survivor", file, f"toolu_s{attempt}")
-        if answer == {}:
-            break
-        assert "doomed" in answer["hookSpecificOutput"]["permissionDecisionReason"]
-    else:
-        pytest.fail("the killed agent's ticket never ran out")
+    assert _pre_write(served, "survivor", file, "toolu_s0") == {}

@@ -1,0 +1,229 @@
+"""The agent-write protocol: the one owner of the steps around a write an agent's own tool makes between two
+of its hook events (h11's "one state machine, I/O apart"). The hook adapters (coordinator/agents/) only
+turn payloads into these calls and the answers into the agents' hook answers; the disk and history steps are
+`NativeWrites`' (native.py); the ticket is a lease granted by the lease gate (leasing.py); the memory of a
+call between its hooks is the state layer's `AgentCallStore` (state/agentcalls.py).
+
+A call's life:
+- before: refuse a stale or unread file without waiting (`judge_write`); take the write ticket, an exclusive
+  lease of the path, through `LeaseGate.grant`, which returns only once every process's lease snapshot
+  taken before the grant has been dropped: so no writer of any process can miss a granted ticket (a
+  library or service writer whose snapshot predates it waits out the snapshot's age or is refused
+  `leased`). Then, under the path's lock, judge the view again and keep the pre-image (`prepare_write`),
+  and remember the call (`AgentCallStore.put`). A refusal leaves no ticket behind.
+- after: record what the write left on disk (`record_found`) and release the ticket. A failed call records
+  nothing, unless the file did change (then it is recorded all the same: what is on disk is the truth).
+- reconcile: a ticket ends with its call. An open call is settled (recorded if the file changed, else
+  released) at the session's next hook event, at its Stop/SessionEnd, when a change of the path is seen,
+  and when another session waits for the path: if the holder's write has landed it is recorded; if the
+  file is unchanged `HOLDER_GRACE_S` after the grant, the holder's call is taken to be over (a denied or
+  still-open permission prompt, a failed apply_patch, a killed agent) and its ticket lapses. The ticket's
+  fixed life (`TICKET_TTL_S`) is only for an agent that died mid-write with nobody waiting.
+- late writes (invariant 7 (c)): a lapsed call is remembered (`LAPSED_LIFE_S`); when its write lands after
+  all (the permission prompt answered after minutes), or any write overwrites a version its writer had not
+  seen, the overwritten change is put back by the rebase rule or the acknowledged version restored
+  (`NativeWrites.record_found`), and both sessions are told: the late writer in its hook answer, the
+  overwritten session by a notice given with its next hook answer.
+
+The permission-prompt case, decided: a call waiting on an interactive permission prompt does not hold the
+path. Another session that needs it waits at most `HOLDER_GRACE_S` (1 s) after the holder's grant, then
+writes; if the prompt is then allowed, the late write is repaired as above and said to both. Holding the
+others for the prompt's minutes would stall a fleet on one person's answer; losing the write is never an
+option.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coordinator.engine.native import Found, NativeWrite, NativeWrites
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.state.agentcalls import AgentCallStore, PendingCall
+
+if TYPE_CHECKING:
+    from coordinator.engine.leasing import LeaseGate
+
+__all__ = ["AgentWrites", "Settled"]
+
+TICKET_TTL_ENV = "EDIT_COORDINATOR_TICKET_TTL_S"
+TICKET_WAIT_ENV = "EDIT_COORDINATOR_TICKET_WAIT_S"
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# A write ticket's life: an agent killed between its hooks holds the path this long ($EDIT_COORDINATOR_TICKET_TTL_S).
+TICKET_TTL_S = _seconds(TICKET_TTL_ENV, 30.0)
+# How long a hooked write waits for another session's lease before it is refused ($EDIT_COORDINATOR_TICKET_WAIT_S).
+TICKET_WAIT_S = _seconds(TICKET_WAIT_ENV, 5.0)
+# How long after its grant a ticket whose file is unchanged holds off another session that waits for it.
+HOLDER_GRACE_S = 1.0
+_TICKET_POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What one step found to tell: `notes` for the calling session's model (its late write repaired,
+    notices left for it), in the order they happened."""
+
+    notes: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return "\n\n".join(self.notes)
+
+
+class AgentWrites:
+    """The protocol around agents' own writes (module docstring). Built by the Coordinator
+    (`Coordinator.agent_writes`) from the parts it owns."""
+
+    def __init__(self, native: NativeWrites, gate: LeaseGate, calls: AgentCallStore) -> None:
+        self.native = native
+        self.gate = gate
+        self.calls = calls
+
+    # -- the steps ----------------------------------------------------------------------------------------
+    def before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
+        """Before an agent's own write of `path`: raises the refusal (not_read, stale, leased, ...), else
+        the session holds the path's write ticket and the pre-image is kept."""
+        judged = self.native.judge_write(session, path, whole=whole)
+        if judged.refusal is not None:
+            raise judged.refusal
+        ticket = self._take_ticket(session, judged.key)
+        try:
+            prepared = self.native.prepare_write(session, path, whole=whole, view=judged.view)
+            now = time.time()
+            ends = now + TICKET_TTL_S
+            entry = PendingCall(session, call, prepared.key, ticket, prepared.before, operation, now, ends)
+            self.calls.put(entry)
+        except BaseException:
+            self.gate.release(session, ticket, None)
+            raise
+
+    def after_write(self, session: str, call: str, *, succeeded: bool) -> Settled:
+        """After an agent's own write call (`succeeded`: its tool said so): what the file holds now is
+        recorded as the session's write, and its ticket released. A lapsed call's late write is repaired."""
+        entry = self.calls.take(session, call)
+        if entry is None:
+            return Settled()  # no ticket was taken (refused before), or another step settled it
+        return Settled(self._settle(entry, taken=True))
+
+    def after_read(self, session: str, path: str, shown: str, start_line: int, num_lines: int | None) -> None:
+        self.native.record_view(session, path, shown, start_line, num_lines)
+
+    def settle_session(self, session: str, *, but: str = "", end: bool = False) -> Settled:
+        """At a hook event of `session`: its open calls other than `but` are over (a session's write calls
+        run one at a time), so each is settled; then the notices left for it. `end`: the session stops."""
+        notes: list[str] = []
+        for entry in self.calls.of_session(session):
+            if entry.call == but or (entry.state == "lapsed" and not end):
+                continue
+            notes.extend(self._settle(entry, taken=False))
+        notes.extend(self.calls.collect(session))
+        return Settled(tuple(notes))
+
+    def path_changed(self, key: str) -> None:
+        """A change of `key` was seen (the watcher): the open or lapsed calls on it are settled."""
+        for entry in self.calls.on_path(key):
+            for note in self._settle(entry, taken=False):
+                self.calls.tell(entry.session, note)
+
+    # -- tickets ------------------------------------------------------------------------------------------
+    def _take_ticket(self, session: str, key: str) -> str:
+        """The write ticket: an exclusive lease of `key` through the lease gate's grant. While another
+        session holds one, its call is looked at (`_unblock`) and waited for up to TICKET_WAIT_S; any other
+        lease covering the path is waited for as long, then refused naming its holder."""
+        deadline = time.monotonic() + TICKET_WAIT_S
+        while True:
+            try:
+                return self.gate.grant(session, [key], "exclusive", TICKET_TTL_S, fences=False)[0].id
+            except CoordinatorError as exc:
+                if exc.code != ErrorCode.LEASED:
+                    raise
+                if self._unblock(key, session):
+                    continue
+                if time.monotonic() >= deadline:
+                    raise CoordinatorError(
+                        ErrorCode.LEASED,
+                        f"{exc.message} Another session is writing {key} or holds it; waited "
+                        f"{TICKET_WAIT_S:g} s. Do something else first, then read the file again and retry.",
+                        path=key,
+                    ) from None
+            time.sleep(_TICKET_POLL_S)
+
+    def _unblock(self, key: str, waiter: str) -> bool:
+        """Another session's open call holds `key`: if its write has landed, record it and release its
+        ticket; if the file is unchanged `HOLDER_GRACE_S` after its grant, its call is over (module
+        docstring): the ticket lapses. True when a ticket was ended (the waiter may try again at once)."""
+        ended = False
+        now = time.time()
+        for entry in self.calls.on_path(key):
+            if entry.session == waiter or entry.state != "open":
+                continue
+            if self.native.unchanged(key, entry.before) and now - entry.started < HOLDER_GRACE_S:
+                continue
+            for note in self._settle(entry, taken=False):
+                self.calls.tell(entry.session, note)
+            ended = True
+        return ended
+
+    def _settle(self, entry: PendingCall, *, taken: bool) -> tuple[str, ...]:
+        """Record what `entry`'s call left on disk and end its ticket. An open call whose file is unchanged
+        lapses (remembered, so that its late write is still told apart and repaired); a lapsed one whose file
+        is unchanged stays lapsed. `taken`: the entry was already removed from the table (its after-hook);
+        else it is removed here, by whichever process gets to it first."""
+        if not taken and not self.calls.remove(entry):
+            return ()
+        unchanged = self.native.unchanged(entry.key, entry.before)
+        if unchanged and not taken:
+            if entry.state == "open":
+                self.gate.release(entry.session, entry.ticket, None)
+            self.calls.put(entry.lapsed(time.time()))
+            return ()
+        try:
+            found = Found(None) if unchanged else self._record(entry)
+        finally:
+            if entry.ticket is not None and entry.state == "open":
+                self.gate.release(entry.session, entry.ticket, None)
+        return self._told(entry, found)
+
+    def _record(self, entry: PendingCall) -> Found:
+        prepared = NativeWrite(entry.key, entry.before)
+        return self.native.record_found(entry.session, prepared, entry.operation, call=entry.call or None)
+
+    def _told(self, entry: PendingCall, found: Found) -> tuple[str, ...]:
+        """The late writer's note, and the overwritten sessions' notices (left for their next hook event)."""
+        if found.entry is None or not found.overwritten:
+            return ()
+        who = ", ".join(found.overwritten)
+        version = found.entry.version
+        fixed = found.repair.version if found.repair is not None else version
+        if found.how == "restore":
+            done = (
+                f"The two changes overlap, so the file was restored to session {who}'s version (version "
+                f"{fixed}); your write is kept in the history as version {version} (undoable, restorable)."
+            )
+        elif found.how == "repair":
+            done = f"Their change was put back into your result (version {fixed})."
+        else:
+            done = "Their change is still in the file."
+        late = (
+            f"Your {entry.operation} of {entry.key} landed after its write ticket had ended, over a change by "
+            f"session {who} that you had not seen. {done} Read {entry.key} again before changing it."
+        )
+        for writer in found.overwritten:
+            if writer != entry.session and writer != "outside":
+                self.calls.tell(
+                    writer,
+                    f"Your change to {entry.key} was overwritten by a late {entry.operation} of session "
+                    f"{entry.session} (version {version}). {done.replace('your write', 'that write')} "
+                    f"Read {entry.key} again before changing it.",
+                )
+        return (late,)

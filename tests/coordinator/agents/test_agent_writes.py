@@ -1,0 +1,191 @@
+"""The agent-write protocol (coordinator/engine/agentwrites.py): write tickets granted through the lease
+gate's rule, tickets that end with their call, late writes repaired and told, never lost in silence."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.agents.adapter import HookAdapter
+from coordinator.engine import agentwrites
+from tests import REPO_ROOT
+from tests.coordinator.agents.hooking import Agent, payload, run
+
+
+@pytest.fixture
+def hooks(coord: Coordinator) -> HookAdapter:
+    return HookAdapter(coord, session_end=lambda root, session: None)
+
+
+@pytest.fixture
+def app(root: Path) -> Path:
+    f = root / "app.py"
+    f.write_text("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n")
+    return f
+
+
+def _edit_ids(session: str, call: str, path: Path, old: str, new: str) -> dict[str, object]:
+    return {
+        "session_id": session,
+        "tool_use_id": call,
+        "tool_input__file_path": str(path),
+        "tool_input__old_string": old,
+        "tool_input__new_string": new,
+    }
+
+
+def _history(coord: Coordinator, key: str) -> list[tuple[str, str]]:
+    return [(e.session, e.operation) for e in reversed(coord.history(key))]
+
+
+# -- tickets through the lease gate ---------------------------------------------------------------------------
+_LIBRARY_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from coordinator import Coordinator, CoordinatorError
+    root, rounds = sys.argv[1], int(sys.argv[2])
+    acked = 0
+    with Coordinator(root, durability="none") as coord:
+        s = coord.session("library")
+        s.read("shared.txt")
+        n = 0
+        while n < rounds:
+            try:
+                s.edit("shared.txt", "END\\n", f"library {n}\\nEND\\n")
+                n += 1
+                print(f"library {n - 1}", flush=True)
+            except CoordinatorError as exc:
+                if exc.code.value in ("stale", "not_read"):
+                    s.read("shared.txt")
+            time.sleep(0.01)  # its lease snapshot stays younger than 0.2 s (refreshed as its writes go)
+    """
+)
+
+
+def test_a_library_writer_of_another_process_never_writes_through_a_ticket(real_redis_root: Path):
+    """A library writer in another process edits the file in a tight loop, so that its lease snapshot is
+    always younger than 0.2 s, while a hooked agent takes its write ticket and writes the file itself (a
+    whole-file write made from what it was allowed to change). Granted through the lease gate's rule, the
+    ticket is seen by the library writer before the agent is allowed on: every acknowledged line of both is
+    in the file at the end, and no repair was needed (none written through the ticket)."""
+    root = real_redis_root
+    shared = root / "shared.txt"
+    shared.write_text("END\n")
+    with Coordinator(root, durability="none") as coord:
+        hooks = HookAdapter(coord, session_end=lambda r, s: None)
+        agent = Agent(hooks, root, "agent")
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _LIBRARY_WRITER, str(root), "60"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert writer.stdout is not None
+            first = writer.stdout.readline()  # the library writer is under way
+            assert first.startswith("library")
+            landed: list[str] = []
+            for i in range(20):
+                time.sleep(0.02)
+                agent.read("shared.txt")
+                call = f"toolu_agent_{i}"
+                fields = _edit_ids("agent", call, shared, "END\n", f"agent {i}\nEND\n")
+                if not run(hooks, payload("pre_edit", root, **fields)).allow:
+                    continue
+                seen = shared.read_text()  # the agent's tool reads the file it was allowed to change,
+                time.sleep(0.02)  # works on it, and writes it whole
+                shared.write_text(seen.replace("END\n", f"agent {i}\nEND\n"))
+                run(hooks, payload("post_edit", root, **fields))
+                landed.append(f"agent {i}")
+            out, _ = writer.communicate(timeout=120)
+        finally:
+            writer.kill()
+        acked = [first.strip(), *out.split("\n")]
+        text = shared.read_text().split("\n")
+        assert landed and writer.returncode == 0
+        lost = [line for line in [*acked, *landed] if line and line not in text]
+        assert lost == []
+        ops = {op for _, op in _history(coord, "shared.txt")}
+        assert ops <= {"edit"}  # no repair, no restore: nothing wrote through a ticket
+
+
+# -- tickets end with their call -------------------------------------------------------------------------------
+def test_a_call_that_ended_without_its_after_hook_does_not_hold_another_session(hooks, coord, root, app, monkeypatch):
+    """Alice's Edit was allowed and never ran (a permission prompt refused it: no PostToolUse). Bob's Edit
+    is let through once the holder's grace is over, not refused for the ticket; alice's ticket lapsed."""
+    monkeypatch.setattr(agentwrites, "HOLDER_GRACE_S", 0.0)
+    monkeypatch.setattr(agentwrites, "TICKET_WAIT_S", 0.3)  # a refusal would come after this
+    Agent(hooks, root, "alice").read("app.py")
+    assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))).allow
+    bob = Agent(hooks, root, "bob")
+    bob.read("app.py")
+    assert bob.edit("app.py", "b = 2", "b = 20").allow
+    assert _history(coord, "app.py") == [("bob", "edit")]
+    assert [x.session for x in coord.lease_store.live()] == []
+
+
+def test_the_sessions_next_event_records_a_write_whose_after_hook_never_came(hooks, coord, root, app):
+    alice = Agent(hooks, root, "alice")
+    alice.read("app.py")
+    assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))).allow
+    app.write_text(app.read_text().replace("a = 1", "a = 10"))  # written; its PostToolUse never came
+    assert [x.session for x in coord.lease_store.live()] == ["alice"]
+    alice.read("app.py")  # the session's next event
+    assert _history(coord, "app.py") == [("alice", "edit")]
+    assert coord.lease_store.live() == []
+
+
+# -- late writes are repaired and told --------------------------------------------------------------------------
+def _late_write(hooks: HookAdapter, root: Path, app: Path, monkeypatch, alice_new: str, bob_new: str) -> str:
+    """Alice is allowed to change line 1 then stalls (a permission prompt); bob waits out the grace, edits;
+    alice's write then lands over bob's version. Returns alice's after-hook answer."""
+    monkeypatch.setattr(agentwrites, "HOLDER_GRACE_S", 0.0)
+    alice = Agent(hooks, root, "alice")
+    alice.read("app.py")
+    fields = _edit_ids("alice", "t_late", app, "a = 1", alice_new)
+    assert run(hooks, payload("pre_edit", root, **fields)).allow
+    seen = app.read_text()  # what alice's tool read before it stalled
+    bob = Agent(hooks, root, "bob")
+    bob.read("app.py")
+    old_b = "b = 2" if "b =" in bob_new else "a = 1"
+    assert bob.edit("app.py", old_b, bob_new).allow
+    app.write_text(seen.replace("a = 1", alice_new))  # the late write, made on alice's old view
+    answer = run(hooks, payload("post_edit", root, **fields))
+    assert answer.allow
+    return answer.reason
+
+
+def test_a_late_write_that_commutes_gets_the_overwritten_change_put_back(hooks, coord, root, app, monkeypatch):
+    told = _late_write(hooks, root, app, monkeypatch, "a = 10", "b = 20")
+    assert app.read_text() == "a = 10\nb = 20\nc = 3\nd = 4\ne = 5\n"
+    assert _history(coord, "app.py") == [("bob", "edit"), ("alice", "edit"), ("bob", "repair")]
+    assert "bob" in told and "put back" in told and "Read app.py again" in told
+    # bob hears of it at his next hook event
+    notice = run(hooks, payload("post_read", root, session_id="bob", tool_input__file_path=str(app)))
+    assert "overwritten by a late edit of session alice" in notice.reason
+    # alice must read again: her view is not the file
+    assert Agent(hooks, root, "alice").edit("app.py", "c = 3", "c = 30").code == "not_read"
+
+
+def test_a_late_write_that_clashes_restores_the_acknowledged_version(hooks, coord, root, app, monkeypatch):
+    told = _late_write(hooks, root, app, monkeypatch, "a = 10", "a = 11")
+    assert app.read_text().startswith("a = 11\n")  # bob's acknowledged edit stands
+    hist = coord.history("app.py")
+    assert _history(coord, "app.py") == [("bob", "edit"), ("alice", "edit"), ("bob", "restore")]
+    kept = coord.history_store.load(hist[1].after, "app.py").decode()
+    assert kept.startswith("a = 10\n")  # alice's write is on record
+    assert "restored to session bob's version" in told
+
+
+def test_session_end_settles_its_open_calls(hooks, coord, root, app):
+    Agent(hooks, root, "alice").read("app.py")
+    assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))).allow
+    app.write_text(app.read_text().replace("a = 1", "a = 10"))
+    assert run(hooks, payload("session_end", root, session_id="alice")).allow
+    assert _history(coord, "app.py") == [("alice", "edit")] and coord.lease_store.live() == []
