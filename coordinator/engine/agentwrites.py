@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from coordinator.engine.native import Found, NativeWrite, NativeWrites
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.agentcalls import AgentCallStore, PendingCall
+from coordinator.state.views import KIND_READ, ReadState
 
 if TYPE_CHECKING:
     from coordinator.engine.leasing import LeaseGate
@@ -101,7 +102,11 @@ class AgentWrites:
             prepared = self.native.prepare_write(session, path, whole=whole, view=judged.view)
             now = time.time()
             ends = now + TICKET_TTL_S
-            entry = PendingCall(session, call, prepared.key, ticket, prepared.before, operation, now, ends)
+            view = judged.view
+            window = (view.offset, view.limit) if view is not None and _partial(view) else None
+            entry = PendingCall(
+                session, call, prepared.key, ticket, prepared.before, operation, now, ends, window=window
+            )
             self.calls.put(entry)
         except BaseException:
             self.gate.release(session, ticket, None)
@@ -196,7 +201,9 @@ class AgentWrites:
 
     def _record(self, entry: PendingCall) -> Found:
         prepared = NativeWrite(entry.key, entry.before)
-        return self.native.record_found(entry.session, prepared, entry.operation, call=entry.call or None)
+        return self.native.record_found(
+            entry.session, prepared, entry.operation, call=entry.call or None, window=entry.window
+        )
 
     def _told(self, entry: PendingCall, found: Found) -> tuple[str, ...]:
         """The late writer's note, and the overwritten sessions' notices (left for their next hook event)."""
@@ -227,3 +234,8 @@ class AgentWrites:
                     f"Read {entry.key} again before changing it.",
                 )
         return (late,)
+
+
+def _partial(view: ReadState) -> bool:
+    """A view of some lines only: the agent's Edit result does not show the file, so it stays partial."""
+    return view.kind == KIND_READ and (view.offset > 1 or view.limit > 0)

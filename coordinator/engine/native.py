@@ -186,7 +186,14 @@ class NativeWrites:
         """After the agent's own write: `record_found`'s entry of it (None: nothing recorded)."""
         return self.record_found(session, prepared, operation, call).entry
 
-    def record_found(self, session: str, prepared: NativeWrite, operation: str, call: str | None = None) -> Found:
+    def record_found(
+        self,
+        session: str,
+        prepared: NativeWrite,
+        operation: str,
+        call: str | None = None,
+        window: tuple[int, int] | None = None,
+    ) -> Found:
         """After the agent's own write of `prepared.key` (`prepared.before`: the version it was allowed to
         change): the history entry of the bytes now on disk, attributed to `session`, then the session's new
         view, the path's version and the change event. Nothing is recorded when the file is unchanged or gone,
@@ -199,7 +206,8 @@ class NativeWrites:
         rule when the two commute (3-way: the agent's view, the version it overwrote, what it wrote), else
         the overwritten version is restored whole (the agent's write stays on record, undoable). The repair
         is a version of its own, attributed to the overwritten version's writer. A Redis failure after the
-        entries raises state_unavailable; the entries stand."""
+        entries raises state_unavailable; the entries stand. `window`: the session's view was partial (offset,
+        limit) and stays so (its tool's answer did not show it the file): a whole write still needs a read."""
         rp = fsio.resolve(self.root, prepared.key)
         held = self.locks.acquire(rp.key)
         try:
@@ -209,7 +217,7 @@ class NativeWrites:
         if found.entry is None:
             return found
         late = found.repair is not None or found.overwritten
-        self._record_state(session, rp.key, found.entry, found.st, found.lines, view=not late)
+        self._record_state(session, rp.key, found.entry, found.st, found.lines, view=not late, window=window)
         if late:
             self.forget_view(session, rp.key)  # it has not seen what the file holds now
         if found.repair is not None:
@@ -301,13 +309,16 @@ class NativeWrites:
         lines: tuple[int, int],
         *,
         view: bool = True,
+        window: tuple[int, int] | None = None,
     ) -> None:
         """The Redis side of a recorded agent write: the session's view (`view`: it has seen the result), the
         path's version and the change event in one round trip, then this process's cached view and the
         observer."""
         now = time.time()
         digest = entry.after
-        rs = ReadState(digest or "", st.st_mtime_ns if st else 0, st.st_size if st else 0, 0, 0, now, KIND_WRITE)
+        offset, limit = window or (0, 0)
+        kind = KIND_READ if window else KIND_WRITE
+        rs = ReadState(digest or "", st.st_mtime_ns if st else 0, st.st_size if st else 0, offset, limit, now, kind)
 
         def event(pipe: object) -> None:
             if self.publish_events:

@@ -53,6 +53,7 @@ class PendingCall:
     started: float
     ends: float
     state: CallState = "open"
+    window: tuple[int, int] | None = None  # the session's view was partial: (offset, limit) of what it saw
 
     def field(self) -> str:
         return field_of(self.session, self.call)
@@ -67,6 +68,8 @@ class PendingCall:
     def from_json(cls, raw: Any) -> PendingCall | None:
         try:
             data = json.loads(raw)
+            if data.get("window") is not None:
+                data["window"] = tuple(data["window"])
             return cls(**data)
         except (TypeError, ValueError):
             return None  # not ours, or of an older layout: ignored

@@ -189,3 +189,29 @@ def test_session_end_settles_its_open_calls(hooks, coord, root, app):
     app.write_text(app.read_text().replace("a = 1", "a = 10"))
     assert run(hooks, payload("session_end", root, session_id="alice")).allow
     assert _history(coord, "app.py") == [("alice", "edit")] and coord.lease_store.live() == []
+
+
+# -- views are what the model saw -------------------------------------------------------------------------------
+def test_a_partial_view_stays_partial_after_the_sessions_own_edit(hooks, root, app):
+    """Read offset 2 limit 1, then an Edit (whose result does not show the file): a Write of the whole file
+    is still refused, since the model never saw the other lines; another Edit goes on."""
+    shown = {"tool_input__file_path": str(app), "tool_input__offset": 2, "tool_input__limit": 1}
+    window = {"file__filePath": str(app), "file__content": "b = 2\n", "file__startLine": 2}
+    read = payload("post_read", root, session_id="s1", **shown, **window, file__numLines=1, file__totalLines=5)
+    assert run(hooks, read).allow
+    s1 = Agent(hooks, root, "s1")
+    assert s1.edit("app.py", "b = 2", "b = 20").allow
+    whole = run(hooks, payload("pre_write", root, session_id="s1", tool_input__file_path=str(app)))
+    assert not whole.allow and "read only in part" in whole.reason
+    assert s1.edit("app.py", "b = 20", "b = 21").allow
+
+
+def test_a_file_unchanged_read_answer_keeps_the_view(hooks, root, app):
+    """Claude Code answers a second Read of an unchanged file with `file_unchanged` and no content: the
+    session's view is kept (its next edit goes on), not dropped."""
+    s1 = Agent(hooks, root, "s1")
+    s1.read("app.py")
+    unchanged = payload("post_read", root, session_id="s1", tool_input__file_path=str(app))
+    unchanged["tool_response"] = {"type": "file_unchanged", "file": {"filePath": str(app)}}
+    assert run(hooks, unchanged).allow
+    assert s1.edit("app.py", "a = 1", "a = 2").allow
