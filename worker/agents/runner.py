@@ -44,10 +44,10 @@ class AgentRun:
 
     agent: str
     returncode: int | None  # None: killed at the timeout
-    stdout: str
-    stderr: str
-    server: ModelServer
-    payloads: list[dict[str, Any]]
+    stdout: str = field(repr=False)
+    stderr: str = field(repr=False)
+    server: ModelServer = field(repr=False)
+    payloads: list[dict[str, Any]] = field(repr=False)
 
     @property
     def timed_out(self) -> bool:
