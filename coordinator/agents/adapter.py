@@ -13,6 +13,7 @@ that its own write was) ride the answer.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 
 from coordinator.agents.core import ALLOW, Decision, ToolCall
@@ -67,21 +68,33 @@ class HookAdapter:
             notes = protocol.settle_session(call.session, end=True)
             self._end(call)
             return Decision.note(notes.text())
-        if call.kind == "other" or (call.kind != "shell" and not call.path):
+        if call.kind == "other" or (call.kind != "shell" and not call.path) or self._outside(call.path):
             return ALLOW
         notes = protocol.settle_session(call.session, but=call.tool_use_id)
         try:
             decision = self._decide(call)
         except CoordinatorError as exc:
-            if exc.code in _DENIABLE:
-                return Decision.deny(_joined(notes.text(), exc.message), exc.code.value)
-            raise
+            if exc.code not in _DENIABLE:
+                raise
+            if call.phase != "before":  # after the tool there is nothing to refuse: only nothing recorded
+                return Decision.note(notes.text())
+            return Decision.deny(_joined(notes.text(), exc.message), exc.code.value)
         told = notes.text()
         if not told:
             return decision
         if decision.allow:
             return Decision.note(_joined(told, decision.reason))
         return decision._replace(reason=_joined(told, decision.reason))
+
+    def _outside(self, path: str | None) -> bool:
+        """An absolute path outside the repository (its folder and its real path both elsewhere): not the
+        repository's file, so not guarded (the agent's own tools handle it as they would without hooks).
+        A path inside the root that leads out through a symlink is guarded, and refused as outside_root."""
+        if path is None or not os.path.isabs(path):
+            return False
+        root = os.path.realpath(self.coord.root)
+        inside = (os.path.normpath(path), os.path.realpath(path))
+        return not any(p == root or p.startswith(root.rstrip("/") + "/") for p in inside)
 
     def _decide(self, call: ToolCall) -> Decision:
         protocol = self.coord.agent_writes

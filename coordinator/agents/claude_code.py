@@ -134,12 +134,14 @@ def _int(value: object) -> int | None:
 
 
 def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
-    """The hook's answer. A deny of a PreToolUse call is the permission decision; a deny of any other event
-    (which cannot be undone) is exit 2 with the reason on stderr, which Claude Code shows the model."""
+    """The hook's answer. A deny of a PreToolUse call is the permission decision. After a tool or at an end
+    there is nothing left to refuse, and exit 2 there would keep the agent going (Stop) or push an error
+    into its turn: the answer is "go on" (what could not be recorded is logged by the way in). A deny with
+    no call (the payload unreadable) is exit 2 with the reason on stderr."""
     if decision.allow and decision.reason and call is not None and call.event in _CONTEXT_EVENTS:
         told = {"hookSpecificOutput": {"hookEventName": call.event, "additionalContext": decision.reason}}
         return HookAnswer(0, json.dumps(told), "", told)
-    if decision.allow:
+    if decision.allow or (call is not None and call.phase != "before"):
         return HookAnswer(0, "", "", {})
     if call is not None and call.phase == "before":
         body: dict[str, Any] = {

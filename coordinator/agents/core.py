@@ -101,7 +101,32 @@ class HookAnswer(NamedTuple):
 BLOCK_EXIT = 2
 
 
+# The events whose hook guards a write (Claude Code's and Codex's PreToolUse, Gemini CLI's BeforeTool): an
+# error of the hook's own refuses the call. Every other event (after a tool, the end of a turn, the end of a
+# session) answers "go on" on an error of its own: there a refusal cannot protect anything, and at the end
+# of a turn exit 2 means "keep going", which kept agents looping on a broken install.
+GUARD_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
+
+
+def fails_closed(event: str | None) -> bool:
+    """Whether a hook of `event` refuses the call on an error of its own. An event that cannot be told
+    (the payload unreadable) fails closed unless the command line says otherwise (`--fail-open`)."""
+    return event is None or event in GUARD_EVENTS
+
+
+def event_of(payload: object) -> str | None:
+    """The `hook_event_name` of a parsed payload, None when there is none."""
+    event = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return event if isinstance(event, str) else None
+
+
 def failed_closed(reason: str) -> HookAnswer:
     """The answer of a hook that could not decide (bad input, no service, an error of its own): block,
     with the reason on stderr, which the agents show the model on exit 2."""
     return HookAnswer(BLOCK_EXIT, "", f"edit-coordinator hook: {reason}\n", {})
+
+
+def failed(reason: str, *, closed: bool, go_on: HookAnswer) -> HookAnswer:
+    """The answer to an error of the hook's own: `failed_closed` where the hook guards a write, else the
+    agent's "go on" (`go_on`: its front end's allow answer)."""
+    return failed_closed(reason) if closed else go_on

@@ -14,8 +14,8 @@ What is recorded of a read is what the tool's `llmContent` showed the model, aft
 Gemini CLI puts before a partial file; the adapter keeps it only if those are the file's lines.
 
 Answer: allow is exit 0 with `{}` (stdout must be JSON on exit 0). A BeforeTool deny is exit 0 with
-`{"decision": "deny", "reason": ...}`, the reason sent to the model as the tool's error; any other deny
-is exit 2 with the reason on stderr.
+`{"decision": "deny", "reason": ...}`, the reason sent to the model as the tool's error; after a tool and at
+an end the answer is always "go on" (coordinator.agents.core.GUARD_EVENTS).
 """
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ def _int(value: object) -> int | None:
 
 
 def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
-    if decision.allow:
+    """A BeforeTool deny is the decision on stdout; after a tool or at an end, "go on" (an AfterAgent exit 2
+    retries the turn); a deny with no call (the payload unreadable) exit 2 with the reason on stderr."""
+    if decision.allow or (call is not None and call.phase != "before"):
         return HookAnswer(0, "{}", "", {})
     if call is not None and call.phase == "before":
         body: dict[str, Any] = {"decision": "deny", "reason": decision.reason}

@@ -140,18 +140,51 @@ def settings_path(agent: str, scope: Scope = "local") -> str:
     raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"No set-up for {agent!r}: choose one of {', '.join(AGENTS)}.")
 
 
-def hook_command(agent: str, target: Target) -> str:
-    """The shell command line a command hook runs. `|| exit 2` turns every other failure (the program
-    missing: 127, a crash: 1) into the one exit status the agents treat as a refusal."""
+def hook_command(agent: str, target: Target, event: str | None = None) -> str:
+    """The shell command line a command hook of `event` runs (None: a hook that guards a write).
+
+    Only a hook that guards a write (core.GUARD_EVENTS) fails closed: its command ends in a fallback that
+    turns every other failure of the program (missing: 127, not executable: 126, a crash: 1) into exit 2,
+    the status the agents treat as a refusal. Every other event's command carries `--fail-open` and its
+    fallback answers "go on" (exit 0; Gemini CLI's `{}`): exit 2 at the end of a turn keeps an agent going,
+    so a moved interpreter would otherwise loop it. Either fallback appends the failure to the state
+    folder's failure log (coordinator/agents/failures.py's line), where `status` and `init --check` show it.
+    """
+    from coordinator.agents.core import fails_closed
+
+    closed = fails_closed(event)
     if target.server is None and target.client and target.root is not None:
         argv = [*target.client, agent, "--root", target.root]
-        return " ".join(shlex.quote(a) for a in argv) + " || exit 2"
-    argv = [*target.program, "hook", agent]
-    prefix = ""
-    if target.server is not None:
-        argv += ["--server", target.server]
-        prefix = f'EDIT_COORDINATOR_TOKEN="${{{target.token_env}}}" '
-    return prefix + " ".join(shlex.quote(a) for a in argv) + " || exit 2"
+        prefix = ""
+    else:
+        argv = [*target.program, "hook", agent]
+        prefix = ""
+        if target.server is not None:
+            argv += ["--server", target.server]
+            prefix = f'EDIT_COORDINATOR_TOKEN="${{{target.token_env}}}" '
+    if not closed:
+        argv.append("--fail-open")
+    return prefix + " ".join(shlex.quote(a) for a in argv) + _fallback(agent, event, target.root, closed=closed)
+
+
+def _fallback(agent: str, event: str | None, root: str | None, *, closed: bool) -> str:
+    """` || { ... }`: what the shell does when the hook program itself fails (see `hook_command`). The texts
+    hold no quote, backquote or `$` but the status `$s`: they are safe inside double quotes."""
+    from coordinator.agents.failures import line
+    from coordinator.disk.layout import hook_failures_file, state_dir_of
+
+    what = (
+        "the hook command exited $s (its interpreter or script is missing or broken): run edit-coordinator "
+        f"init {agent} again"
+    )
+    log = ""
+    if root is not None:
+        entry = line(agent, event or "", what, 0).rstrip("\n").split(" ", 1)[1]  # the line after its time
+        log = f'echo "$(date +%s) {entry}" 2>/dev/null >>{shlex.quote(str(hook_failures_file(state_dir_of(root))))}; '
+    if closed:
+        return f' || {{ s=$?; [ $s = 2 ] || {{ {log}echo "edit-coordinator hook: {what}" >&2; }}; exit 2; }}'
+    go_on = "echo '{}'; " if agent == "gemini" else ""
+    return f" || {{ s=$?; {log}{go_on}exit 0; }}"
 
 
 def plan(agent: str, target: Target, scope: Scope = "local") -> Plan:
@@ -164,7 +197,8 @@ def plan(agent: str, target: Target, scope: Scope = "local") -> Plan:
 
 
 def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
-    def handler(blocking: bool, timeout: int = POST_TIMEOUT_S) -> dict[str, Any]:
+    def handler(event: str, timeout: int = POST_TIMEOUT_S) -> dict[str, Any]:
+        blocking = event == "PreToolUse"
         if target.hook_type == "mcp_tool":
             h: dict[str, Any] = {"type": "mcp_tool", "server": MCP_SERVER, "tool": MCP_HOOK_TOOL}
             h["input"] = mcp_tool_input()
@@ -176,47 +210,45 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
                 "allowedEnvVars": [target.token_env],
             }
         else:
-            h = {"type": "command", "command": hook_command("claude-code", target)}
+            h = {"type": "command", "command": hook_command("claude-code", target, event)}
         h["timeout"] = PRE_TIMEOUT_S if blocking else timeout
         if blocking:
             h["onFailure"] = "block"  # a hook that cannot start, times out or answers oddly refuses the call
         return h
 
     return (
-        Wanted("PreToolUse", "^(Edit|MultiEdit|Write|Bash)$", handler(True)),
-        Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write)$", handler(False)),
-        Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write)$", handler(False)),
-        Wanted("Stop", None, handler(False)),
-        Wanted("SubagentStop", None, handler(False)),  # a subagent is a session of its own: its end too
-        Wanted("SessionEnd", None, handler(False, SESSION_END_TIMEOUT_S)),
+        Wanted("PreToolUse", "^(Edit|MultiEdit|Write|Bash)$", handler("PreToolUse")),
+        Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write)$", handler("PostToolUse")),
+        Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write)$", handler("PostToolUseFailure")),
+        Wanted("Stop", None, handler("Stop")),
+        Wanted("SubagentStop", None, handler("SubagentStop")),  # a subagent is a session of its own: its end too
+        Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S)),
     )
 
 
 def _codex_hooks(target: Target) -> tuple[Wanted, ...]:
-    command = hook_command("codex", target)
-
-    def handler(timeout: int, status: str | None = None) -> dict[str, Any]:
-        h: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+    def handler(event: str, timeout: int, status: str | None = None) -> dict[str, Any]:
+        h: dict[str, Any] = {"type": "command", "command": hook_command("codex", target, event), "timeout": timeout}
         if status:
             h["statusMessage"] = status
         return h
 
     return (
-        Wanted("PreToolUse", "^(apply_patch|Bash)$", handler(PRE_TIMEOUT_S, "edit-coordinator: checking")),
-        Wanted("PostToolUse", "^(apply_patch|Bash)$", handler(POST_TIMEOUT_S)),
-        Wanted("Stop", None, handler(POST_TIMEOUT_S)),
-        Wanted("SessionEnd", None, handler(SESSION_END_TIMEOUT_S)),
+        Wanted(
+            "PreToolUse", "^(apply_patch|Bash)$", handler("PreToolUse", PRE_TIMEOUT_S, "edit-coordinator: checking")
+        ),
+        Wanted("PostToolUse", "^(apply_patch|Bash)$", handler("PostToolUse", POST_TIMEOUT_S)),
+        Wanted("Stop", None, handler("Stop", POST_TIMEOUT_S)),
+        Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S)),
     )
 
 
 def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
-    command = hook_command("gemini", target)
-
-    def handler(timeout_s: int, description: str) -> dict[str, Any]:
+    def handler(event: str, timeout_s: int, description: str) -> dict[str, Any]:
         return {
             "name": GEMINI_NAME,
             "type": "command",
-            "command": command,
+            "command": hook_command("gemini", target, event),
             "timeout": timeout_s * 1000,  # Gemini CLI counts milliseconds
             "description": description,
         }
@@ -225,15 +257,17 @@ def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
         Wanted(
             "BeforeTool",
             "^(write_file|replace|run_shell_command)$",
-            handler(PRE_TIMEOUT_S, "edit-coordinator: refuse stale or unread writes, take the write ticket"),
+            handler(
+                "BeforeTool", PRE_TIMEOUT_S, "edit-coordinator: refuse stale or unread writes, take the write ticket"
+            ),
         ),
         Wanted(
             "AfterTool",
             "^(read_file|write_file|replace)$",
-            handler(POST_TIMEOUT_S, "edit-coordinator: record what was read or written"),
+            handler("AfterTool", POST_TIMEOUT_S, "edit-coordinator: record what was read or written"),
         ),
-        Wanted("AfterAgent", None, handler(POST_TIMEOUT_S, "edit-coordinator: end of turn")),
-        Wanted("SessionEnd", None, handler(SESSION_END_TIMEOUT_S, "edit-coordinator: end of session")),
+        Wanted("AfterAgent", None, handler("AfterAgent", POST_TIMEOUT_S, "edit-coordinator: end of turn")),
+        Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S, "edit-coordinator: end of session")),
     )
 
 

@@ -195,6 +195,7 @@ def _shown_handler(plan: Any) -> str:
 
 
 def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, Any], exists: bool) -> int:
+    from coordinator.agents import failures
     from coordinator.agents import settings as st
 
     missing = st.missing(current, plan) if exists else [st.describe(w) for w in plan.hooks]
@@ -210,24 +211,31 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
     if target.hook_type == "mcp_tool":  # where Claude Code keeps its MCP servers is outside what init reads
         notes.append(_MCP_SERVER_NOTE.format(program=_mcp_program(root)))
     stale = st.unwanted(current, plan)
+    logged = failures.summary(root, agent=plan.agent)
+    report = {"settings": plan.path, "missing": missing, "problems": problems, "stale": stale, "notes": notes}
     if args.json:
-        report = {"settings": plan.path, "missing": missing, "problems": problems, "stale": stale, "notes": notes}
+        report["failures"] = failures.recent(root, 0, plan.agent)[0]
         print(json.dumps(report, indent=2))
     else:
-        name = _NAMES[plan.agent]
-        if not missing and not problems:
-            print(f"{name}: every hook is in place in {plan.path}.")
-        for item in missing:
-            print(f"missing: {item}")
-        for item in stale:
-            print(f"differs from what init writes now: {item} (init replaces it)")
-        for item in problems:
-            print(f"problem: {item}")
-        for warning in notes:
-            print(f"note: {warning}")
-        if missing or stale:
-            print(f"Run `edit-coordinator init {plan.agent}` (with the same options) to put it right.")
+        _print_check(plan, report, logged)
     return 1 if missing or problems else 0
+
+
+def _print_check(plan: Any, report: dict[str, list[str]], logged: list[str]) -> None:
+    if not report["missing"] and not report["problems"]:
+        print(f"{_NAMES[plan.agent]}: every hook is in place in {plan.path}.")
+    for item in report["missing"]:
+        print(f"missing: {item}")
+    for item in report["stale"]:
+        print(f"differs from what init writes now: {item} (init replaces it)")
+    for item in report["problems"]:
+        print(f"problem: {item}")
+    for warning in report["notes"]:
+        print(f"note: {warning}")
+    for text in logged:
+        print(text)
+    if report["missing"] or report["stale"]:
+        print(f"Run `edit-coordinator init {plan.agent}` (with the same options) to put it right.")
 
 
 def _remove(

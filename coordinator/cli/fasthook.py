@@ -18,8 +18,10 @@ service refuses the token (the full path mints another), when $EDIT_COORDINATOR_
 $EDIT_COORDINATOR_HOOK_SERVICE=0, and for arguments this client does not read (--help). The request has
 not reached the service in any of those cases, so the event is never applied twice.
 
-Fails closed: any error of its own (an answer it cannot read, a timeout, a service that closes on it) exits
-2 with the reason on stderr, which the agents show their model and treat as a refusal.
+On an error of its own (an answer it cannot read, a timeout, a service that closes on it) a hook that guards
+a write (PreToolUse, BeforeTool: the event's name is found in the bytes without parsing them) fails closed:
+exit 2 with the reason on stderr, which the agents show their model and treat as a refusal. Every other
+event answers "go on" (exit 0) and appends the failure to the state folder's failure log.
 """
 
 import _socket
@@ -31,6 +33,9 @@ SERVICE_FOLDER = "/.edit-coordinator/hook-service/"  # disk/layout.py's state fo
 MAX_UNIX_PATH_BYTES = 107  # coordinator.endpoint's
 DEFAULT_TIMEOUT_S = 30.0  # coordinator.cli.hook's: below the agents' own hook timeouts
 BLOCK_EXIT = 2
+GUARD_EVENTS = ("PreToolUse", "BeforeTool")  # coordinator.agents.core.GUARD_EVENTS
+GO_ON = {"claude-code": b"", "codex": b"", "gemini": b"{}"}  # each front end's render(None, ALLOW).stdout
+FAILURE_LOG = "/.edit-coordinator/hook-failures.log"  # disk/layout.py's hook_failures_file
 _SLOW_ENV = (b"EDIT_COORDINATOR_SERVER", b"EDIT_COORDINATOR_HOOK_SERVICE")
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
@@ -46,11 +51,13 @@ class OlderService(HookFailure):
 
 def main(argv: list[str]) -> int:
     """The hook's exit status; its answer is written to stdout and stderr."""
+    parsed = None
+    raw = b""
     try:
         parsed = _arguments(argv)
         if parsed is None:
             return _full_hook(argv, None)
-        agent, root, timeout = parsed
+        agent, root, timeout, _open = parsed
         raw = sys.stdin.buffer.read()
         if _wants_full_path():
             return _full_hook(argv, raw)
@@ -64,21 +71,78 @@ def main(argv: list[str]) -> int:
         if answer is None or answer[1] == b"unauthorized":
             return _full_hook(argv, raw, refresh=answer is not None)
         exit_code, _code, out, err = answer
-    except Exception as exc:  # fail closed on anything of our own
-        exit_code, out, err = BLOCK_EXIT, b"", f"edit-coordinator hook: {_describe(exc)}\n".encode()
+        if exit_code != 0 and not guards(event_name(raw)):
+            raise HookFailure(f"the hook service answered exit {exit_code}: {err[:300].decode('utf-8', 'replace')}")
+    except Exception as exc:  # an error of our own: refuse a guarded write, let anything else go on
+        exit_code, out, err = _failure(parsed, raw, _describe(exc))
     _write(1, out)
     _write(2, err)
     return exit_code
 
 
-def _arguments(argv: list[str]) -> tuple[str, str, float] | None:
-    """(agent, root, timeout) of `AGENT --root ROOT [--timeout S]` (also `--opt=value`); None otherwise."""
+def guards(event: str | None) -> bool:
+    """coordinator.agents.core.fails_closed (a test pins them equal): the events whose hook guards a write."""
+    return event is None or event in GUARD_EVENTS
+
+
+def event_name(raw: bytes) -> str | None:
+    """The `hook_event_name` of a hook event's JSON, found without a JSON parser: the first such key at any
+    depth, its string value without escapes; None when there is none (the event then counts as guarding)."""
+    at = raw.find(b'"hook_event_name"')
+    if at < 0:
+        return None
+    rest = raw[at + 17 : at + 200].lstrip(b" \t\r\n")
+    if rest[:1] != b":":
+        return None
+    rest = rest[1:].lstrip(b" \t\r\n")
+    end = rest.find(b'"', 1)
+    if rest[:1] != b'"' or end < 0 or b"\\" in rest[:end]:
+        return None
+    return rest[1:end].decode("ascii", "replace")
+
+
+def _failure(parsed: tuple[str, str, float, bool] | None, raw: bytes, what: str) -> tuple[int, bytes, bytes]:
+    """(exit code, stdout, stderr) for an error of the client's own, logged in the repository's failure log
+    (coordinator/agents/failures.py's line): exit 2 with the reason where the hook guards a write, else the
+    agent's "go on"."""
+    agent, root, _, fail_open = parsed if parsed is not None else ("", "", 0.0, False)
+    event = event_name(raw)
+    if root:
+        _log_failure(root, agent, event or "-", what)
+    if guards(event) and not (event is None and fail_open):
+        return BLOCK_EXIT, b"", f"edit-coordinator hook: {what}\n".encode()
+    return 0, GO_ON.get(agent, b""), b""
+
+
+def _log_failure(root: str, agent: str, event: str, what: str) -> None:
+    import time  # built into the interpreter: no file is read
+
+    text = " ".join(what.split())[:500]
+    try:
+        fd = posix.open(root + FAILURE_LOG, posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT | posix.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        posix.write(fd, f"{int(time.time())} {agent or '-'} {event} {text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+    finally:
+        posix.close(fd)
+
+
+def _arguments(argv: list[str]) -> tuple[str, str, float, bool] | None:
+    """(agent, root, timeout, fail open) of `AGENT --root ROOT [--timeout S] [--fail-open]` (also
+    `--opt=value`); None otherwise."""
     if not argv or argv[0] not in AGENTS:
         return None
     found = {"--root": "", "--timeout": ""}
+    fail_open = False
     words = argv[1:]
     while words:
         name, eq, value = words.pop(0).partition("=")
+        if name == "--fail-open" and not eq:
+            fail_open = True
+            continue
         if name not in found or (not eq and not words):
             return None
         found[name] = value if eq else words.pop(0)
@@ -88,7 +152,7 @@ def _arguments(argv: list[str]) -> tuple[str, str, float] | None:
         timeout = float(found["--timeout"]) if found["--timeout"] else DEFAULT_TIMEOUT_S
     except ValueError:
         return None
-    return argv[0], found["--root"].rstrip("/") or "/", timeout
+    return argv[0], found["--root"].rstrip("/") or "/", timeout, fail_open
 
 
 def _wants_full_path() -> bool:

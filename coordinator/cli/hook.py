@@ -1,9 +1,12 @@
 """`edit-coordinator hook AGENT`: an agent's command hook (Claude Code: `hook claude-code`).
 
 Reads one hook event (JSON) on stdin and answers as the agent's hooks expect (the front end's `render`):
-exit 0 to let the call go on, a deny on stdout, or exit 2 with the reason on stderr. Fails closed: any error
-of its own (bad JSON, an unreachable service, a timeout, an exception) exits 2 with the reason on stderr,
-which blocks the call.
+exit 0 to let the call go on, a deny on stdout, or exit 2 with the reason on stderr. On an error of its own
+(bad JSON, an unreachable service, a timeout, an exception) only a hook that guards a write fails closed
+(PreToolUse / BeforeTool: exit 2 with the reason on stderr, which blocks the call); every other event
+answers "go on" (exit 0), and the failure is logged in the state folder (coordinator/agents/failures.py),
+where `status` and `init --check` show it. `--fail-open` (written by `init` for those events) says the same
+for an event the hook cannot read at all.
 
 Where it decides: with `--server URL` (or $EDIT_COORDINATOR_SERVER; http://, https:// or unix:///path.sock)
 and `--token T` ($EDIT_COORDINATOR_TOKEN) the running service does (`POST /v1/hooks/AGENT`, over the
@@ -25,7 +28,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from coordinator.agents import FRONT_ENDS
-from coordinator.agents.core import HookAnswer, failed_closed
+from coordinator.agents.core import ALLOW, HookAnswer, event_of, failed, fails_closed
 
 if TYPE_CHECKING:
     import argparse
@@ -52,6 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None, help=f"its admin token (default: ${TOKEN_ENV})")
     p.add_argument("--root", default=None, help="the repository (default: found from the event's cwd)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the service")
+    p.add_argument(
+        "--fail-open",
+        action="store_true",
+        help="on an error of the hook's own with an event it cannot read, let the call go on (exit 0); events "
+        "it can read decide by themselves (only PreToolUse / BeforeTool fail closed)",
+    )
 
 
 def register(sub: Any) -> None:
@@ -69,7 +78,7 @@ _OPTIONS = {"--server": "server", "--token": "token", "--root": "root", "--timeo
 
 def main(argv: list[str]) -> int:
     """The fast entry (coordinator.cli.main sends `hook ...` here without building the full command line).
-    The plain forms `AGENT [--server URL] [--token T] [--root R] [--timeout S]` (also `--opt=value`) are
+    The plain forms `AGENT [--server URL] [--token T] [--root R] [--timeout S] [--fail-open]` (also `--opt=value`) are
     read here without argparse, which costs a command run per tool call ~10 ms; anything else (--help, a
     typo) goes through the full parser for its message."""
     args: Any = _quick_args(argv)
@@ -93,9 +102,13 @@ def _quick_args(argv: list[str]) -> SimpleNamespace | None:
         return None
     found: dict[str, object] = {"agent": argv[0], "server": None, "token": None, "root": None}
     found["timeout"] = DEFAULT_TIMEOUT_S
+    found["fail_open"] = False
     words = argv[1:]
     while words:
         name, eq, value = words.pop(0).partition("=")
+        if name == "--fail-open" and not eq:
+            found["fail_open"] = True
+            continue
         if name not in _OPTIONS or (not eq and not words):
             return None
         found[_OPTIONS[name]] = value if eq else words.pop(0)
@@ -108,9 +121,20 @@ def _quick_args(argv: list[str]) -> SimpleNamespace | None:
 
 def run(args: Any, raw: bytes) -> int:
     try:
-        answer = _answer(args, raw)
-    except Exception as exc:  # fail closed on anything of our own
-        answer = failed_closed(f"{type(exc).__name__}: {exc}")
+        payload: Any = json.loads(raw)
+    except ValueError as exc:
+        payload = None
+        answer = _failure(args, None, f"the hook event on stdin is not JSON ({exc}).")
+    else:
+        try:
+            answer = _answer(args, raw, payload)
+        except HookFailure as exc:
+            answer = _failure(args, payload, str(exc))
+        except Exception as exc:  # an error of our own: refuse a guarded write, let anything else go on
+            answer = _failure(args, payload, f"{type(exc).__name__}: {exc}")
+        else:
+            if answer.exit_code != 0 and not fails_closed(event_of(payload)):
+                answer = _failure(args, payload, f"the hook answered exit {answer.exit_code}: {answer.stderr}")
     if answer.stdout:
         sys.stdout.write(answer.stdout)
         sys.stdout.flush()
@@ -120,25 +144,48 @@ def run(args: Any, raw: bytes) -> int:
     return answer.exit_code
 
 
-def _answer(args: Any, raw: bytes) -> HookAnswer:
+class HookFailure(Exception):
+    """An error of the hook's own (not a decision): see `_failure`."""
+
+
+def _failure(args: Any, payload: Any, reason: str) -> HookAnswer:
+    """The answer to an error of the hook's own, logged in the repository's failure log: a refusal where the
+    hook guards a write (core.GUARD_EVENTS; an unreadable event too, unless init wrote `--fail-open` for
+    it), else the agent's "go on"."""
+    from coordinator.agents import failures, front_end
+
+    event = event_of(payload)
+    closed = fails_closed(event) and not (event is None and getattr(args, "fail_open", False))
+    try:
+        cwd = payload.get("cwd") if isinstance(payload, dict) else None
+        root = args.root or _root_of(cwd if isinstance(cwd, str) else None)
+        failures.record(root, args.agent, event or "", reason)
+    except Exception:  # the log is best effort; the answer below is what matters
+        pass
+    return failed(reason, closed=closed, go_on=front_end(args.agent).render(None, ALLOW))
+
+
+def _root_of(cwd: str | None) -> str:
+    from coordinator.cli.config import find_root
+
+    return find_root(cwd)
+
+
+def _answer(args: Any, raw: bytes, payload: Any) -> HookAnswer:
     from coordinator.agents import front_end
 
     module = front_end(args.agent)
     try:
-        payload = json.loads(raw)
-    except ValueError as exc:
-        return failed_closed(f"the hook event on stdin is not JSON ({exc}).")
-    try:
         call = module.parse(payload)
     except ValueError as exc:
-        return failed_closed(f"the hook event cannot be read: {exc}.")
+        raise HookFailure(f"the hook event cannot be read: {exc}.") from None
     if call is None:
-        return HookAnswer(0)
+        return HookAnswer(0, module.render(None, ALLOW).stdout)
     server = args.server or os.environ.get(SERVER_ENV)
     if server:
         token = args.token or os.environ.get(TOKEN_ENV)
         if not token:
-            return failed_closed(f"--server is given but no token (--token or ${TOKEN_ENV}).")
+            raise HookFailure(f"--server is given but no token (--token or ${TOKEN_ENV}).")
         return _remote(server, token, args.agent, raw, args.timeout)
     return _embedded(args, call, raw, module)
 
@@ -179,9 +226,9 @@ def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> 
     try:
         status, body = request_once(endpoint, "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout)
     except OSError as exc:
-        return failed_closed(f"the coordinator service at {endpoint.describe()} cannot be reached ({exc}).")
+        raise HookFailure(f"the coordinator service at {endpoint.describe()} cannot be reached ({exc}).") from None
     if status != 200:
-        return failed_closed(f"the coordinator service at {server} answered {status}: {body[:300]!r}.")
+        raise HookFailure(f"the coordinator service at {server} answered {status}: {body[:300]!r}.")
     return _command_answer(json.loads(body))
 
 
@@ -197,6 +244,6 @@ def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:
         with Coordinator(root) as coord:
             decision = HookAdapter(coord).handle(call)
     except CoordinatorError as exc:
-        return failed_closed(f"the coordinator could not check this call: [{exc.code.value}] {exc.message}")
+        raise HookFailure(f"the coordinator could not check this call: [{exc.code.value}] {exc.message}") from None
     result: HookAnswer = module.render(call, decision)
     return result

@@ -212,7 +212,16 @@ def gather_status(
         "leases": held["leases"],
         "leases_note": held["leases_note"],
         "history": repo.history().usage() if repo.has_state else {"objects": 0, "bytes": 0, "index_files": 0},
+        "hook_failures": _hook_failures(repo.root),
     }
+
+
+def _hook_failures(root: str) -> dict[str, Any]:
+    """The agents' hooks' own failures (coordinator/agents/failures.py): the hooks let the agent go on, so
+    this is where a broken install shows."""
+    from coordinator.agents.failures import status_part
+
+    return status_part(root)
 
 
 def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
@@ -263,7 +272,8 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
         locks = Text(f"Locks held now: {data.get('locks_note') or 'none'}.")
     conflicts = _conflicts_view(data)
     leases = _leases_view(data, now)
-    return Group(header, health, sessions, writes, locks, conflicts, leases)
+    failed = Text("\n".join(data.get("hook_failures", {}).get("lines", [])), style="red")
+    return Group(header, health, sessions, writes, locks, conflicts, leases, *([failed] if failed.plain else []))
 
 
 def remote_status(client: Any, server: str, active_window: float = 60.0, recent: int = 10) -> dict[str, Any]:

@@ -14,6 +14,8 @@ Every process that touches a repository's coordination state on disk finds it th
                                          one file per worker (server/metrics.py; new when serve starts)
         repository-id                    the repository's Redis namespace (`namespace_for`)
         epoch                            the Redis state generation last seen (state/views.py, reset detection)
+        hook-service/                    the per-repository hook service: sock, token, pid, log (cli/hookservice.py)
+        hook-failures.log                the hooks' own failures, newest last (agents/failures.py)
 
 The Redis namespace of a repository (`namespace_for`) is decided here too: an id kept in the state folder,
 so that every process (library, service, commands, benchmarks) on the same checkout meets the same keys,
@@ -38,6 +40,7 @@ __all__ = [
     "epoch_file",
     "fences_dir",
     "history_dir",
+    "hook_failures_file",
     "hook_service_dir",
     "is_state_key",
     "locks_dir",
@@ -60,6 +63,7 @@ RETENTION_CONFIG = "retention.json"
 REPOSITORY_ID = "repository-id"
 EPOCH = "epoch"
 HOOK_SERVICE = "hook-service"  # the per-repository hook service (coordinator/cli/hookservice.py)
+HOOK_FAILURES = "hook-failures.log"  # the hooks' own failures (coordinator/agents/failures.py)
 _PRIOR_STATE = (LOCKS, HISTORY, FENCES, REDIS)
 
 PathLike = str | os.PathLike[str]
@@ -68,6 +72,11 @@ PathLike = str | os.PathLike[str]
 def hook_service_dir(state_dir: PathLike) -> Path:
     """The hook service's folder: its socket `sock`, its token `token`, `pid`, `log` and the start lock."""
     return Path(state_dir) / HOOK_SERVICE
+
+
+def hook_failures_file(state_dir: PathLike) -> Path:
+    """The log of the hooks' own failures (coordinator/agents/failures.py owns its lines)."""
+    return Path(state_dir) / HOOK_FAILURES
 
 
 def state_dir_of(root: PathLike) -> Path:

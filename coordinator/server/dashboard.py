@@ -94,6 +94,7 @@ def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dic
         "events": [e.to_dict() for e in recent],
         "cursor": cursor,
         "refusals": {"by_code": by_code, **by_file},
+        "hook_failures": _hook_failures(coord.root),  # a file in the state folder: not a Redis part
         "notes": parts.notes,
     }
 
@@ -119,6 +120,17 @@ class _Parts:
 
 def _no_pong() -> bool:
     raise CoordinatorError(ErrorCode.STATE_UNAVAILABLE, "Redis did not answer the health check (PING).")
+
+
+def _hook_failures(root: str) -> dict[str, Any]:
+    """The agents' hooks' own failures (coordinator/agents/failures.py), which the hooks let pass; the
+    root's path is said as "." (invariant 5: no server path leaves the service)."""
+    from coordinator.agents.failures import recent
+
+    count, newest = recent(root, 5)
+    scrub = root.rstrip("/")
+    shown = [{**f._asdict(), "what": f.what.replace(scrub, ".")} for f in newest]
+    return {"count": count, "recent": shown}
 
 
 def looks_like_ticket(lease: Any) -> bool:

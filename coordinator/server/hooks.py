@@ -26,8 +26,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from coordinator.agents import FRONT_ENDS, front_end
-from coordinator.agents.core import Decision, HookAnswer, ToolCall
+from coordinator.agents import FRONT_ENDS, failures, front_end
+from coordinator.agents.core import Decision, HookAnswer, ToolCall, event_of, fails_closed
 from coordinator.errors import CoordinatorError
 from coordinator.server.common import ServiceError, dumps
 from coordinator.server.requests import header_map, read_body
@@ -56,11 +56,13 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
     module = front_end(agent)
     form = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("answer", [""])[0]
     call: ToolCall | None = None
+    payload: Any = None
     try:
         headers = header_map(scope)
         # The body (bounded) before the token: a refusal must be a deny in the shape of the event's answer.
         body = await read_body(headers, receive, app.config.max_body_bytes)
-        call = module.parse(json.loads(body))
+        payload = json.loads(body)
+        call = module.parse(payload)
         principal = app._authenticate(headers.get("authorization"))
         if call is None:
             decision = Decision(True)
@@ -80,6 +82,10 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         log.exception("hook %s failed", agent)
         decision = Decision.deny(_failed("the coordinator failed on this call (see its log)."), "internal")
     answer: HookAnswer = module.render(call, decision)
+    if not decision.allow and decision.code != "unauthorized" and not fails_closed(event_of(payload)):
+        # an event that guards no write: the agent goes on, the failure is logged where `status` shows it
+        failures.record(app.config.root, agent, event_of(payload) or "", decision.reason)
+        answer = module.render(None, Decision(True))
     if form == "command":
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []

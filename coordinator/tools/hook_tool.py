@@ -102,9 +102,9 @@ def _number(value: Any) -> Any:
 def answer(coord: Any, arguments: dict[str, Any] | None) -> str:
     """The hook's answer, as the text Claude Code reads: the decision of the adapter on `coord` (a local
     engine) for the event in `arguments`; a deny on anything that keeps it from deciding."""
-    from coordinator.agents import claude_code
+    from coordinator.agents import claude_code, failures
     from coordinator.agents.adapter import HookAdapter
-    from coordinator.agents.core import ALLOW, Decision
+    from coordinator.agents.core import ALLOW, Decision, fails_closed
 
     call = None
     try:
@@ -114,6 +114,10 @@ def answer(coord: Any, arguments: dict[str, Any] | None) -> str:
         decision = Decision.deny(_refused(f"[{exc.code.value}] {exc.message}"), exc.code.value)
     except ValueError as exc:  # a field it cannot read, an event that is not one
         decision = Decision.deny(_refused(f"the hook's input could not be read ({exc})."), "invalid_argument")
+    event = (arguments or {}).get("hook_event_name")
+    if not decision.allow and not fails_closed(event if isinstance(event, str) else None):
+        failures.record(coord.root, "claude-code", str(event), decision.reason)  # a Stop's block keeps it going
+        decision = ALLOW
     body = claude_code.render(call, decision).body or {}
     return json.dumps(body)
 

@@ -146,11 +146,21 @@ def test_writing_a_new_file_needs_no_read_and_is_recorded_as_a_creation(hooks, c
     assert entry.before is None and entry.session == "s1" and entry.operation == "write"
 
 
-def test_paths_outside_the_root_are_refused(hooks, root, tmp_path):
+def test_absolute_paths_outside_the_root_go_unguarded_and_symlinks_out_are_refused(hooks, root, tmp_path):
+    """A file outside the repository is not the repository's: the agent's own tools handle it, unguarded
+    and unrecorded (docs/agents/claude-code.md). A path inside the root that leads out is still refused."""
     outside = tmp_path / "elsewhere.py"
     outside.write_text("x = 1\n")
-    decision = run(hooks, payload("pre_edit", root, session_id="s1", tool_input__file_path=str(outside)))
+    for name in ("pre_edit", "pre_write"):
+        decision = run(hooks, payload(name, root, session_id="s1", tool_input__file_path=str(outside)))
+        assert decision.allow, decision
+    assert run(hooks, payload("post_read", root, session_id="s1", tool_input__file_path=str(outside))).allow
+    (root / "out").symlink_to(tmp_path)
+    through = str(root / "out" / "elsewhere.py")
+    decision = run(hooks, payload("pre_edit", root, session_id="s1", tool_input__file_path=through))
     assert not decision.allow and decision.code == ErrorCode.OUTSIDE_ROOT.value
+    state = root / ".edit-coordinator" / "x.py"
+    assert not run(hooks, payload("pre_write", root, session_id="s1", tool_input__file_path=str(state))).allow
 
 
 def test_session_end_calls_the_auto_commit_and_never_blocks(coord, root):

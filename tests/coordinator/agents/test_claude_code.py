@@ -98,10 +98,12 @@ def test_render_allow_is_silent_and_deny_is_the_permission_decision(tmp_path):
     assert json.loads(answer.http_body()) == out
 
 
-def test_render_after_the_tool_ran_blocks_with_exit_2_and_failures_fail_closed(tmp_path):
-    call = claude_code.parse(payload("post_edit", tmp_path))
-    answer = claude_code.render(call, Decision.deny("could not record"))
-    assert answer.exit_code == 2 and "could not record" in answer.stderr
+def test_render_after_the_tool_or_at_an_end_goes_on_and_failures_fail_closed(tmp_path):
+    """Exit 2 after a tool pushes an error into the turn, and at Stop keeps the agent going: never there."""
+    for name in ("post_edit", "stop", "session_end"):
+        call = claude_code.parse(payload(name, tmp_path))
+        answer = claude_code.render(call, Decision.deny("could not record"))
+        assert (answer.exit_code, answer.stdout, answer.stderr) == (0, "", ""), name
     closed = failed_closed("the service at http://x is unreachable")
     assert closed.exit_code == 2 and "unreachable" in closed.stderr
 

@@ -107,8 +107,9 @@ def test_render(tmp_path: Path) -> None:
     assert (denied.exit_code, json.loads(denied.stdout)) == (0, {"decision": "deny", "reason": "Read it first."})
     allowed = gemini.render(before, ALLOW)
     assert (allowed.exit_code, json.loads(allowed.stdout)) == (0, {})
-    after = gemini.render(gemini.parse(payload("after_replace", tmp_path)), Decision.deny("x"))
-    assert (after.exit_code, after.stderr) == (2, "x\n")
+    for name in ("after_replace", "after_agent", "session_end"):  # AfterAgent's exit 2 would retry the turn
+        after = gemini.render(gemini.parse(payload(name, tmp_path)), Decision.deny("x"))
+        assert (after.exit_code, json.loads(after.stdout), after.stderr) == (0, {}, ""), name
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The ways in, as real processes: the HTTP route of a real `serve` (Claude Code's `http` hook type) and
 the `edit-coordinator hook claude-code` command, against the service and against the embedded default.
-Every refusal of the route is a 200 with a deny body; the command fails closed (exit 2) on its own errors."""
+Every refusal of the route is a 200 with a deny body; the command fails closed (exit 2) on its own errors
+where it guards a write, and lets every other event go on."""
 
 from __future__ import annotations
 
@@ -86,6 +87,26 @@ def test_http_hook_refusals_of_its_own_are_denies_in_a_200(served):
     assert "another session" in _deny_reason(_post(served, data, token("someone-else")))
     assert _post(served, data, token(admin=True), "?answer=command").json()["exit_code"] == 0
     assert httpx.post(f"{served.url}/v1/hooks/notepad", content=b"{}").status_code == 404
+
+
+def test_the_route_lets_an_event_that_guards_no_write_go_on_and_logs_its_failure(served):
+    """An error of the service's own on a Stop or PostToolUse (here: an event it cannot read) is "go on"
+    (Claude Code's Stop keeps the agent going on a block), logged where `status` shows it; a PreToolUse
+    that cannot be read is still refused."""
+    from coordinator.agents import failures
+
+    admin = token(admin=True)
+    before, _ = failures.recent(served.root)
+    for event in ("Stop", "SubagentStop", "PostToolUse"):
+        data = {"hook_event_name": event, "cwd": str(served.root), "tool_name": "Edit"}  # no session_id
+        for query in ("", "?answer=command"):
+            resp = _post(served, data, admin, query)
+            assert resp.status_code == 200 and resp.json() in ({}, {"exit_code": 0, "stdout": "", "stderr": "",
+                                                                   "code": "invalid_argument"}), resp.text  # fmt: skip
+    count, logged = failures.recent(served.root, 6)
+    assert count == before + 6 and all("session_id" in f.what for f in logged)
+    pre = _post(served, {"hook_event_name": "PreToolUse", "cwd": str(served.root)}, admin, "?answer=command").json()
+    assert pre["exit_code"] == 2 and "session_id" in pre["stderr"]
 
 
 def _hook(

@@ -55,7 +55,15 @@ def full(root: Path, data: Any) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_the_clients_constants_are_the_packages() -> None:
+    from coordinator.agents import front_end
+    from coordinator.agents.core import ALLOW, GUARD_EVENTS, fails_closed
+    from coordinator.disk.layout import hook_failures_file
+
     assert set(fasthook.AGENTS) == set(FRONT_ENDS)
+    assert set(fasthook.GUARD_EVENTS) == GUARD_EVENTS
+    assert all(fasthook.guards(e) == fails_closed(e) for e in (None, "PreToolUse", "BeforeTool", "Stop", "x"))
+    assert {a: front_end(a).render(None, ALLOW).stdout.encode() for a in FRONT_ENDS} == fasthook.GO_ON
+    assert f"/{hook_failures_file(STATE_DIR_NAME)}" == fasthook.FAILURE_LOG
     folder = f"/{STATE_DIR_NAME}/{hook_service_dir('').name}/"
     assert folder == fasthook.SERVICE_FOLDER
     assert fasthook.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES
@@ -145,6 +153,47 @@ def test_an_answer_it_cannot_read_blocks_the_call(tmp_path, answer, said):
     assert done.stderr.startswith(b"edit-coordinator hook: ") and said.encode() in done.stderr, done.stderr
 
 
+def test_event_name_is_found_in_the_bytes():
+    assert fasthook.event_name(b'{"session_id": "s", "hook_event_name" :\n "Stop", "x": 1}') == "Stop"
+    assert fasthook.event_name(json.dumps({"hook_event_name": "PreToolUse"}).encode()) == "PreToolUse"
+    for raw in (b"{}", b'{"hook_event_name": 3}', b'{"hook_event_name": "a\\"b"}', b"not json"):
+        assert fasthook.event_name(raw) is None, raw
+
+
+@pytest.mark.parametrize("event", ["Stop", "SessionEnd", "PostToolUse", "SubagentStop"])
+def test_an_event_that_guards_no_write_goes_on_when_the_service_fails_and_the_failure_is_logged(tmp_path, event):
+    """The end of a turn answered exit 2 kept agents looping (Codex: hundreds of model requests) when the
+    service failed; now only PreToolUse fails closed. The failure lands in the state folder's log."""
+    from coordinator.agents import failures
+
+    s = StandIn(tmp_path, b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\noops")
+    try:
+        done = fast(tmp_path, payload("stop", tmp_path, hook_event_name=event))
+        guarded = fast(tmp_path, payload("pre_edit", tmp_path))
+        unreadable = fast(tmp_path, b"{not json", more=("--fail-open",))
+    finally:
+        s.close()
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert (unreadable.returncode, unreadable.stdout, unreadable.stderr) == (0, b"", b"")
+    assert guarded.returncode == 2 and b"answered 500" in guarded.stderr
+    count, logged = failures.recent(tmp_path, 10)
+    assert count == 3 and [f.event for f in logged] == [event, "PreToolUse", "-"]
+    assert all(f.agent == "claude-code" and "answered 500" in f.what for f in logged)
+
+
+def test_a_service_answering_exit_2_at_an_end_is_overruled(tmp_path):
+    """Whatever a service answers (an earlier version's exit 2 at Stop), the end of a turn goes on."""
+    from coordinator.agents.core import HookAnswer
+
+    body = plain_answer(HookAnswer(2, "", "blocked\n"), "internal")
+    s = StandIn(tmp_path, b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+    try:
+        done = fast(tmp_path, payload("stop", tmp_path))
+    finally:
+        s.close()
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
 def test_a_service_that_does_not_answer_in_time_blocks_the_call(tmp_path):
     s = StandIn(tmp_path, None)
     try:
@@ -187,7 +236,8 @@ def test_parse_answer_reads_the_services_plain_form():
 
 
 def test_arguments_it_does_not_read_go_to_the_full_hook():
-    assert fasthook._arguments(["claude-code", "--root", "/r", "--timeout=5"]) == ("claude-code", "/r", 5.0)
+    assert fasthook._arguments(["claude-code", "--root", "/r", "--timeout=5"]) == ("claude-code", "/r", 5.0, False)
+    assert fasthook._arguments(["codex", "--fail-open", "--root=/r"]) == ("codex", "/r", 30.0, True)
     odd = (["--help"], ["notepad", "--root", "/r"], ["claude-code"], ["claude-code", "--root", "rel"])
     more = (["claude-code", "--root", "/r", "--server", "x"], ["claude-code", "--root", "/r", "--timeout", "x"])
     for argv in (*odd, *more):

@@ -86,7 +86,12 @@ def test_handlers_are_what_the_agent_needs() -> None:
     pre = merged["hooks"]["PreToolUse"][0]
     assert pre["matcher"] == "^(Edit|MultiEdit|Write|Bash)$"
     handler = pre["hooks"][0]
-    assert handler["command"] == "/opt/ec/bin/edit-coordinator hook claude-code || exit 2"
+    assert handler["command"].startswith("/opt/ec/bin/edit-coordinator hook claude-code || { s=$?;")
+    assert handler["command"].endswith("exit 2; }")
+    for event in ("PostToolUse", "PostToolUseFailure", "Stop", "SubagentStop", "SessionEnd"):
+        command = merged["hooks"][event][0]["hooks"][0]["command"]
+        assert command.startswith("/opt/ec/bin/edit-coordinator hook claude-code --fail-open || { s=$?;")
+        assert command.endswith("exit 0; }") and "exit 2" not in command, event
     assert handler["onFailure"] == "block"
     assert handler["timeout"] >= 10
     assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^(Read|Edit|MultiEdit|Write)$"
@@ -121,7 +126,7 @@ def test_command_with_a_server_passes_the_token_through_the_environment() -> Non
         "codex", st.Target(program=("/p q/python", "-m", "coordinator.cli"), server="https://h:1")
     )
     expected = "EDIT_COORDINATOR_TOKEN=\"${EDIT_COORDINATOR_TOKEN}\" '/p q/python' -m coordinator.cli hook codex"
-    assert command == expected + " --server https://h:1 || exit 2"
+    assert command.startswith(expected + " --server https://h:1 || { s=$?;") and command.endswith("exit 2; }")
     assert st.is_ours({"command": command}, "codex")
     assert st.program_of({"command": command}) == "/p q/python"
 

@@ -54,7 +54,7 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     program, *words = shlex.split(ours["command"])  # the fast client, by absolute paths, on this root
     assert Path(program).is_absolute() and Path(program).exists()
     assert words[:2] == ["-I", "-S"] and Path(words[2]).name == "hookclient.py" and Path(words[2]).is_file()
-    assert words[3:] == ["claude-code", "--root", str(repo.resolve()), "||", "exit", "2"]
+    assert words[3:7] == ["claude-code", "--root", str(repo.resolve()), "||"] and words[-2:] == ["2;", "}"]
 
     again = run(repo, "claude-code")
     assert again.returncode == 0 and "nothing changed" in again.stdout
@@ -104,7 +104,7 @@ def test_codex_over_http_and_a_broken_program_is_reported(tmp_path: Path) -> Non
     hooks = settings_of(tmp_path, ".codex/hooks.json")["hooks"]
     command = hooks["PreToolUse"][0]["hooks"][0]["command"]
     assert command.startswith('EDIT_COORDINATOR_TOKEN="${EC_ADMIN_TOKEN}" ')
-    assert "hook codex --server http://127.0.0.1:9 || exit 2" in command
+    assert "hook codex --server http://127.0.0.1:9 || { s=$?;" in command and command.endswith("exit 2; }")
     text = (tmp_path / ".codex" / "hooks.json").read_text()
     (tmp_path / ".codex" / "hooks.json").write_text(text.replace(command.split(" ")[1], "/nowhere/edit-coordinator"))
     check = run(tmp_path, "codex", "--check", "--http", "http://127.0.0.1:9", "--token-env", "EC_ADMIN_TOKEN")
@@ -223,6 +223,42 @@ def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
 
         hookservice.stop(repo)  # the first hook without a server started the repository's hook service
         stop_embedded_redis(repo / ".edit-coordinator")
+
+
+def test_with_the_interpreter_gone_only_the_guarding_hooks_refuse(tmp_path: Path) -> None:
+    """A moved venv: the commands init writes run a program that is not there (127). The hooks that guard a
+    write refuse (exit 2); every other event goes on (exit 0; Gemini CLI's `{}`) instead of keeping the
+    agent going at the end of its turn, and each failure is logged where `status` and `init --check` show it."""
+    from coordinator.agents import failures
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".edit-coordinator").mkdir()
+    files = {
+        "claude-code": ".claude/settings.local.json",
+        "codex": ".codex/hooks.json",
+        "gemini": ".gemini/settings.json",
+    }
+    answers = {}
+    for agent, rel in files.items():
+        assert run(repo, agent).returncode == 0
+        _rewrite_commands(repo / rel, lambda c: c.replace(shlex.split(c)[0], "/nowhere/python3", 1))
+        for event, groups in settings_of(repo, rel)["hooks"].items():
+            (handler,) = [h for g in groups for h in g["hooks"] if "hookclient.py" in h.get("command", "")]
+            done = run_hook(handler["command"], {"hook_event_name": event, "session_id": "s", "cwd": str(repo)})
+            answers[agent, event] = (done.returncode, done.stdout.strip(), "exited 127" in done.stderr)
+    guards = {("claude-code", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")}
+    for (agent, event), answer in answers.items():
+        if (agent, event) in guards:
+            assert answer == (2, "", True), (agent, event)
+        else:
+            assert answer == (0, "{}" if agent == "gemini" else "", False), (agent, event)
+    count, logged = failures.recent(repo, 100)
+    assert count == len(answers) and {(f.agent, f.event) for f in logged} == set(answers)
+    assert all("exited 127" in f.what for f in logged)
+    check = run(repo, "codex", "--check")
+    assert "4 hook failure(s) logged" in check.stdout and "codex Stop: the hook command exited 127" in check.stdout
 
 
 def _rewrite_commands(path: Path, change: Any) -> None:

@@ -82,6 +82,16 @@ def test_input_it_cannot_read_is_a_deny_not_a_tool_error(coord: Any) -> None:
         assert answer["decision"] == "block" and "could not be read" in answer["reason"], arguments
 
 
+def test_an_end_it_cannot_read_goes_on_and_is_logged(coord: Any) -> None:
+    """A block at Stop keeps Claude Code going: an error of the hook's own there is "go on", logged."""
+    from coordinator.agents import failures
+
+    for event in ("Stop", "SubagentStop", "PostToolUse"):
+        assert json.loads(hook_tool.answer(coord, {"hook_event_name": event})) == {}, event
+    count, logged = failures.recent(coord.root, 5)
+    assert count == 3 and all("could not be read" in f.what for f in logged)
+
+
 def test_through_a_real_mcp_server_process(repo: Path, tmp_path: Path) -> None:
     f = repo / "app.py"
     ids = {"session_id": "claude-1", "tool_input__file_path": str(f)}

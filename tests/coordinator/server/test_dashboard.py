@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -93,6 +94,9 @@ def test_snapshot_shows_sessions_events_leases_and_refusals_by_file(served: Serv
         (served.root / "snap.txt").write_text("changed outside\n")
         with pytest.raises(CoordinatorError):
             c.edit("s-snap", "snap.txt", "ONE", "x")  # stale
+    from coordinator.agents import failures
+
+    failures.record(served.root, "codex", "Stop", f"the hook service on {served.root}/x/sock answered 500")
     with httpx.Client(base_url=served.url, timeout=30, headers=viewer()) as http:
 
         def refused() -> Any:
@@ -108,6 +112,8 @@ def test_snapshot_shows_sessions_events_leases_and_refusals_by_file(served: Serv
     ]
     assert {"path": "snap.txt", "code": "stale", "count": 1} in snap["refusals"]["by_file"]
     assert snap["refusals"]["recent"][0]["session"] == "s-snap" and snap["refusals"]["by_code_here"]["stale"] >= 1
+    assert snap["hook_failures"]["count"] >= 1 and str(served.root) not in json.dumps(snap["hook_failures"])
+    assert snap["hook_failures"]["recent"][-1]["what"] == "the hook service on ./x/sock answered 500"
 
 
 def test_diff_of_a_version(served: ServerProcess) -> None:

@@ -157,12 +157,6 @@ def _break(box: Sandbox, how: str) -> dict[str, str]:
 HEALTHY_REQUESTS = 2  # the script below: one read, then the final answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 41 point 2: the after-read and end-of-turn hooks exit 2 on their own errors, which the agents "
-    "take as 'keep going' (at 8cb96be: Claude Code 10 requests, Codex and Gemini CLI up to the cap); remove this "
-    "mark once they exit 0",
-)
 @pytest.mark.parametrize("how", ["moved-interpreter", "dead-server"])
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_broken_install_costs_at_most_two_extra_model_requests(agent: str, how: str, sandbox: Make) -> None:
