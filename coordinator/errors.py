@@ -135,7 +135,8 @@ def _row(code: str, status: int, exit_status: int, guidance: str, retry_after_s:
 
 # Exit statuses: 1 refused because of the file's state (read again), 2 bad arguments, 3 the path,
 # 4 a lease or lock held by another session, 5 the coordination state or the service could not be reached,
-# 6 the disk failed, 7 the content (no match, ambiguous, placeholder ...). 0 success; 130 interrupted.
+# 6 the disk failed, 7 the content (no match, ambiguous, placeholder ...), 8 the token (a service's
+# authentication: missing, malformed, expired, or not one the call takes). 0 success; 130 interrupted.
 _LIBRARY_ROWS = (
     _row("not_read", 409, 1, "you have not read this file in this session (or that read expired, or the "
          "coordination state was reset): call read_file on it, then make your change."),
@@ -186,9 +187,9 @@ _SERVICE_ROWS = (
              "needs its CA file (ca_file=, --ca-file or $EDIT_COORDINATOR_CA_FILE) and a URL naming a host its "
              "certificate covers.", exit_status=5, library=ErrorCode.INVALID_ARGUMENT),
     CodeInfo("unauthorized", 401, "the bearer token is missing, malformed, expired or not signed by this "
-             "coordinator: get a new token; nothing was done.", exit_status=5, library=ErrorCode.PERMISSION_DENIED),
+             "coordinator: get a new token; nothing was done.", exit_status=8, library=ErrorCode.PERMISSION_DENIED),
     CodeInfo("forbidden", 403, "this token may not do that (a session token acts only as its own session; "
-             "admin routes need the admin token): nothing was done.", exit_status=3,
+             "admin routes need the admin token): nothing was done.", exit_status=8,
              library=ErrorCode.PERMISSION_DENIED),
     CodeInfo("not_found", 404, "there is no such endpoint: see /openapi.json.", exit_status=2,
              library=ErrorCode.INVALID_ARGUMENT),

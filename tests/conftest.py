@@ -66,7 +66,7 @@ def leftover_processes(base: str) -> dict[int, str]:
             cwd = os.readlink(f"/proc/{name}/cwd")
         except OSError:
             continue  # gone, or not ours to look at
-        if cmdline and (cwd == base or cwd.startswith(base + "/") or base + "/" in cmdline):
+        if cwd == base or cwd.startswith(base + "/") or base + "/" in cmdline:
             found[int(name)] = cmdline
     return found
 

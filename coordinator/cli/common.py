@@ -57,6 +57,7 @@ _EXIT_MEANINGS = {
     5: "the coordination state or the service could not be reached",
     6: "the disk failed",
     7: "the content",
+    8: "the token (authentication: missing, malformed, expired, or not one this call takes)",
 }
 
 
@@ -221,16 +222,41 @@ def usage_error(message: str) -> int:
 
 
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command handler whose refusals come out in the one error format."""
+    """A command handler whose refusals come out in the one error format (`configuration_refusal` first)."""
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
         try:
             return int(fn(args) or 0)
         except CoordinatorError as exc:
-            return fail(exc)
+            return fail(configuration_refusal(args, exc))
 
     return run
+
+
+#: Failures that mean nothing answers at an address (not a server that answers and fails).
+_UNREACHABLE = ("ConnectionError", "ConnectionRefusedError", "TimeoutError", "gaierror", "MasterNotFoundError")
+
+
+def configuration_refusal(args: argparse.Namespace, exc: CoordinatorError) -> CoordinatorError:
+    """A `state_unavailable` on a Redis URL the user configured, where nothing answers: the fix is the URL
+    or its server, not waiting, so the message says that (the code, and so the exit status, stay)."""
+    url = getattr(args, "redis_url", None)
+    if exc.code != ErrorCode.STATE_UNAVAILABLE or not url or exc.details.get("cause") not in _UNREACHABLE:
+        return exc
+    from coordinator.state.connection import parse_url
+
+    try:
+        shown = parse_url(url).redacted()
+    except CoordinatorError:
+        return exc
+    return CoordinatorError(
+        ErrorCode.STATE_UNAVAILABLE,
+        f"Nothing answers at the Redis URL {shown} ({exc.details.get('cause')}); nothing was "
+        f"changed. Check the URL (given by --redis-url, ${REDIS_URL_ENV} or the project config's redis-url) and "
+        "that its server runs; without a URL the root's embedded server is used.",
+        **exc.details,
+    )
 
 
 def real_root(root: str) -> str:

@@ -319,6 +319,7 @@ def _listen(args: argparse.Namespace, tls: dict[str, str]) -> tuple[socket.socke
 def _cmd_serve(args: argparse.Namespace) -> int:
     root = os.path.realpath(args.root)
     try:
+        cmd_common.real_root(root)  # a root that is no folder: said before anything starts
         _check_otel(args)
         _check_listener_options(args)
         tls = tls_options(args.tls_cert, args.tls_key)  # before anything starts (Redis, the secret)
@@ -341,7 +342,7 @@ def _serve_on(args: argparse.Namespace, root: str, sock: socket.socket, url: str
         if not state_existed:
             _remove_new_state(root)
         if isinstance(exc, CoordinatorError):
-            return cmd_common.fail(exc)
+            return cmd_common.fail(cmd_common.configuration_refusal(args, exc))
         raise
     if args.uds is None and args.host not in ("127.0.0.1", "localhost", "::1") and not tls:
         print(

@@ -70,6 +70,12 @@ def _as_text(data: bytes) -> str | None:
         return None
 
 
+def _clashing_lines(clashing: object) -> str:
+    """Where a change and HEAD's clash, from the carry's refusal details: "lines 3-4, 9 of HEAD's version"."""
+    spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in clashing] if isinstance(clashing, list) else []
+    return f"lines {', '.join(spans)} of HEAD's version" if spans else "the same lines of HEAD's version"
+
+
 def _carry(
     ledger: Ledger, key: str, entry: HistoryEntry, text: bytes | None, others: list[str], include_others: bool
 ) -> bytes | None:
@@ -83,8 +89,8 @@ def _carry(
     if bt is not None and at is not None and tt is not None:
         try:
             return carry_change(bt, at, tt, name=key, what=f"version {entry.version}").text.encode("utf-8")
-        except CoordinatorError as exc:
-            detail = exc.message
+        except CoordinatorError as exc:  # said in this refusal's own words: no refusal nested in another
+            detail = _clashing_lines(exc.details.get("clashing"))
     else:
         detail = f"{key} was created, removed or is not UTF-8 text, and differs from HEAD's"
     who = ", ".join(others) or "an outside change (no session)"

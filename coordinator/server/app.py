@@ -674,19 +674,31 @@ def _footprint(meter: FootprintMeter) -> dict[str, float]:
     return {"history_entries": float(size.entries), "history_bytes": float(size.bytes)}
 
 
+def roles_that_work(route: Route) -> str:
+    """The tokens `route` takes, in words: what a "which token" refusal tells the caller to use."""
+    roles = ["a session token (for its own session)", "the admin token"] if route.auth != "admin" else []
+    roles = roles or ["the admin token"]
+    if route.viewer:
+        roles.append("a viewer token")
+    return ", ".join(roles[:-1]) + " or " + roles[-1] if len(roles) > 1 else roles[0]
+
+
 def _authorize(route: Route, principal: Principal) -> None:
     """Invariant: a viewer token reaches only the routes declared open to it (`Route.viewer`), and an
-    admin route only the admin token (or a viewer, where declared)."""
+    admin route only the admin token (or a viewer, where declared). A refusal names the tokens that work."""
     if principal.is_viewer:
         if not route.viewer:
             raise ServiceError(
                 "forbidden",
-                f"{route.path} is not open to a viewer token (read-only: inspection routes only); nothing was "
-                "done. Use a session token or the admin token.",
+                f"{route.path} does not take a viewer token (read-only: inspection routes only); nothing was done. "
+                f"It takes {roles_that_work(route)}.",
             )
         return
     if route.auth == "admin" and not principal.is_admin:
-        raise ServiceError("forbidden", f"{route.path} needs the admin token; a session token cannot use it.")
+        raise ServiceError(
+            "forbidden",
+            f"{route.path} does not take a session token; nothing was done. It takes {roles_that_work(route)}.",
+        )
 
 
 def _shutting_down() -> ServiceError:

@@ -67,8 +67,7 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         if call is None:
             decision = Decision(True)
         else:
-            if not principal.is_admin and principal.session not in (call.session, call.session.split("/")[0]):
-                raise ServiceError("forbidden", "The hook's token belongs to another session.")
+            _check_hook_token(principal, call.session)
             if app.coord is None:
                 await asyncio.get_running_loop().run_in_executor(app.executor, app.open)
             hooks = _adapter(app)
@@ -113,3 +112,21 @@ def _adapter(app: App) -> HookAdapter:
         hooks = HookAdapter(app.coord)
         app.hooks = hooks
     return hooks
+
+
+def _check_hook_token(principal: Any, session: str) -> None:
+    """The hook route takes the event's session's own token or the admin token; the refusal says which."""
+    if principal.is_admin:
+        return
+    if principal.is_viewer:
+        raise ServiceError(
+            "forbidden",
+            "The hook route does not take a viewer token (read-only); it takes the token of the event's session "
+            f"({session!r}) or the admin token.",
+        )
+    if principal.session not in (session, session.split("/")[0]):
+        raise ServiceError(
+            "forbidden",
+            f"This token is session {principal.session!r}'s, and the hook event is session {session!r}'s: the hook "
+            "route takes the token of the event's session or the admin token.",
+        )

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +17,17 @@ from tests.conftest import leftover_processes
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
 
-def test_a_process_running_in_the_runs_folder_is_a_leftover(tmp_path: Path) -> None:
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    """A folder of this test's own (not tmp_path: pytest runs elsewhere on the machine may rename an older
+    basetemp to garbage-* while this one runs, which would change the working folder a process reports)."""
+    path = Path(tempfile.mkdtemp(prefix="ec-leftover-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_process_running_in_the_runs_folder_is_a_leftover(folder: Path) -> None:
+    tmp_path = folder
     (tmp_path / "work").mkdir()
     proc = subprocess.Popen(["sleep", "60"], cwd=tmp_path / "work")
     try:
@@ -25,9 +39,14 @@ def test_a_process_running_in_the_runs_folder_is_a_leftover(tmp_path: Path) -> N
     assert proc.pid not in leftover_processes(str(tmp_path))
 
 
-def test_a_process_naming_the_runs_folder_is_a_leftover(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path / "state")])
+def test_a_process_naming_the_runs_folder_is_a_leftover(folder: Path) -> None:
+    tmp_path = folder
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path / "state")], cwd="/")
     try:
+        for _ in range(100):  # the new program's command line is readable once exec has set it up
+            if leftover_processes(str(tmp_path)):
+                break
+            time.sleep(0.02)
         assert proc.pid in leftover_processes(str(tmp_path))
     finally:
         proc.kill()

@@ -10,13 +10,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from coordinator.client import HttpClient
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tokens import mint_token
 from tests import REPO_ROOT
-from tests.coordinator.server.test_server import ServerProcess, token
+from tests.coordinator.server.test_server import SECRET, ServerProcess, auth, token
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
 
@@ -95,7 +96,7 @@ def test_a_wrong_token_is_refused_without_echoing_it(served: ServerProcess, comm
     foreign = mint_token(b"another-secret-" + b"y" * 40, admin=True)  # well formed, signed by another secret
     for wrong in (malformed, foreign):
         r = _cli(served, *command, tok=wrong)
-        assert r.returncode == 5, r.stderr
+        assert r.returncode == 8, r.stderr  # the token's own exit status, not "could not be reached" (5)
         assert "[unauthorized]" in r.stderr
         assert wrong not in r.stderr and wrong not in r.stdout
 
@@ -168,3 +169,28 @@ def test_remote_inspection_needs_no_local_repository(served: ServerProcess, comm
     assert "no repository" not in r.stderr
     if command[0] in ("history", "watch", "status", "top"):
         assert "anywhere.txt" in r.stdout and "from-anywhere" in r.stdout
+
+
+def test_a_token_the_route_does_not_take_names_the_tokens_that_do(served: ServerProcess) -> None:
+    """Exit 8 (the token), and the message names the roles that work: a viewer on `leases break` needs the
+    admin token (no session token can break another's lease); a session token on `status` needs the admin or
+    a viewer token."""
+    viewer = mint_token(SECRET.encode(), viewer=True)
+    r = _cli(served, "leases", "break", "--session", "nobody", tok=viewer)
+    assert r.returncode == 8 and "[forbidden]" in r.stderr, r.stderr
+    assert "It takes the admin token." in r.stderr and "session token" not in r.stderr.split("It takes")[1]
+    r = _cli(served, "status", tok=token("some-session"))
+    assert r.returncode == 8 and "[forbidden]" in r.stderr, r.stderr
+    assert "the admin token or a viewer token" in r.stderr
+
+
+def test_the_hook_route_says_which_token_it_takes(served: ServerProcess) -> None:
+    event = {"session_id": "agent-1", "hook_event_name": "PreToolUse", "tool_name": "Read",
+             "tool_input": {"file_path": str(served.root / "x.txt")}, "cwd": str(served.root)}  # fmt: skip
+    for tok, needle in (
+        (mint_token(SECRET.encode(), viewer=True), "does not take a viewer token"),
+        (token("agent-2"), "session 'agent-2''s, and the hook event is session 'agent-1''s"),
+    ):
+        r = httpx.post(f"{served.url}/v1/hooks/claude-code", json=event, headers=auth(tok), timeout=30)
+        assert needle in r.text, r.text
+        assert "belongs to another session" not in r.text

@@ -65,6 +65,10 @@ def test_inseparable_change_is_refused_naming_the_other(repo: Path, gcoord: Coor
         commit_session(str(repo), "s1", "mine")
     assert exc.value.code is ErrorCode.STALE
     assert "s2" in exc.value.message and "--include-others" in exc.value.message
+    assert "lines 5 of HEAD's version" in exc.value.message, exc.value.message
+    # One refusal in its own words: no other refusal's text (its advice to read the file again) nested inside.
+    assert "read_file" not in exc.value.message and "read the file" not in exc.value.message.lower()
+    assert exc.value.message.count("Cannot commit") == 1 and "(The " not in exc.value.message
     assert git(repo, "rev-parse", "HEAD") == head  # nothing committed
     both = commit_session(str(repo), "s1", "both", include_others=True)
     assert show(repo, both.commit or "", "a.py") == (repo / "a.py").read_text()
