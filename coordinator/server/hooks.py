@@ -127,6 +127,6 @@ def _check_hook_token(principal: Any, session: str) -> None:
     if principal.session not in (session, session.split("/")[0]):
         raise ServiceError(
             "forbidden",
-            f"This token is session {principal.session!r}'s, and the hook event is session {session!r}'s: the hook "
-            "route takes the token of the event's session or the admin token.",
+            f"This token is for session {principal.session!r}, and the hook event is from session {session!r} "
+            "(another session): the hook route takes the token of the event's session or the admin token.",
         )

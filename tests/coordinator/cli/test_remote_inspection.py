@@ -189,7 +189,7 @@ def test_the_hook_route_says_which_token_it_takes(served: ServerProcess) -> None
              "tool_input": {"file_path": str(served.root / "x.txt")}, "cwd": str(served.root)}  # fmt: skip
     for tok, needle in (
         (mint_token(SECRET.encode(), viewer=True), "does not take a viewer token"),
-        (token("agent-2"), "session 'agent-2''s, and the hook event is session 'agent-1''s"),
+        (token("agent-2"), "for session 'agent-2', and the hook event is from session 'agent-1'"),
     ):
         r = httpx.post(f"{served.url}/v1/hooks/claude-code", json=event, headers=auth(tok), timeout=30)
         assert needle in r.text, r.text
