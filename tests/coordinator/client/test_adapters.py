@@ -254,8 +254,8 @@ def test_inspect_commands_start_nothing_in_an_empty_folder(tmp_path: Path) -> No
     assert p.returncode == info("state_unavailable").exit_status and "No coordinator is running" in p.stderr
     p = run_cli("status", cwd=empty)
     assert "not running" in p.stdout
-    p = run_cli("history", "a.txt", cwd=empty)
-    assert p.returncode in (0, 1)
+    p = run_cli("history", "a.txt", cwd=empty)  # no such file and no history: file_not_found, nothing started
+    assert p.returncode == info("file_not_found").exit_status and "a.txt" in p.stderr
     p = run_cli("redis", "status", cwd=empty)
     assert p.returncode == 1 and p.stdout.strip() == "not running"
     assert list(empty.iterdir()) == []  # no state folder, so no redis-server either
