@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -79,18 +80,24 @@ def cmd_commit(args: argparse.Namespace) -> int:
 
 
 def cmd_git_guard(args: argparse.Namespace) -> int:
-    from coordinator.git.guard import check_shell_command
+    from coordinator.git.guard import judge_shell_command
 
     words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not words:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give the command after --: git-guard -- git stash")
     import shlex
 
-    refusal = check_shell_command(shlex.join(words), cmd_common.real_root(args.root), _session(args))
+    # One argument is a whole shell line (a script passing "$CMD"); several are the words of one command.
+    line = words[0] if len(words) == 1 else shlex.join(words)
+    answer = judge_shell_command(line, cmd_common.real_root(args.root), _session(args), os.getcwd())
+    refusal = answer.refusal
     if args.json:
-        print(json.dumps({"allowed": refusal is None, "message": refusal}))
-    elif refusal:
-        print(refusal, file=sys.stderr)
+        print(json.dumps({"allowed": refusal is None, "message": refusal, "doubts": list(answer.doubts)}))
+    else:
+        if refusal:
+            print(refusal, file=sys.stderr)
+        for doubt in answer.doubts:
+            print(f"not judged: {doubt}", file=sys.stderr)
     return 0 if refusal is None else 1
 
 

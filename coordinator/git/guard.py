@@ -5,148 +5,157 @@ only when it is one of the sweeping or discarding forms below *and* the shared t
 that are not the caller's (another session's writes, or a change made outside the coordinator). Read-only
 commands, and commands touching only the caller's own changes, pass.
 
+The line is read by the one shell parser (coordinator.text.shell: every simple command, through lists,
+pipelines, subshells, groups, conditionals, substitutions, `bash -lc` strings and wrappers such as `env`,
+`sudo`, `xargs`) and each git invocation by git's own grammar (gitargs.py: global options, `-c alias.x=...`,
+clustered short options, pathspecs with or without `--`, pathspec magic such as `:/`, globs).
+
 Sweeping or discarding forms: `stash` (but `stash list` / `stash show`), `reset --hard|--merge|--keep`,
-`clean` (but `-n`), `checkout`/`restore` of paths others changed (or of `.`), a branch switch (`checkout
-BRANCH`, `switch`), `add -A|--all|.|-u` or an `add` of others' paths, `commit -a|--all` or a `commit` naming
-others' paths, and `rebase`, `merge`, `pull`, `cherry-pick`, `revert` over the dirty tree.
+`clean` (but `-n`), `checkout`/`restore` of paths others changed (or of `.`, `:/`, a glob), `checkout -f`, a
+branch switch (`checkout BRANCH`, `switch`), `add -A|--all|-u|.|*|:/` or an `add` of others' paths, `commit
+-a|--all` or a `commit` naming others' paths (with or without `--`), `rm`/`mv` of others' files, and `rebase`,
+`merge`, `pull`, `cherry-pick`, `revert`, `am` over the dirty tree. What cannot be judged (an alias from the
+user's git config that cannot be read, a script file, `eval`, a variable command name, paths held in
+variables) is named in the answer's `doubts`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
 import re
-import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from coordinator.git.gitargs import BUILTINS, GitCall, git_calls, line_doubts
 from coordinator.git.ledger import Ledger
 from coordinator.git.plumbing import Git
+from coordinator.text.shell import Word
 
-_SEPARATORS = {"&&", "||", ";", "|", "&", "\n"}
-_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"}
 _OVER_DIRTY_TREE = {"rebase", "merge", "pull", "cherry-pick", "revert", "am"}
 _CONTINUE = {"--abort", "--continue", "--skip", "--quit"}
+_MAGIC = re.compile(r"^:(?:\((?P<long>[^)]*)\)|(?P<short>[/!^]*):?)(?P<rest>.*)$", re.DOTALL)
+Others = dict[str, list[str]]
+ALL = "\0all"  # a target standing for every path
 
 
 def git_invocations(command: str) -> list[list[str]]:
-    """The argument lists (after `git` and its global options) of each git command in a shell line."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        words = command.split()
-    found: list[list[str]] = []
-    current: list[str] = []
-    for word in [*words, ";"]:
-        if word in _SEPARATORS or set(word) <= set(";&|"):
-            if current:
-                _collect(current, found)
-            current = []
-        else:
-            current.append(word)
-    return found
+    """The argument lists (after `git` and its global options, aliases given by `-c` expanded) of each git
+    command in a shell line."""
+    return [[c.sub, *c.args] for c in git_calls(command)]
 
 
-def _collect(words: list[str], found: list[list[str]]) -> None:
-    while words and ("=" in words[0] and not words[0].startswith("-")):  # VAR=value prefixes
-        words = words[1:]
-    if not words or os.path.basename(words[0]) != "git":
-        return
-    args, i = words[1:], 0
-    while i < len(args) and args[i].startswith("-"):
-        i += 2 if args[i] in _GLOBAL_WITH_VALUE else 1
-    found.append(args[i:])
+@dataclass(frozen=True)
+class _Where:
+    base: str  # the folder the line starts in, relative to the git top level ("" at the top)
 
 
-def _paths_of(args: list[str]) -> list[str]:
-    if "--" in args:
-        return args[args.index("--") + 1 :]
-    return [a for a in args if not a.startswith("-")]
+def _target(spec: Word, call: GitCall, where: _Where) -> tuple[str, bool] | None:
+    """(path or glob relative to the top level, is a glob) of one pathspec; None when not known."""
+    if spec.expands:
+        return None
+    text, top, exclude = spec.text, False, False
+    magic = _MAGIC.match(text) if text.startswith(":") else None
+    if magic:
+        words = (magic.group("long") or "").split(",") if magic.group("long") is not None else []
+        short = magic.group("short") or ""
+        top = "/" in short or "top" in words
+        exclude = bool({"!", "^"} & set(short)) or "exclude" in words
+        text = magic.group("rest")
+        if exclude or any(w.startswith("attr") for w in words):
+            return ALL, False  # "everything but ...": as wide as the whole tree
+    folder = "" if top else posixpath.join(where.base, call.cwd or "")
+    path = posixpath.normpath(posixpath.join(folder, text)) if text else posixpath.normpath(folder or ".")
+    if path in (".", ""):
+        return ALL, False
+    literal = magic is not None and "literal" in (magic.group("long") or "")
+    return path, (spec.glob or bool(re.search(r"[*?\[]", text))) and not literal
 
 
-def _touches(paths: list[str], others: dict[str, list[str]], cwd_prefix: str) -> list[str]:
-    hit = []
-    for p in paths:
-        norm = os.path.normpath(os.path.join(cwd_prefix, p)).replace(os.sep, "/")
+def _touches(call: GitCall, specs: tuple[Word, ...], others: Others, where: _Where, doubts: list[str]) -> list[str]:
+    hit: set[str] = set()
+    for spec in specs:
+        target = _target(spec, call, where)
+        if target is None:
+            doubts.append(f"`git {call.sub} ... {spec.raw}`: the paths are not known before it runs")
+            continue
+        path, glob = target
         for other in others:
-            if norm in (".", "") or other == norm or other.startswith(norm.rstrip("/") + "/"):
-                hit.append(other)
-    return sorted(set(hit))
+            if path == ALL or other == path or other.startswith(path + "/") or (glob and fnmatch.fnmatch(other, path)):
+                hit.add(other)
+    return sorted(hit)
 
 
-def _short_all(arg: str) -> bool:
-    """`-am`, `-av`: a cluster of short options with `-a` before any option that takes the rest as value."""
-    if not arg.startswith("-") or arg.startswith("--"):
-        return False
-    cluster = re.split("[mFCcSu]", arg[1:], maxsplit=1)[0]
-    return "a" in cluster
+_Touch = Callable[[tuple[Word, ...]], list[str]]
 
 
-Others = dict[str, list[str]]
+def _stash(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    first = call.pathspecs[0].text if call.pathspecs else ""
+    if first in ("list", "show"):
+        return None
+    return touches(call.pathspecs[1:]) if first == "push" and call.pathspecs[1:] else everything
 
 
-def _stash(rest: list[str], others: Others) -> list[str] | None:
-    return None if rest[:1] in (["list"], ["show"]) else sorted(others)
+def _clean(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    return None if call.has("-n", "--dry-run") else (touches(call.pathspecs) if call.pathspecs else everything)
 
 
-def _reset(rest: list[str], others: Others) -> list[str] | None:
-    return sorted(others) if {"--hard", "--merge", "--keep"} & set(rest) else None
+def _restore(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    only_index = call.has("--staged", "-S") and not call.has("--worktree", "-W")
+    return None if only_index else touches(call.pathspecs)
 
 
-def _clean(rest: list[str], others: Others) -> list[str] | None:
-    return None if {"-n", "--dry-run"} & set(rest) else sorted(others)
+def _switch(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    force = call.has("-f", "--force", "--discard-changes")
+    return None if call.has("-c", "--create", "-C", "--force-create") and not force else everything
 
 
-def _restore(rest: list[str], others: Others) -> list[str] | None:
-    return _touches(_paths_of(rest), others, "") or None
+def _add(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    if call.has("-A", "--all", "-u", "--update", "--no-ignore-removal") and not call.pathspecs:
+        return everything
+    return touches(call.pathspecs)
 
 
-def _checkout(rest: list[str], others: Others) -> list[str] | None:
-    if "--" in rest:
-        return _restore(rest, others)
-    if {"-b", "-B"} & set(rest):
-        return None  # a new branch at HEAD keeps the tree
-    targets = [a for a in rest if not a.startswith("-")]
-    return (_touches(targets, others, "") or sorted(others)) if targets else None
-
-
-def _switch(rest: list[str], others: Others) -> list[str] | None:
-    return None if {"-c", "-C", "--create"} & set(rest) else sorted(others)
-
-
-def _add(rest: list[str], others: Others) -> list[str] | None:
-    if {"-A", "--all", "-u", "--update"} & set(rest):
-        return sorted(others)
-    return _touches(_paths_of(rest), others, "") or None
-
-
-def _commit(rest: list[str], others: Others) -> list[str] | None:
-    if {"-a", "--all"} & set(rest) or any(_short_all(a) for a in rest):
-        return sorted(others)
-    paths = rest[rest.index("--") + 1 :] if "--" in rest else []
-    return _touches(paths, others, "") or None
-
-
-def _over_dirty_tree(rest: list[str], others: Others) -> list[str] | None:
-    return None if _CONTINUE & set(rest) else sorted(others)
-
-
-_RULES = {
+_RULES: dict[str, Callable[[GitCall, list[str], _Touch], list[str] | None]] = {
     "stash": _stash,
-    "reset": _reset,
+    "reset": lambda c, everything, t: everything if c.has("--hard", "--merge", "--keep") else None,
     "clean": _clean,
-    "checkout": _checkout,
     "restore": _restore,
     "switch": _switch,
     "add": _add,
-    "commit": _commit,
-    **{sub: _over_dirty_tree for sub in _OVER_DIRTY_TREE},
+    "commit": lambda c, everything, t: everything if c.has("-a", "--all") else t(c.pathspecs),
+    "rm": lambda c, everything, t: t(c.pathspecs),
+    "mv": lambda c, everything, t: t(c.pathspecs[:-1]),
+    **{sub: (lambda c, everything, t: None if _CONTINUE & set(c.options) else everything) for sub in _OVER_DIRTY_TREE},
 }
 
 
-def _sweeps(args: list[str], others: Others) -> list[str] | None:
-    """The others' paths the command would sweep up or discard; None when it is safe."""
-    rule = _RULES.get(args[0]) if args else None
-    return rule(args[1:], others) if rule and others else None
+def _rule(call: GitCall, others: Others, where: _Where, doubts: list[str]) -> list[str] | None:
+    """The others' paths the call would sweep up or discard; None (or empty) when it is safe."""
+
+    def touches(specs: tuple[Word, ...]) -> list[str]:
+        if call.input_paths:  # the paths come from the input at run time: any of the others' may be among them
+            return sorted(others)
+        return _touches(call, specs, others, where, doubts)
+
+    if call.sub == "checkout":
+        return _checkout(call, sorted(others), touches)
+    rule = _RULES.get(call.sub)
+    return rule(call, sorted(others), touches) if rule else None
+
+
+def _checkout(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    force = call.has("-f", "--force")
+    if call.has("-b", "-B", "--orphan"):
+        return everything if force else None
+    if "--" in call.args:
+        after = len(call.args) - call.args.index("--") - 1
+        return touches(call.pathspecs[len(call.pathspecs) - after :]) or (everything if force else None)
+    if not call.pathspecs:
+        return everything if force else None
+    hit = touches(call.pathspecs)
+    return hit or (everything if len(call.pathspecs) == 1 else None)  # `checkout BRANCH`: a switch
 
 
 def others_uncommitted(root: str, session_id: str) -> dict[str, list[str]]:
@@ -166,31 +175,78 @@ def others_uncommitted(root: str, session_id: str) -> dict[str, list[str]]:
     return found
 
 
-def check_shell_command(command: str, root: str, session_id: str) -> str | None:
-    """None when `command` may run; else a refusal for the model naming the safe equivalent."""
-    invocations = git_invocations(command)
-    if not invocations:
-        return None
-    others: dict[str, list[str]] | None = None
-    for args in invocations:
-        if not args or args[0] not in _RULES:
-            continue  # read-only or harmless whatever the tree holds: no need to look
-        if others is None:
-            try:
-                others = others_uncommitted(root, session_id)
-            except Exception:
-                return None  # not a git repository, or git missing: nothing of others' to protect
-        hit = _sweeps(args, others)
+@dataclass(frozen=True)
+class GuardAnswer:
+    """The guard's judgement of a shell line: `refusal` (None: it may run) and `doubts`, what in the line the
+    guard could not judge (named only when the tree holds others' uncommitted work)."""
+
+    refusal: str | None
+    doubts: tuple[str, ...] = ()
+
+
+def _config_aliases(root: str, calls: list[GitCall]) -> dict[str, str]:
+    """The repository's git aliases for the unknown subcommands of `calls` (`git config --get alias.X`)."""
+    found: dict[str, str] = {}
+    unknown = {c.sub for c in calls if c.sub not in BUILTINS and c.alias is None}
+    if not unknown:
+        return found
+    git = Git(root)
+    for name in sorted(unknown):
+        out = git.run(["config", "--get", f"alias.{name}"], check=False)
+        if out.returncode == 0:
+            found[name] = out.stdout.decode(errors="replace").strip()
+    return found
+
+
+def judge_shell_command(command: str, root: str, session_id: str, cwd: str | None = None) -> GuardAnswer:
+    """Judge the shell line `command` run by `session_id` in `cwd` (default: the root)."""
+    try:
+        calls = git_calls(command)
+        aliases = _config_aliases(root, calls)
+        if aliases:
+            calls = git_calls(command, aliases)
+    except Exception:
+        return GuardAnswer(None)  # not a git repository, or git missing: nothing of others' to protect
+    doubts = line_doubts(command) + [d for c in calls for d in c.doubts]
+    sweeping = [c for c in calls if c.sub in _RULES or c.sub == "checkout"]
+    if not sweeping and not doubts:
+        return GuardAnswer(None)
+    try:
+        others = others_uncommitted(root, session_id)
+        where = _Where(_base(root, cwd))
+    except Exception:
+        return GuardAnswer(None)
+    if not others:
+        return GuardAnswer(None)
+    for call in sweeping:
+        hit = _rule(call, others, where, doubts)
         if hit:
-            return _refusal(args, hit, others, session_id)
-    return None
+            return GuardAnswer(_refusal(call, hit, others, session_id), tuple(dict.fromkeys(doubts)))
+    return GuardAnswer(None, tuple(dict.fromkeys(doubts)))
 
 
-def _refusal(args: list[str], hit: list[str], others: dict[str, list[str]], session_id: str) -> str:
+def _base(root: str, cwd: str | None) -> str:
+    top = Git(root).toplevel
+    rel = os.path.relpath(os.path.realpath(cwd or root), os.path.realpath(top)).replace(os.sep, "/")
+    return "" if rel == "." or rel.startswith("..") else rel
+
+
+def check_shell_command(command: str, root: str, session_id: str) -> str | None:
+    """None when `command` may run; else a refusal for the model naming the safe equivalent (and what in the
+    line the guard could not judge). `judge_shell_command` gives the doubts of a line it lets through too."""
+    answer = judge_shell_command(command, root, session_id)
+    if answer.refusal is None:
+        return None
+    extra = f" Not judged: {'; '.join(answer.doubts)}." if answer.doubts else ""
+    return answer.refusal + extra
+
+
+def _refusal(call: GitCall, hit: list[str], others: Others, session_id: str) -> str:
     shown = ", ".join(f"{p} ({', '.join(others[p])})" for p in hit[:8]) + (" ..." if len(hit) > 8 else "")
+    alias = f" (the alias {call.alias})" if call.alias else ""
     return (
-        f"Refused: `git {' '.join(args)}` would sweep up or discard uncommitted work of other sessions in this "
-        f"shared checkout: {shown}. To commit only your own changes run "
+        f"Refused: `git {' '.join([call.sub, *call.args])}`{alias} would sweep up or discard uncommitted work of "
+        f"other sessions in this shared checkout: {shown}. To commit only your own changes run "
         f"`edit-coordinator commit --session {session_id} -m MSG`; read-only git commands (status, diff, log, "
         "show) are fine. Leave the others' files as they are."
     )

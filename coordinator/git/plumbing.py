@@ -51,7 +51,9 @@ class Git:
         env: Mapping[str, str] | None = None,
         check: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
-        full_env = {**os.environ, **(env or {})}
+        # Every path given to git is a file name, never pathspec magic: `:colon.py`, `:(top)x.py`, `:!x.py` and
+        # `*.py` name those files (GIT_LITERAL_PATHSPECS, the environment form of --literal-pathspecs).
+        full_env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1", **(env or {})}
         proc = subprocess.run(
             ["git", *args], cwd=self.root, input=stdin, capture_output=True, env=full_env, check=False
         )

@@ -122,3 +122,18 @@ def test_not_a_git_repository_and_empty_message(tmp_path: Path) -> None:
     with pytest.raises(CoordinatorError) as exc:
         commit_session(str(tmp_path), "s1", "  \n")
     assert "message" in exc.value.message
+
+
+@pytest.mark.parametrize("name", [":colon.py", ":(top)odd.py", ":!bang.py", "*.py", "x[ab].py"])
+def test_names_git_reads_as_pathspec_magic_commit_as_files(repo: Path, gcoord: Coordinator, name: str) -> None:
+    """Every plumbing call takes paths literally: these names used to block the whole commit (an "outside
+    change" or io_error) because git read them as pathspec magic or globs."""
+    (repo / name).write_text("one\n")
+    git(repo, "add", "--", f":(literal){name}")
+    git(repo, "commit", "-q", "-m", "odd name")
+    edit(gcoord, "s1", name, "one\n", "two\n")
+    edit(gcoord, "s1", "a.py", "a2\n", "A2\n")
+    result = commit_session(str(repo), "s1", "odd names")
+    assert sorted(result.paths) == sorted(["a.py", name])
+    assert show(repo, "HEAD", name) == "two\n" and "A2\n" in show(repo, "HEAD", "a.py")
+    assert git(repo, "status", "--porcelain") == ""

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from coordinator import Coordinator
-from coordinator.git.guard import check_shell_command, git_invocations
-from tests.coordinator.git.conftest import edit
+from coordinator.git.guard import check_shell_command, git_invocations, judge_shell_command
+from tests.coordinator.git.conftest import edit, git
 
 DESTRUCTIVE = [
     "git stash",
@@ -96,3 +96,114 @@ def test_invocations_are_found_in_compound_lines() -> None:
         ["log"],
     ]
     assert git_invocations("echo 'unbalanced") == []
+
+
+# Issue 42's reproductions: the forms agents emit, read by the shell parser and git's own grammar. Each was
+# allowed by the word-splitting guard (shlex at the start of the line).
+MISSED_VARIANTS = [
+    "echo start\ngit stash",  # a newline separator
+    "bash -lc 'git stash'",  # how Codex wraps every command
+    'bash -lc "cd . && git add -A"',
+    'sh -c "git stash"',
+    "(git stash)",
+    "git commit -m x a.py",  # pathspecs without --
+    "git commit -m x .",
+    "git add -Av",  # clustered flags
+    "git add *",  # a shell glob
+    "git add '*.py'",  # a git glob
+    "git add :/",  # whole-tree pathspec magic
+    "git restore :/",
+    "git restore ':(top)a.py'",
+    "git checkout -f",
+    "git add ':!b.py'",
+    "git rm -f a.py",  # another session's file
+    "git mv a.py c.py",
+    "git stash push -- a.py",
+    "git commit -am 'x'",
+]
+WRAPPED_FORMS = [
+    "env git stash",
+    "command git stash",
+    "time git stash",
+    "sudo git stash",
+    "nohup git stash",
+    "exec git stash",
+    "echo a.py | xargs git add",
+    "{ git stash; }",
+    "if true; then git stash; fi",
+    "git -c alias.x=stash x",
+    "echo $(git stash)",
+    "echo `git stash`",
+    "env -i FOO=1 timeout 10 nice git reset --hard",
+]
+HARMLESS = [
+    "git status",
+    "git diff",
+    "git log",
+    "git add b.py",
+    "git commit -m x -- b.py",
+    "git commit -m x b.py",
+    "git rm --cached -q b.py && git status",
+    "bash -lc 'git status && git diff'",
+    "git -c alias.st=status st",
+    "git restore --staged a.py",
+    "git stash list",
+    "git checkout -b feature",
+    "cd /tmp && ls",
+]
+
+
+@pytest.mark.parametrize("command", MISSED_VARIANTS + WRAPPED_FORMS)
+def test_forms_agents_emit_are_refused(shared: Path, command: str) -> None:
+    refusal = check_shell_command(command, str(shared), "me")
+    assert refusal is not None, command
+    assert "a.py (other)" in refusal and "edit-coordinator commit --session me -m MSG" in refusal
+
+
+@pytest.mark.parametrize("command", HARMLESS)
+def test_harmless_forms_pass(shared: Path, command: str) -> None:
+    assert check_shell_command(command, str(shared), "me") is None
+
+
+def test_codex_and_claude_code_shapes(shared: Path) -> None:
+    codex = "bash -lc \"cd . && apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF\ngit add -A\""
+    assert check_shell_command(codex, str(shared), "me") is not None
+    claude = 'cd sub && git add -A && git commit -m "Fix it"'
+    (shared / "sub").mkdir()
+    assert check_shell_command(claude, str(shared), "me") is not None
+    assert (
+        check_shell_command('cd sub && git add ../b.py && git commit -m "mine" -- ../b.py', str(shared), "me") is None
+    )
+
+
+def test_a_pathspec_in_a_subfolder_is_resolved_from_there(shared: Path) -> None:
+    (shared / "sub").mkdir()
+    assert check_shell_command("cd sub && git add .", str(shared), "me") is None  # nothing of others' there
+    assert check_shell_command("git -C sub add :/", str(shared), "me") is not None
+
+
+def test_what_cannot_be_judged_is_named(shared: Path) -> None:
+    answer = judge_shell_command("./deploy.sh && git unknownthing", str(shared), "me")
+    assert answer.refusal is None
+    assert any("deploy.sh" in d for d in answer.doubts)
+    assert any("alias from the user's git config" in d for d in answer.doubts)
+    eval_answer = judge_shell_command('eval "$CMD"', str(shared), "me")
+    assert any("eval" in d for d in eval_answer.doubts)
+
+
+def test_an_alias_from_the_repository_config_is_expanded(shared: Path) -> None:
+    git(shared, "config", "alias.save", "stash")
+    git(shared, "config", "alias.wipe", "!git reset --hard")
+    assert check_shell_command("git save", str(shared), "me") is not None
+    assert check_shell_command("git wipe", str(shared), "me") is not None
+
+
+def test_git_guard_takes_the_command_as_one_argument(shared: Path) -> None:
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "coordinator.cli", "git-guard", "--root", str(shared), "--session", "me", "--"]
+    one = subprocess.run([*base, "git stash"], cwd=shared, capture_output=True, text=True)
+    assert one.returncode == 1 and "a.py (other)" in one.stderr
+    words = subprocess.run([*base, "git", "status"], cwd=shared, capture_output=True, text=True)
+    assert words.returncode == 0, words.stderr
