@@ -150,7 +150,7 @@ def _spawn(root: str, service: Path) -> None:
     import sys
 
     argv = [sys.executable, "-m", "coordinator.cli", "serve", "--root", root, "--uds", str(service / "sock"),
-            "--workers", "1", "--idle-exit", str(IDLE_EXIT_S)]  # fmt: skip
+            "--workers", "1", "--idle-exit", str(IDLE_EXIT_S), "--watch"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN")}
     with open(service / "log", "ab") as log:
         proc = subprocess.Popen(

@@ -115,6 +115,12 @@ def _add_operation(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop after this long without a request, or once the root folder is gone (0: never; --workers 1)",
     )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="record every change to the tree (whatever made it) as a version with its author, within ~100 ms "
+        "(inotify; --workers 1; the hook service runs with it: docs/agents/agent-writes.md)",
+    )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument(
@@ -235,6 +241,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         supervisor_pid=os.getpid(),
         otel=args.otel,
         idle_exit_s=args.idle_exit,
+        watch=args.watch,
     )
     try:
         config.validate()
@@ -272,6 +279,8 @@ def _check_listener_options(args: argparse.Namespace) -> None:
     """--uds replaces the TCP listener (one listener, one URL): it takes neither --host/--port nor TLS."""
     if args.workers < 1:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
+    if args.watch and args.workers != 1:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--watch needs --workers 1: one watcher per repository.")
     if args.idle_exit and args.workers != 1:
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from coordinator.engine.native import Found, NativeWrite, NativeWrites
@@ -47,7 +47,10 @@ from coordinator.state.views import KIND_READ, ReadState
 if TYPE_CHECKING:
     from coordinator.engine.leasing import LeaseGate
 
-__all__ = ["AgentWrites", "Settled"]
+__all__ = ["OUTSIDE", "AgentWrites", "Settled"]
+
+# The author of a change no session's call accounts for.
+OUTSIDE = "outside"
 
 TICKET_TTL_ENV = "EDIT_COORDINATOR_TICKET_TTL_S"
 TICKET_WAIT_ENV = "EDIT_COORDINATOR_TICKET_WAIT_S"
@@ -134,11 +137,25 @@ class AgentWrites:
         notes.extend(self.calls.collect(session))
         return Settled(tuple(notes))
 
-    def path_changed(self, key: str) -> None:
-        """A change of `key` was seen (the watcher): the open or lapsed calls on it are settled."""
+    def observed(self, key: str, created: bool = False) -> None:
+        """A change of `key` was seen (the tree watcher, engine/watcher.py): recorded as the write of the
+        session whose call accounts for it, else as `OUTSIDE`'s. An open call's write is recorded and the call
+        stays open (its tool may not be done; its after-hook ends it); a lapsed call's late write is settled
+        (repaired, told). `created`: the watcher saw the path created (a file with no version yet is then
+        recorded as a creation)."""
         for entry in self.calls.on_path(key):
-            for note in self._settle(entry, taken=False):
+            if self.native.unchanged(key, entry.before):
+                continue
+            if entry.state == "lapsed":
+                for note in self._settle(entry, taken=False):
+                    self.calls.tell(entry.session, note)
+                continue
+            found = self._record(entry)
+            if found.entry is not None and self.calls.remove(entry):
+                self.calls.put(replace(entry, before=found.entry.after))
+            for note in self._told(entry, found):
                 self.calls.tell(entry.session, note)
+        self.native.record_outside(key, OUTSIDE, created=created)
 
     # -- tickets ------------------------------------------------------------------------------------------
     def _take_ticket(self, session: str, key: str) -> str:

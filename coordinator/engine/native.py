@@ -224,6 +224,70 @@ class NativeWrites:
             self._record_state(found.overwritten[-1], rp.key, found.repair, found.repair_st, (1, 1), view=False)
         return found
 
+    def record_outside(self, key: str, author: str, *, created: bool = False) -> HistoryEntry | None:
+        """A change of `key` that no write of the coordinator's recorded (the tree watcher saw it): a version
+        by `author` from the newest version to the bytes on disk. A file with no version yet is taken from
+        its last git commit when git tracks it (the version's pre-image is then the committed content), else
+        recorded as a creation when it was just `created`, else its bytes are kept as the baseline of the
+        next change and nothing is recorded. None: nothing
+        recorded (no change, no file, not text of a size the coordinator handles)."""
+        rp = fsio.resolve(self.root, key)
+        committed: bytes | None = None
+        for attempt in range(2):  # the second, with the committed content, when the path has no version yet
+            held = self.locks.acquire(rp.key)
+            try:
+                found = self._outside_locked(held, rp, author, committed, baseline=attempt > 0, created=created)
+            finally:
+                held.release()
+            if found is not None:
+                break
+            committed = _committed(self.root, rp.key)
+        else:
+            return None
+        if found.entry is not None:
+            self._record_state(author, rp.key, found.entry, found.st, found.lines, view=False)
+        return found.entry
+
+    def _outside_locked(
+        self,
+        held: Any,
+        rp: fsio.ResolvedPath,
+        author: str,
+        committed: bytes | None,
+        *,
+        baseline: bool,
+        created: bool = False,
+    ) -> Found | None:
+        """`record_outside` under the lock; None: the path has no version yet and `baseline` is not given
+        (the caller looks up the committed content, outside the lock, and comes again)."""
+        try:
+            cur = self._current(rp)
+            if cur.exists:
+                cur.decoded()  # text only: a binary or undecodable file stays out of the history
+        except CoordinatorError:
+            return Found(None)
+        if not cur.exists:
+            return Found(None)
+        assert cur.digest is not None
+        self.history_store.reconcile(held, rp.key, cur.digest)
+        head = self.history_store.read_head(held)
+        if head.digest == cur.digest:
+            return Found(None)
+        try:
+            if (head.digest is None or head.at is None) and created and head.counter == 0:
+                return self._found_locked(held, rp, author, NativeWrite(rp.key, None), "outside", None)
+            if head.digest is None or head.at is None:
+                if not baseline:
+                    return None
+                base = committed if committed is not None else cur.data
+                self.history_store.keep(held, rp.key, base, content_hash(base))
+                if committed is None or content_hash(base) == cur.digest:
+                    return Found(None)
+                head = self.history_store.read_head(held)
+        except OSError as exc:
+            raise fsio.os_error(exc, rp) from exc
+        return self._found_locked(held, rp, author, NativeWrite(rp.key, head.digest), "outside", None)
+
     def _found_locked(
         self, held: Any, rp: fsio.ResolvedPath, session: str, prepared: NativeWrite, operation: str, call: str | None
     ) -> Found:
@@ -434,3 +498,14 @@ def _differing_lines(old: list[str], new: list[str]) -> tuple[int, int]:
         tail += 1
     first = head + 1
     return first, max(len(new) - tail, first)
+
+
+def _committed(root: str, key: str) -> bytes | None:
+    """`key`'s content in the last git commit of the work tree at `root` (None: not tracked, no git)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", root, "show", f"HEAD:{key}"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None

@@ -124,6 +124,7 @@ class App:
         self.metrics = ServiceMetrics(self._scrape_gauges, os.environ.get(MULTIPROC_ENV) or None)
         self._history_size: TimedCache | None = None
         self.hooks: Any = None  # the agents' hook adapter (server/hooks.py), made on first use
+        self.watcher: Any = None  # the tree watcher (config.watch; engine/watcher.py)
         self.tracer = CallTracer() if config.otel else None  # OpenTelemetry spans (tracing.py), off by default
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -152,10 +153,17 @@ class App:
             meter = FootprintMeter(coord.history_store)
             self._history_size = TimedCache(lambda: _footprint(meter))
             self.coord = coord
+            if self.config.watch:
+                from coordinator.engine.watcher import TreeWatcher
+
+                self.watcher = TreeWatcher(coord.root, coord.agent_writes.observed)
+                self.watcher.start()
 
     def close(self) -> None:
         """Refuse new work, let running engine calls finish, then close the coordinator."""
         self.draining = True
+        if self.watcher is not None:
+            self.watcher.stop()
         self.poll_executor.shutdown(wait=True, cancel_futures=True)
         self.executor.shutdown(wait=True)
         if self.idem is not None:

@@ -224,6 +224,7 @@ class ServerConfig:
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
     otel: bool = False  # an OpenTelemetry span per answered call (server/tracing.py)
     idle_exit_s: float = 0.0  # > 0: stop after this long without a request, or once the root is gone (one worker)
+    watch: bool = False  # the tree watcher (engine/watcher.py): every change recorded with its author (one worker)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -1,0 +1,121 @@
+"""The tree watcher (engine/watcher.py): every change to the tree, whatever made it, is recorded as a version
+with its author; what git would not track stays out; an agent's call accounts for the changes it made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator import Coordinator
+from coordinator.agents.adapter import HookAdapter
+from coordinator.engine.watcher import TreeWatcher
+from tests.coordinator.agents.hooking import Agent, payload, run
+
+
+@pytest.fixture
+def watched(real_redis_root: Path) -> Iterator[tuple[Coordinator, TreeWatcher]]:
+    root = real_redis_root
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("build/\n.edit-coordinator/\n")
+    (root / "app.py").write_text("a = 1\n")
+    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"], check=True
+    )
+    with Coordinator(root, durability="none") as coord:
+        watcher = TreeWatcher(coord.root, coord.agent_writes.observed)
+        watcher.start()
+        try:
+            yield coord, watcher
+        finally:
+            watcher.stop()
+
+
+def _wait_for(check, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, f"never seen: {what}"
+        time.sleep(0.02)
+
+
+def _ops(coord: Coordinator, key: str) -> list[tuple[str, str]]:
+    return [(e.session, e.operation) for e in reversed(coord.history(key))]
+
+
+def test_a_change_by_another_program_is_a_version_by_outside_and_undoable(watched):
+    coord, _ = watched
+    root = Path(coord.root)
+    subprocess.run([sys.executable, "-c", "open('app.py', 'a').write('b = 2\\n')"], cwd=root, check=True)
+    _wait_for(lambda: coord.history("app.py"), "the outside write")
+    (entry,) = coord.history("app.py")
+    assert (entry.session, entry.operation) == ("outside", "outside")
+    assert coord.history_store.load(entry.before, "app.py") == b"a = 1\n"  # the committed content
+    # it is undoable like any version
+    s = coord.session("reviewer")
+    s.read("app.py")
+    s.undo("app.py", version=entry.version)
+    assert (root / "app.py").read_text() == "a = 1\n"
+
+
+def test_ignored_paths_and_the_state_folder_stay_out(watched):
+    coord, _ = watched
+    root = Path(coord.root)
+    (root / "build").mkdir()
+    (root / "build" / "out.txt").write_text("x\n")
+    (root / "new.py").write_text("n = 1\n")  # a new file: tracked (not ignored)
+    _wait_for(lambda: coord.history("new.py"), "the new file")
+    assert coord.history("build/out.txt") == []
+    assert _ops(coord, "new.py") == [("outside", "outside")]
+
+
+def test_the_coordinators_own_writes_are_not_recorded_twice(watched):
+    coord, _ = watched
+    s = coord.session("lib")
+    s.read("app.py")
+    s.edit("app.py", "a = 1", "a = 2")
+    s.edit("app.py", "a = 2", "a = 3")
+    (Path(coord.root) / "marker.py").write_text("m\n")  # seen after the edits' events
+    _wait_for(lambda: coord.history("marker.py"), "the marker")
+    assert _ops(coord, "app.py") == [("lib", "edit"), ("lib", "edit")]
+
+
+def test_an_agent_write_is_attributed_to_its_call_even_without_its_after_hook(watched):
+    coord, _ = watched
+    root = Path(coord.root)
+    hooks = HookAdapter(coord, session_end=lambda r, s: None)
+    Agent(hooks, root, "alice").read("app.py")
+    fields = {"session_id": "alice", "tool_use_id": "t1", "tool_input__file_path": str(root / "app.py")}
+    assert run(hooks, payload("pre_edit", root, **fields)).allow
+    (root / "app.py").write_text("a = 10\n")  # the agent's own write; its PostToolUse never comes
+    _wait_for(lambda: coord.history("app.py"), "the agent's write")
+    assert _ops(coord, "app.py") == [("alice", "edit")]
+    # once her call has ended, a change by another program is no longer hers
+    run(hooks, payload("post_edit", root, **fields))
+    (root / "app.py").write_text("a = 11\n")
+    _wait_for(lambda: len(coord.history("app.py")) == 2, "the later outside write")
+    assert _ops(coord, "app.py") == [("alice", "edit"), ("outside", "outside")]
+
+
+def test_the_hook_service_watches_its_repository(real_redis_root: Path):
+    """The per-repository hook service (started by the first hook) runs the watcher: a change made by
+    another program appears in the history without any hook or coordinator call."""
+    from coordinator.cli import hookservice
+
+    root = real_redis_root
+    hookservice.start(str(root))
+    try:
+        (root / "notes.txt").write_text("one\n")  # created, then changed, by another program
+        with Coordinator(root, durability="none") as coord:
+            _wait_for(lambda: coord.history("notes.txt"), "the creation")
+            (root / "notes.txt").write_text("one\ntwo\n")
+            _wait_for(lambda: len(coord.history("notes.txt")) == 2, "the change")
+            change, creation = coord.history("notes.txt")
+            assert creation.before is None and change.session == "outside"
+            assert coord.history_store.load(change.after, "notes.txt") == b"one\ntwo\n"
+    finally:
+        hookservice.stop(str(root))
