@@ -21,6 +21,19 @@ _CONTENDED_S = 2.0
 _CONTENDED_MAX = 100_000
 
 
+class AlreadyMade(Exception):
+    """Policy "rebase": every change of the edit is already in the file, made by another write at the same
+    place. Nothing is written; the engine answers the edit as made (`Recorder.already_made`) and the
+    session's view becomes what it read plus its own edit (`rebased.view`), as after a rebased edit."""
+
+    def __init__(self, key: str, rebased: rebase.RebaseOutcome, view_data: bytes, mtime_ns: int) -> None:
+        super().__init__(key)
+        self.key = key
+        self.rebased = rebased
+        self.view_data = view_data
+        self.mtime_ns = mtime_ns
+
+
 class Rebaser:
     """The rebase of an edit made on an older view, and which paths are contended in this process.
 
@@ -104,6 +117,9 @@ class Rebaser:
             if use_cache:
                 raise _CachedViewRefused(rp.key, recorded, exc) from None
             raise
+        if rb.already:
+            assert cur.st is not None
+            raise AlreadyMade(rp.key, rb, encode_text(rb.view, current.encoding), cur.st.st_mtime_ns)
         out = rb.outcome
         return WritePlan(
             new_data=encode_text(out.text, current.encoding),

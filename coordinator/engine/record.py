@@ -45,6 +45,7 @@ from coordinator.text import semantics
 
 if TYPE_CHECKING:
     from coordinator.engine.plan import WritePlan
+    from coordinator.engine.rebasing import AlreadyMade
     from coordinator.engine.steps import _PreLock, _Request, _Written
 
 log = logging.getLogger("coordinator.engine")
@@ -107,6 +108,76 @@ class Recorder:
                 return bare
         finally:
             self.tidy(written)  # (done already on the early path: then it does nothing)
+
+    def already_made(self, req: _Request, pre: _PreLock, made: AlreadyMade) -> WriteResult:
+        """The answer to an edit whose change another write already made (policy "rebase"): nothing was
+        written; the session's view becomes what it read plus its own edit (as after a rebased edit, so its
+        next edit is carried over from there), and the result names who made the change."""
+        recorded, key = pre.recorded, pre.rp.key
+        assert recorded is not None
+        view_digest = content_hash(made.view_data)
+        self._texts.put(view_digest, made.rebased.view)
+        rs = ReadState(view_digest, made.mtime_ns, len(made.view_data), 0, 0, recorded.time, KIND_WRITE)
+        warnings: tuple[str, ...] = ()
+        try:
+            self._state_call(lambda: self.state.record_read(req.session, key, rs))
+            self._views.put(req.session, key, rs)
+        except Exception as exc:
+            self._views.drop(req.session, key)
+            warnings = _unrecorded(key, exc)
+        try:
+            seen: _Intervening | None = self.intervening.since(key, recorded, req.session)
+        except Exception:  # who made it is information only
+            seen = None
+        who = ", ".join(seen.sessions) if seen is not None and seen.sessions else "another write"
+        message = (
+            f"Your change is already in {key}: it was made by {who} at the same place since you read the file. "
+            "Nothing was written (0 replacements). Read the file before relying on the lines around it."
+        )
+        if warnings:
+            message += " Warning: " + " ".join(warnings)
+        values = self._result_values(req, pre, seen, made, message, warnings)
+        return result_of(values)
+
+    def _result_values(
+        self,
+        req: _Request,
+        pre: _PreLock,
+        seen: _Intervening | None,
+        made: AlreadyMade,
+        message: str,
+        warnings: tuple[str, ...],
+    ) -> dict[str, Any]:
+        """An already-made edit's result fields, in field order (`results.result_of`)."""
+        rebased = made.rebased
+        return {
+            "path": pre.rp.key,
+            "operation": req.operation,
+            "created": False,
+            "version": seen.last_version if seen is not None else 0,
+            "hash": None,
+            "message": message,
+            "replacements": 0,
+            "start_line": 1,
+            "snippet": "",
+            "timings": {},
+            "warnings": warnings,
+            "rebased": True,
+            "changed_lines": tuple((c.first, c.last) for c in rebased.changes if c.last >= c.first),
+            "intervening": seen.recent if seen is not None else (),
+            "intervening_writes": seen.count if seen is not None else 0,
+            "intervening_sessions": seen.sessions if seen is not None else (),
+            "notice": "",
+            "lease_token": None,
+            "match": rebased.outcome.match,
+            "match_lines": rebased.outcome.match_lines,
+            "nearby_changes": (),
+            "reverts": None,
+            "discarded": (),
+            "already_made": True,
+            "placed_after": (),
+            "placed_before": (),
+        }
 
     def tidy(self, written: _Written) -> None:
         """The replace's directory work that needs no lock, done once the lock is released (while the
@@ -229,6 +300,9 @@ class Recorder:
             "nearby_changes": plan.nearby,
             "reverts": req.reverts,
             "discarded": (),
+            "already_made": False,
+            "placed_after": (),
+            "placed_before": (),
         }
         if plan.rebased is not None or seen is not None:
             values.update(_rebase_fields(plan, seen))
@@ -361,6 +435,8 @@ def _rebase_fields(plan: WritePlan, seen: _Intervening | None) -> dict[str, Any]
         out["rebased"] = True
         out["changed_lines"] = tuple((c.first, c.last) for c in rebased.changes if c.last >= c.first)
         out["nearby_changes"] = tuple((c.first, c.last) for c in rebased.nearby if c.last >= c.first)
+        out["placed_after"] = tuple((c.first, c.last) for c in rebased.placed_after)
+        out["placed_before"] = tuple((c.first, c.last) for c in rebased.placed_before)
     if seen is not None:
         out["intervening"] = seen.recent
         out["intervening_writes"] = seen.count

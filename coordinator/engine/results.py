@@ -82,6 +82,12 @@ class WriteResult:
     nearby_changes: tuple[tuple[int, int], ...] = ()  # others' changes within 3 lines of this one (new file)
     reverts: int | None = None  # undo / redo: the version whose change was reverted
     discarded: tuple[dict[str, Any], ...] = ()  # restore: the versions discarded (version, session, operation)
+    # policy "rebase": the edit's change was already in the file (made by another write); nothing written
+    already_made: bool = False
+    # policy "rebase": others' insertions at the very point where this edit inserted, which its lines were
+    # put after (the order of the writes) or before (its old_string anchored them there); lines of the new file
+    placed_after: tuple[tuple[int, int], ...] = ()
+    placed_before: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -91,6 +97,8 @@ class WriteResult:
         d["match_lines"] = list(self.match_lines) if self.match_lines else None
         d["intervening"] = [dict(x) for x in self.intervening]
         d["discarded"] = [dict(x) for x in self.discarded]
+        d["placed_after"] = [list(r) for r in self.placed_after]
+        d["placed_before"] = [list(r) for r in self.placed_before]
         return d
 
 

@@ -441,8 +441,18 @@ def _rebase_sentence(res: WriteResult) -> str:
     near = ""
     if res.nearby_changes:
         near = f" Lines {_spans(res.nearby_changes)}, right next to your edit, are among them."
+    if res.placed_after:
+        near += (
+            f" Another write inserted lines {_spans(res.placed_after)} at the very point where your edit inserts:"
+            " your lines were put after them (the order of the writes)."
+        )
+    if res.placed_before:
+        near += (
+            f" Another write inserted lines {_spans(res.placed_before)} at the very point where your edit inserts:"
+            " your lines were put before them, right after the text your old_string ends with."
+        )
     return (
-        f"The file had changed since you read it ({writes}{where}), in lines your edit does not touch, so "
+        f"The file had changed since you read it ({writes}{where}), in lines your edit does not change, so "
         f"your edit was applied on top of those changes.{near} You have not seen them: read those lines "
         "before relying on them."
     )

@@ -75,7 +75,7 @@ from coordinator.engine.plan import (
     clean_digest,
 )
 from coordinator.engine.reading import missing_file
-from coordinator.engine.rebasing import Rebaser
+from coordinator.engine.rebasing import AlreadyMade, Rebaser
 from coordinator.engine.record import UNRECORDED_WARNING, Recorder
 from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
@@ -414,6 +414,8 @@ class CheckThenWrite:
         dfd = self._open_parent_for_write(rp, req.may_create)
         try:
             written = self._critical_section(req, pre, dfd, wait)
+        except AlreadyMade as made:
+            return self.recorder.already_made(req, pre, made)
         except _Missing:
             raise missing_file(rp, self.root, self._root_fd) from None
         except CoordinatorError as exc:

@@ -91,6 +91,14 @@ class RebaseOutcome:
     view: str  # the base with only this session's edit applied: its new read state
     changes: tuple[LineChange, ...]  # what others changed between base and current
     nearby: tuple[LineChange, ...] = ()  # those within NEARBY_LINES lines of the edit, numbered as in the result
+    # the edit's change was already in the file (made by another write): nothing to write, `outcome.text`
+    # is the current text and `outcome.replacements` is 0
+    already: bool = False
+    # foreign insertions at the very point where the edit inserts: the edit's lines were put after them
+    # (the order of the writes), numbered as in the current file
+    placed_after: tuple[LineChange, ...] = ()
+    # ... or before them, where the edit's old_string still matched and put them there (anchored above)
+    placed_before: tuple[LineChange, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -286,15 +294,17 @@ class _Claim:
     end: int
 
 
-def _commutes(claim: _Claim, h: Hunk) -> bool:
+def _commutes(claim: _Claim, h: Hunk, ordered: bool = False) -> bool:
     """Do the session's claim and the foreign hunk `h` (replacing base lines ``[h.a1, h.a2)``) commute?
 
     Two blocks commute when they share no line; an insertion commutes with a block unless it lies strictly
-    inside it; two insertions commute unless they are at the same point.
+    inside it; two insertions commute unless they are at the same point. `ordered`: two insertions at
+    the same point are taken as commuting too, the session's lines going after the foreign ones (the
+    order of the writes), which `_merge` does by itself.
     """
     if claim.first == claim.end:
         if h.a1 == h.a2:
-            return h.a1 != claim.first
+            return ordered or h.a1 != claim.first
         return not h.a1 < claim.first < h.a2
     if h.a1 == h.a2:
         return not claim.first < h.a1 < claim.end
@@ -308,13 +318,14 @@ def _check_commutes(
     claims: Sequence[_Claim],
     what: str,
     carrying: bool = False,
+    ordered: bool = False,
 ) -> None:
     """Raise STALE (reason ``overlap``, or ``same_place`` when every clash is two insertions at one point)
-    unless every foreign hunk commutes with every claim."""
+    unless every foreign hunk commutes with every claim (`ordered`: see `_commutes`)."""
     clashing: list[LineChange] = []
     all_points = True
     for h, c in zip(foreign, changes, strict=True):
-        bad = [k for k in claims if not _commutes(k, h)]
+        bad = [k for k in claims if not _commutes(k, h, ordered)]
         if bad:
             clashing.append(c)
             all_points = all_points and h.a1 == h.a2 and all(k.first == k.end for k in bad)
@@ -365,9 +376,10 @@ def rebase_edits(
 
     Both texts are the decoded file contents (line ends as in the file). Raises CoordinatorError: STALE
     when the edit cannot be carried over (``details``: ``changes`` as ``[[first, last], ...]`` of the
-    current file, ``reason``: ``not_rebasable``, ``invalid_on_base``, ``overlap``, ``same_place``,
-    ``no_unique_match`` or ``moved_match``). An edit that fails on the current text for any other reason
-    is reported as STALE too, to stay on the safe side.
+    current file, ``reason``: ``not_rebasable``, ``invalid_on_base``, ``overlap``, ``no_unique_match``
+    or ``moved_match``). An edit that fails on the current text for any other reason is reported as
+    STALE too, to stay on the safe side. An edit whose every change is already in the file is answered
+    with ``already=True`` and the current text unchanged.
     """
     if not specs:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "No edits to rebase.")
@@ -390,31 +402,133 @@ def rebase_edits(
         ) from None
     view = view_outcome.text
     own = diff_texts(base, view)
-    claims = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs, match)
-    claims.extend(_Claim(x.hunk.a1, x.hunk.a2) for x in own)
+    regions = [_match_region(base, view_outcome)] if len(specs) == 1 else _match_regions(base, specs, match)
 
-    # 2. Every foreign change must commute with the edit.
-    _check_commutes(name, changes, foreign, claims, "your edit")
+    # 2. Own hunks another write already made, the same change at the same place, are not made twice.
+    fresh = [x for x in own if not _already_made(x, view, foreign_spans, current)]
+    if not fresh:
+        made = EditOutcome(current, 0, 0, 0, view_outcome.match, view_outcome.match_lines)
+        return RebaseOutcome(made, view, changes, already=True)
 
-    # 3. The edit applied to the current text must be the merge of both change sets.
-    merged = _merge(current, foreign_spans, view, own)
+    # 3. Every foreign change must commute with the edit's changed lines (not its context: git's rule).
+    _check_commutes(name, changes, foreign, [_Claim(x.hunk.a1, x.hunk.a2) for x in fresh], "your edit", ordered=True)
+
+    # 4. The merge, put where the edit matched in the version read, checked against the current text.
+    # Where the edit inserts at the very point another write inserted, its lines go after those (the
+    # order of the writes), unless its old_string still matches and puts them before (anchored above).
+    points = {x.hunk.a1 for x in fresh if x.hunk.a1 == x.hunk.a2}
+    same_point = [(h, c) for h, c in zip(foreign, changes, strict=True) if h.a1 == h.a2 and h.a1 in points]
+    merges = [_merge(current, foreign_spans, view, fresh)]
+    if same_point:
+        merges.append(_merge(current, foreign_spans, view, fresh, before_points=True))
+    outcome = _landing(current, merges, specs, match, regions, own, foreign_spans, name, changes)
+    claims = [*regions, *(_Claim(x.hunk.a1, x.hunk.a2) for x in own)]
+    before = outcome.text != merges[0]
+    placed = tuple(_renumbered(h, c, fresh, before) for h, c in same_point)
+    return RebaseOutcome(
+        outcome=outcome,
+        view=view,
+        changes=changes,
+        nearby=_nearby(claims, foreign, changes, fresh),
+        placed_after=() if before else placed,
+        placed_before=placed if before else (),
+    )
+
+
+def _renumbered(h: Hunk, c: LineChange, own: Sequence[_Span], own_first: bool) -> LineChange:
+    """Foreign change `c` (hunk `h`) numbered as in the merged result: moved by the lines of the own hunks
+    before it (those at its very point too when `own_first`)."""
+    shift = sum(
+        (x.hunk.b2 - x.hunk.b1) - (x.hunk.a2 - x.hunk.a1)
+        for x in own
+        if x.hunk.a2 < h.a1 or (x.hunk.a2 == h.a1 and (own_first or x.hunk.a1 < x.hunk.a2))
+    )
+    return LineChange(c.base_first, c.base_last, c.first + shift, c.last + shift)
+
+
+def _already_made(x: _Span, view: str, foreign: Sequence[_Span], current: str) -> bool:
+    """Is own hunk `x` also a foreign hunk: the same base lines replaced by the same text?"""
+    for f in foreign:
+        if f.hunk.a1 == x.hunk.a1 and f.hunk.a2 == x.hunk.a2:
+            return current[f.b_start : f.b_start + f.b_len] == view[x.b_start : x.b_start + x.b_len]
+    return False
+
+
+def _landing(
+    current: str,
+    merges: Sequence[str],
+    specs: Sequence[EditSpec],
+    match: str,
+    regions: Sequence[_Claim],
+    own: Sequence[_Span],
+    foreign: Sequence[_Span],
+    name: str,
+    changes: Sequence[LineChange],
+) -> EditOutcome:
+    """The edit's outcome on the current text, when it is one of the `merges` (the first is the default);
+    else STALE.
+
+    The edit still applies to the current text: it must give a merge (``moved_match`` otherwise: the
+    match is somewhere else now). It no longer applies because others changed some of its context lines
+    or made some of its change already: the lines of it that nobody changed, with what now lies between
+    them, must occur exactly once in the current file (``no_unique_match`` otherwise), so the place the
+    merge chose is the only place the edit's text can mean. Several matches now: ``no_unique_match``.
+    """
     try:
         outcome = apply_edits(current, specs, match) if len(specs) > 1 else _apply_one(current, specs[0], match)
     except CoordinatorError as exc:
-        raise _stale(
-            name,
-            changes,
-            f"old_string no longer matches uniquely in the current file ({exc.message}).",
-            "no_unique_match",
-        ) from None
-    if outcome.text != merged:
+        if exc.code != ErrorCode.NO_MATCH or not _anchored(current, regions, own, foreign):
+            raise _stale(
+                name,
+                changes,
+                f"old_string no longer matches uniquely in the current file ({exc.message}).",
+                "no_unique_match",
+            ) from None
+        return _merged_outcome(merges[0], current, len(specs))
+    if outcome.text not in merges:
         raise _stale(
             name,
             changes,
             "old_string now matches at a place that does not correspond to where it was in the version you read.",
             "moved_match",
         )
-    return RebaseOutcome(outcome=outcome, view=view, changes=changes, nearby=_nearby(claims, foreign, changes, own))
+    return outcome
+
+
+def _anchored(current: str, regions: Sequence[_Claim], own: Sequence[_Span], foreign: Sequence[_Span]) -> bool:
+    """Does each block of the edit (its matched lines and own hunks, touching ones joined) keep at least
+    one line nobody changed, and does the current text from its first such line to its last occur
+    exactly once in the current file?"""
+    blocks = sorted([(c.first, c.end) for c in regions] + [(x.hunk.a1, x.hunk.a2) for x in own])
+    joined: list[list[int]] = []
+    for first, end in blocks:
+        if joined and first <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([first, end])
+    lines = split_keepends(current)
+    for first, end in joined:
+        kept = [i for i in range(first, end) if not any(f.hunk.a1 <= i < f.hunk.a2 for f in foreign)]
+        if not kept:
+            return False
+        lo, hi = _current_line(kept[0], foreign), _current_line(kept[-1], foreign)
+        text = "".join(lines[lo : hi + 1])
+        at = current.find(text)
+        if at < 0 or current.find(text, at + 1) >= 0:
+            return False
+    return True
+
+
+def _current_line(i: int, foreign: Sequence[_Span]) -> int:
+    """Where base line `i`, which no foreign hunk replaced, is in the current text (0-based)."""
+    return i + sum((f.hunk.b2 - f.hunk.b1) - (f.hunk.a2 - f.hunk.a1) for f in foreign if f.hunk.a2 <= i)
+
+
+def _merged_outcome(merged: str, current: str, replacements: int) -> EditOutcome:
+    """The outcome of a landing made from the merge alone: where the changed part starts in it, and how
+    long it is (from the first changed line through the last)."""
+    start, length = changed_region(current, merged)
+    return EditOutcome(merged, replacements, start, length)
 
 
 def rebase_edit(base: str, current: str, spec: EditSpec, name: str = "The file", match: str = "exact") -> RebaseOutcome:
@@ -508,16 +622,20 @@ def _match_region(base: str, out: EditOutcome) -> _Claim:
     return _Claim(first, max(last + 1, first))
 
 
-def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span]) -> str:
+def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span], before_points: bool = False) -> str:
     """The current text with the session's own hunks put at the corresponding place. The own hunks commute
-    with the foreign ones (no shared line, no insertion at one point), so each maps by the character shift
-    of the foreign hunks that end at or before its start."""
+    with the foreign ones (no shared line), so each maps by the character shift of the foreign hunks that
+    end at or before its start. An own insertion at the point of a foreign one goes after it, or before it
+    with `before_points`."""
     out: list[str] = []
     cursor = 0
     shift = 0
     i = 0
     for x in own:
         while i < len(foreign) and foreign[i].hunk.a2 <= x.hunk.a1:
+            f = foreign[i].hunk
+            if before_points and f.a1 == f.a2 == x.hunk.a1 == x.hunk.a2:
+                break
             shift += foreign[i].b_len - foreign[i].a_len
             i += 1
         start = x.a_start + shift

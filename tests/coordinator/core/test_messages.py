@@ -236,14 +236,6 @@ CASES: list[tuple[str, ErrorCode, Callable[[], Any], str, dict[str, Any]]] = [
         {"changes": [], "reason": "invalid_on_base"},
     ),
     (
-        "rebase-same_place",
-        ErrorCode.STALE,
-        lambda: rebase_edit("a\nb\n", "a\nNEW\nb\n", EditSpec("a\n", "a\nMINE\n")),
-        _REBASE_HEAD + "your edit inserts lines at the very place where another write inserted lines since your "
-        "read (line 2 of the current file); which should come first cannot be decided for you." + _REBASE_TAIL,
-        {"changes": [[2, 2]], "reason": "same_place", "clashing": [[2, 2]]},
-    ),
-    (
         "rebase-overlap-lines-and-others",
         ErrorCode.STALE,
         lambda: rebase_edit("a\nb\nc\nd\ne\n", "a\nB\nC\nd\nE\n", EditSpec("b\nc\n", "x\n")),

@@ -197,40 +197,62 @@ def test_insertion_or_deletion_next_to_the_edit_commutes() -> None:
     assert rebase_edit(base, deleted, spec).outcome.text == base.replace("line 5\nline 6\n", "five\n")
 
 
-def test_two_insertions_at_the_same_point_are_refused() -> None:
+def test_two_insertions_at_the_same_point_land_in_a_recorded_order() -> None:
     base = numbered(10)
     theirs = apply_edit(base, "line 6\n", "THEIRS\nline 6\n").text  # inserted before line 6
-    err = stale(rebase_edit, base, theirs, EditSpec("line 5\n", "line 5\nMINE\n"))  # after line 5: same point
-    assert err.details["reason"] == "same_place"
-    assert err.details["clashing"] == [[6, 6]]
-    assert "inserts lines at the very place where another write inserted lines" in err.message
-    # the same insertion text does not make them commute either
+    # anchored above (old_string still matches): MINE right after line 5, before THEIRS
+    r = rebase_edit(base, theirs, EditSpec("line 5\n", "line 5\nMINE\n"))
+    assert "line 5\nMINE\nTHEIRS\nline 6\n" in r.outcome.text
+    assert [(c.first, c.last) for c in r.placed_before] == [(7, 7)] and r.placed_after == ()  # numbered after
+    # anchored on both sides (old_string no longer matches): after THEIRS, the order of the writes
+    r = rebase_edit(base, theirs, EditSpec("line 5\nline 6\n", "line 5\nMINE\nline 6\n"))
+    assert "line 5\nTHEIRS\nMINE\nline 6\n" in r.outcome.text
+    assert [(c.first, c.last) for c in r.placed_after] == [(6, 6)] and r.placed_before == ()
+    # the same insertion at the same point is the same change: already made, nothing to write
     same = apply_edit(base, "line 6\n", "MINE\nline 6\n").text
-    assert stale(rebase_edit, base, same, EditSpec("line 5\n", "line 5\nMINE\n")).details["reason"] == "same_place"
-    # one line apart they commute
+    r = rebase_edit(base, same, EditSpec("line 5\n", "line 5\nMINE\n"))
+    assert r.already and r.outcome.text == same and r.outcome.replacements == 0
+    assert r.view == apply_edit(base, "line 5\n", "line 5\nMINE\n").text
+    # one line apart they commute, as before
     r = rebase_edit(base, theirs, EditSpec("line 4\n", "line 4\nMINE\n"))
-    assert "line 4\nMINE\nline 5\nTHEIRS\nline 6\n" in r.outcome.text
+    assert "line 4\nMINE\nline 5\nTHEIRS\nline 6\n" in r.outcome.text and r.placed_after == ()
 
 
-def test_insertion_inside_the_matched_lines_is_refused_as_overlap() -> None:
+def test_an_insertion_inside_the_matched_lines_lands_when_the_changed_lines_commute() -> None:
+    """git's rule: the changed lines decide, not the context lines the old_string matched."""
     base = numbered(10)
     current = apply_edit(base, "line 5\n", "line 5\nwedge\n").text
-    err = stale(rebase_edit, base, current, EditSpec("line 5\nline 6\n", "line 5\nsix\n"))
+    r = rebase_edit(base, current, EditSpec("line 5\nline 6\n", "line 5\nsix\n"))
+    assert "line 5\nwedge\nsix\nline 7\n" in r.outcome.text
+    # but an insertion strictly inside the changed lines is an overlap
+    err = stale(rebase_edit, base, current, EditSpec("line 5\nline 6\n", "five\nsix\n"))
     assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
 
 
-def test_a_change_next_to_a_matched_but_unchanged_line_is_an_overlap_of_the_match() -> None:
-    """The edit matched lines 5-6 and rewrote only line 5: line 6 is claimed by the match, so another
-    write's change of it is an overlap (found by the region check itself, before the edit is retried)."""
+def test_a_change_of_a_matched_but_unchanged_line_lands() -> None:
+    """The edit matched lines 5-6 and rewrote only line 5: another write's change of line 6 touches only
+    the edit's context, so both land (as git merges them)."""
     base = numbered(10)
     current = apply_edit(base, "line 6\n", "six\n").text
-    err = stale(rebase_edit, base, current, EditSpec("line 5\nline 6", "five\nline 6"))
-    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
-    # and a change right after the matched lines commutes
+    r = rebase_edit(base, current, EditSpec("line 5\nline 6", "five\nline 6"))
+    assert "line 4\nfive\nsix\nline 7\n" in r.outcome.text
     current = apply_edit(base, "line 7\n", "seven\n").text
     assert (
         "five\nline 6\nseven\n" in rebase_edit(base, current, EditSpec("line 5\nline 6", "five\nline 6")).outcome.text
     )
+
+
+def test_context_that_nobody_changed_must_still_be_unique() -> None:
+    """A landing made from the merge alone (the old_string no longer matches) needs the context lines that
+    survived, with what lies between them now, to occur once in the file: else no_unique_match."""
+    base = "k\nb\nv\nq\nk\nb\nw\n"
+    current = "k\nb\nV\nq\nk\nb\nw\n"
+    # the edit inserts after the first "k\nb\n", anchored on "v": v changed, only "k\nb\n" kept, twice
+    err = stale(rebase_edit, base, current, EditSpec("k\nb\nv\n", "k\nb\nNEW\nv\n"))
+    assert err.details["reason"] == "no_unique_match"
+    # with a unique line kept, it lands
+    r = rebase_edit(base, current, EditSpec("q\nk\nb\nw\n", "q\nk\nb\nNEW\nw\n"))
+    assert r.outcome.text == "k\nb\nV\nq\nk\nb\nNEW\nw\n"
 
 
 def test_deletion_of_the_line_after_a_partial_line_match_is_an_overlap() -> None:
@@ -324,14 +346,16 @@ def test_multi_edit_is_rebased_as_a_whole() -> None:
     twenty = apply_edit(base, "line 20\n", "XX\n").text
     err = stale(rebase_edits, base, twenty, chained)
     assert err.details["reason"] == "overlap" and err.details["clashing"] == [[20, 20]]
-    # an edit after one that does not match on the base alone still claims the lines it matched
+    # an edit after one that does not match on the base alone: a change of its context lines only lands
     more = [*chained, EditSpec("line 5\nline 6\n", "five\nline 6\n")]
-    err = stale(rebase_edits, base, base.replace("line 6\n", "six\n"), more)
-    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[6, 6]]
-    # and so does a flexible one
+    r = rebase_edits(base, base.replace("line 6\n", "six\n"), more)
+    assert "line 4\nfive\nsix\nline 7\n" in r.outcome.text and "twenty-one\n" in r.outcome.text
+    # and so does a flexible one; a change of its changed lines is an overlap
     flex = [EditSpec("line 1\n", "one\n"), EditSpec("  line 5\n  line 6\n", "  five\n  line 6\n")]
-    err = stale(rebase_edits, base, base.replace("line 6\n", "six\n"), flex, "The file", "flexible")
-    assert err.details["reason"] == "overlap"
+    r = rebase_edits(base, base.replace("line 6\n", "six\n"), flex, "The file", "flexible")
+    assert r.outcome.text.startswith("one\n") and "line 4\nfive\nsix\nline 7\n" in r.outcome.text
+    err = stale(rebase_edits, base, base.replace("line 5\n", "5\n"), flex, "The file", "flexible")
+    assert err.details["reason"] == "overlap" and err.details["clashing"] == [[5, 5]]
     specs = [EditSpec("line 3\n", "three\n"), EditSpec("line 16\n", "sixteen\n")]
     r = rebase_edits(base, current, specs)  # line 16 is next to line 15: commutes now
     assert "fifteen\nsixteen\n" in r.outcome.text
@@ -349,14 +373,17 @@ def test_last_line_without_newline() -> None:
 
 
 @st.composite
-def concurrent_edits(draw: st.DrawFn, *, commuting: bool) -> tuple[str, list[EditSpec]]:
+def concurrent_edits(
+    draw: st.DrawFn, *, commuting: bool, same_point: bool | None = None
+) -> tuple[str, list[EditSpec]]:
     """A base text of unique lines and 2-4 edits of blocks of whole lines (or of part of one line).
 
     commuting=True: the blocks are disjoint but may be adjacent (no untouched line between them); an edit
     that inserts after its block is never followed by one that inserts right before the next block (two
     insertions at one point). The edits must commute.
     commuting=False: two edits that do not commute: their blocks share a line, or they insert at the same
-    point (after one block and before the block that follows it). The later writer must be refused.
+    point (after one block and before the block that follows it; `same_point` True: only those, False:
+    only shared lines, None: either).
     """
     eol = draw(st.sampled_from(["\n", "\r\n"]))
     if commuting:
@@ -374,7 +401,7 @@ def concurrent_edits(draw: st.DrawFn, *, commuting: bool) -> tuple[str, list[Edi
     else:
         a = draw(st.integers(0, 10))
         b = a + draw(st.integers(1, 3))
-        if draw(st.booleans()):  # overlapping blocks
+        if not same_point if same_point is not None else draw(st.booleans()):  # overlapping blocks
             c = draw(st.integers(max(0, a - 3), b - 1))
             d = max(c + draw(st.integers(1, 3)), a + 1)
             kinds = [draw(st.sampled_from(["replace", "delete"])) for _ in range(2)]
@@ -414,14 +441,35 @@ def test_commuting_concurrent_edits_give_one_text_in_every_order(case: tuple[str
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(concurrent_edits(commuting=False))
-def test_non_commuting_concurrent_edits_are_refused(case: tuple[str, list[EditSpec]]) -> None:
+@given(concurrent_edits(commuting=False, same_point=False))
+def test_edits_of_shared_lines_are_refused(case: tuple[str, list[EditSpec]]) -> None:
     base, (first, second) = case
     for a, b in ((first, second), (second, first)):
         current = apply_edit(base, a.old_string, a.new_string).text
+        if a.new_string == b.new_string == "" and a.old_string.replace("\r\n", "\n") == b.old_string.replace(
+            "\r\n", "\n"
+        ):
+            r = rebase_edit(base, current, b)  # the same deletion: already made
+            assert r.already and r.outcome.text == current
+            continue
         err = stale(rebase_edit, base, current, b)
-        assert err.details["reason"] in ("overlap", "same_place")
+        assert err.details["reason"] == "overlap"
         assert err.details["clashing"]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(concurrent_edits(commuting=False, same_point=True))
+def test_insertions_at_one_point_land_in_the_order_of_the_writes(case: tuple[str, list[EditSpec]]) -> None:
+    """Block 1 gets lines appended (its old_string ends at the point), block 2 lines prepended (its
+    old_string starts there): whichever is written second, each edit's lines stay next to its own
+    old_string, so the second writer's lines go on its own side of the first's."""
+    base, (first, second) = case
+    both = apply_edit(apply_edit(base, first.old_string, first.new_string).text, second.old_string, second.new_string)
+    for a, b in ((first, second), (second, first)):
+        current = apply_edit(base, a.old_string, a.new_string).text
+        r = rebase_edit(base, current, b)
+        assert r.outcome.text == both.text
+        assert len(r.placed_before if b is first else r.placed_after) == 1
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -672,18 +720,19 @@ def test_a_flexible_multi_edit_is_rebased_with_flexible_matching() -> None:
 
 
 @pytest.mark.parametrize(
-    ("base", "current", "spec"),
+    ("base", "current", "spec", "merged"),
     [
-        ("a\nb\nc\n", "A\nb\nc\n", EditSpec("a\nb", "a\nB")),  # the matched first line, one char long
-        ("x\nb\nc\n", "x\nB\nc\n", EditSpec("x\nb", "X\nb")),  # the matched last line, one char long
-        ("a\n\nc\n", "a\nX\nc\n", EditSpec("\n\nc", "\n\nC")),  # anchored on a line end: the empty line next
+        ("a\nb\nc\n", "A\nb\nc\n", EditSpec("a\nb", "a\nB"), "A\nB\nc\n"),  # the matched first line
+        ("x\nb\nc\n", "x\nB\nc\n", EditSpec("x\nb", "X\nb"), "X\nB\nc\n"),  # the matched last line
+        ("a\n\nc\n", "a\nX\nc\n", EditSpec("\n\nc", "\n\nC"), "a\nX\nC\n"),  # anchored on a line end
     ],
 )
-def test_a_change_of_a_short_matched_line_is_an_overlap(base: str, current: str, spec: EditSpec) -> None:
-    """The lines old_string matched are claimed even when the edit leaves them as they were and they are
-    only one char long: a change there is refused as an overlap, before the edit is even tried on it."""
-    err = stale(rebase_edit, base, current, spec)
-    assert err.details["reason"] == "overlap"
+def test_a_change_of_a_short_matched_but_unchanged_line_lands(
+    base: str, current: str, spec: EditSpec, merged: str
+) -> None:
+    """A matched line the edit leaves as it was is context: another write's change of it does not stop
+    the edit (the kept line, one char long, is still unique), and both changes are in the result."""
+    assert rebase_edit(base, current, spec).outcome.text == merged
 
 
 def test_the_difflib_size_limit_is_the_product_of_the_gap_itself(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -226,3 +226,47 @@ def test_processes_editing_their_own_lines_lose_nothing(real_redis_root: Path) -
     for idx, acked, _ in results:
         assert acked == ROUNDS and f"w{idx}={ROUNDS}\n" in text
     assert sum(r for _, _, r in results) == 0  # own lines never conflict under rebase
+
+
+def test_a_change_already_made_by_another_session_is_answered_as_made(root: Path, rcoord: Coordinator) -> None:
+    (root / "f.py").write_text(numbered(20))
+    a, b = rcoord.session("A"), rcoord.session("B")
+    a.read("f.py")
+    b.read("f.py")
+    a.edit("f.py", "line 4\nline 5\nline 6\n", "line 4\nfive\nline 6\n")
+    a.edit("f.py", "line 15\n", "fifteen\n")
+    after_a = (root / "f.py").read_bytes()
+    r = b.edit("f.py", "line 5\n", "five\n")  # the same change, other context: already made
+    assert r.already_made and r.replacements == 0 and r.rebased
+    assert "already in f.py" in r.message and "A" in r.message and "Nothing was written" in r.message
+    assert (root / "f.py").read_bytes() == after_a
+    assert [e.session for e in rcoord.history("f.py")] == ["A", "A"]  # nothing written, nothing in history
+    # B's view is what it read plus its own edit: its next edit is carried over from there
+    r = b.edit("f.py", "five\nline 6\nline 7\n", "five\nline 6\nseven\n")
+    assert r.rebased and not r.already_made
+    expected = numbered(20).replace("line 5\n", "five\n").replace("line 7\n", "seven\n")
+    assert (root / "f.py").read_text() == expected.replace("line 15\n", "fifteen\n")
+
+
+def test_insertions_at_one_point_land_in_a_recorded_order_and_undo(root: Path, rcoord: Coordinator) -> None:
+    (root / "f.py").write_text(numbered(10))
+    a, b = rcoord.session("A"), rcoord.session("B")
+    a.read("f.py")
+    b.read("f.py")
+    a.edit("f.py", "line 4\nline 5\nline 6\n", "line 4\nline 5\nA1\nA2\nline 6\n")
+    r = b.edit("f.py", "line 5\nline 6\nline 7\n", "line 5\nB1\nline 6\nline 7\n")
+    assert r.rebased and r.placed_after == ((6, 7),) and r.placed_before == ()
+    assert "put after them" in r.message
+    assert "line 5\nA1\nA2\nB1\nline 6\n" in (root / "f.py").read_text()
+    assert [e.session for e in rcoord.history("f.py")] == ["B", "A"]  # the order of the writes
+    b.read("f.py")
+    b.undo("f.py")  # B's insertion is taken out again; A's stays
+    assert (root / "f.py").read_text() == numbered(10).replace("line 5\n", "line 5\nA1\nA2\n")
+    # anchored above only: B's lines go right after its anchor, before A's, and the result says so
+    b.read("f.py")
+    c = rcoord.session("C")
+    c.read("f.py")
+    b.edit("f.py", "line 8\n", "line 8\nB8\n")
+    r = c.edit("f.py", "line 8\n", "line 8\nC8\n")
+    assert r.placed_before == ((12, 12),) and "put before them" in r.message  # B8, after C8 now
+    assert "line 8\nC8\nB8\nline 9\n" in (root / "f.py").read_text()
