@@ -55,10 +55,34 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--scenario",
         action="append",
-        choices=scenario_names(),
+        choices=[*scenario_names(), "cooperbench"],
         default=None,
         metavar="NAME",
-        help=f"run only this scenario (repeatable): {', '.join(scenario_names())}",
+        help=f"run only this scenario (repeatable): {', '.join(scenario_names())}; or cooperbench (alone: "
+        "CooperBench's pairs of features replayed on one shared tree, with --dataset and --repos)",
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        default=None,
+        help="cooperbench: CooperBench's dataset folder (<repo>_task/task<id>/feature<N>/feature.patch, setup.sh)",
+    )
+    p.add_argument(
+        "--repos",
+        type=Path,
+        default=None,
+        help="cooperbench: a folder of the upstream repositories (git dirs named owner+name[/repo] or name, "
+        "holding the base commits) or of plain base trees (<repo>_task/task<id>/<path>)",
+    )
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="PREFIX",
+        help="cooperbench: only the tasks whose key (e.g. pallets_click_task/task2068) starts with this",
+    )
+    p.add_argument(
+        "--max-pairs", type=int, default=None, help="cooperbench: at most this many pairs per task (the first ones)"
     )
     p.add_argument(
         "--row",
@@ -127,6 +151,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if missing:
         err.print(f"[yellow]bench:[/yellow] {escape(missing)}")
     out: Path = args.out or _default_out(args.quick)
+    if args.scenario and "cooperbench" in args.scenario:
+        return _cooperbench(args, err)
     if args.report:
         return _report(out, args.markdown, err)
     from coordinator_bench.scenarios import only_rows, select
@@ -195,6 +221,32 @@ def _conclude(results: list[dict[str, Any]], out: Path, elapsed_s: float, load: 
         )
         return 2
     return 0
+
+
+def _cooperbench(args: argparse.Namespace, err: Any) -> int:
+    """`bench --scenario cooperbench`: the replay of coordinator_bench/cooperbench.py. Exit 1 when an edit
+    was lost or landed at a wrong place, 2 when it could not run or replayed no pair."""
+    from coordinator_bench import cooperbench
+
+    if args.scenario != ["cooperbench"] or args.dataset is None or args.repos is None:
+        err.print("[red]bench:[/red] --scenario cooperbench runs alone and needs --dataset and --repos.")
+        return 2
+    out: Path = (args.out or _default_out(False)) / "cooperbench"
+    opts = cooperbench.RunOptions(
+        dataset=args.dataset, repos=args.repos, out=out, only=args.task, max_pairs=args.max_pairs, progress=err
+    )
+    results = cooperbench.run(opts)
+    total = results["summary"].get("all")
+    if not total or not total["replayable"]:
+        err.print(f"[red]bench:[/red] no pair could be replayed from {args.dataset} with {args.repos}.")
+        return 2
+    png = cooperbench.plot(results, out / "bench-cooperbench.png")
+    print(cooperbench.markdown_table(results), end="")
+    if results["repos_missing"]:
+        print(f"Not found under {args.repos}: {', '.join(results['repos_missing'])}")
+    print(f"Results: {out / 'cooperbench.json'}" + (f"; plot: {png}" if png else ""))
+    bad = sum(m["wrong_place"] + m["lost"] for m in total["modes"].values())
+    return 1 if bad else 0
 
 
 class _LoadWatch:

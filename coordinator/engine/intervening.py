@@ -124,6 +124,20 @@ class InterveningWrites:
                 return _Walk(found, newest, True, tail.whole, True)
         return _Walk(found, newest, False, tail.whole, False)
 
+    def by_itself_since(self, key: str, recorded: ReadState, session: str) -> bool:
+        """Did `session` itself write `key` since its view `recorded` (another call of the same session, in
+        another coroutine, thread or process)? Walks the history index back to the view's version (or the
+        view's time); True also when that point is not within the walk's reach (the cautious answer)."""
+        tail = self.history_store.tail(key, _INTERVENING_TAIL_BYTES)
+        for e in tail.entries:  # newest first
+            if e.after == recorded.hash:
+                return False
+            if e.session == session:
+                return True
+            if e.before == recorded.hash or e.time < recorded.time - _INTERVENING_SLACK_S:
+                return False
+        return not tail.whole
+
     def detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
         """A refused rebase's sentence naming who changed the file since the view (and its details)."""
         seen = self.since(key, recorded, session)

@@ -35,7 +35,7 @@ from coordinator.engine.calls import PostWriteHook
 from coordinator.engine.intervening import InterveningWrites, _Intervening
 from coordinator.engine.leasing import NOT_DUE, LeaseGate
 from coordinator.engine.results import WriteResult, evolve, result_of
-from coordinator.errors import CoordinatorError
+from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.frozen import fast_init
 from coordinator.history import content_hash
 from coordinator.state import events as events_mod
@@ -115,6 +115,16 @@ class Recorder:
         next edit is carried over from there), and the result names who made the change."""
         recorded, key = pre.recorded, pre.rp.key
         assert recorded is not None
+        if self.intervening.by_itself_since(key, recorded, req.session):
+            raise CoordinatorError(
+                ErrorCode.STALE,
+                f"{pre.rp.shown} has been modified since you last read it, by another call of this same session "
+                f"({req.session}), and it made the very change your edit makes: whether you meant to make it "
+                "twice cannot be told, so nothing was written. Read the file again, then redo your change on the "
+                "current content if it is still needed.",
+                changes=[[c.first, c.last] for c in made.rebased.changes],
+                reason="made_by_this_session",
+            )
         view_digest = content_hash(made.view_data)
         self._texts.put(view_digest, made.rebased.view)
         rs = ReadState(view_digest, made.mtime_ns, len(made.view_data), 0, 0, recorded.time, KIND_WRITE)

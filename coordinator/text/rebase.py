@@ -414,16 +414,15 @@ def rebase_edits(
     _check_commutes(name, changes, foreign, [_Claim(x.hunk.a1, x.hunk.a2) for x in fresh], "your edit", ordered=True)
 
     # 4. The merge, put where the edit matched in the version read, checked against the current text.
-    # Where the edit inserts at the very point another write inserted, its lines go after those (the
-    # order of the writes), unless its old_string still matches and puts them before (anchored above).
+    # Where the edit inserts at the very point another write inserted, see `_orders`.
     points = {x.hunk.a1 for x in fresh if x.hunk.a1 == x.hunk.a2}
     same_point = [(h, c) for h, c in zip(foreign, changes, strict=True) if h.a1 == h.a2 and h.a1 in points]
-    merges = [_merge(current, foreign_spans, view, fresh)]
-    if same_point:
-        merges.append(_merge(current, foreign_spans, view, fresh, before_points=True))
+    merges = (
+        _orders(current, foreign_spans, view, fresh) if same_point else [_merge(current, foreign_spans, view, fresh)]
+    )
     outcome = _landing(current, merges, specs, match, regions, own, foreign_spans, name, changes)
     claims = [*regions, *(_Claim(x.hunk.a1, x.hunk.a2) for x in own)]
-    before = outcome.text != merges[0]
+    before = outcome.text == _merge(current, foreign_spans, view, fresh, before_points=True) if same_point else False
     placed = tuple(_renumbered(h, c, fresh, before) for h, c in same_point)
     return RebaseOutcome(
         outcome=outcome,
@@ -433,6 +432,43 @@ def rebase_edits(
         placed_after=() if before else placed,
         placed_before=placed if before else (),
     )
+
+
+def _orders(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span]) -> list[str]:
+    """The two merges of an edit that inserts at the very point where another write inserted, the one to
+    make when the edit's old_string no longer decides first: the one where more of the lines next to the
+    edit's inserted lines in the version read (the line before them, the line after) are still next to
+    them; on a tie, the edit's lines after the other write's (the order of the writes). A line diff cannot
+    always tell where an insertion was made (a block that starts or ends with a line equal to its
+    neighbour could have been put one line up or down): the neighbours decide where the diff cannot."""
+    after_starts: list[int] = []
+    before_starts: list[int] = []
+    after = _merge(current, foreign, view, own, starts=after_starts)
+    before = _merge(current, foreign, view, own, before_points=True, starts=before_starts)
+    if _neighbours_kept(before, before_starts, view, own) > _neighbours_kept(after, after_starts, view, own):
+        return [before, after]
+    return [after, before]
+
+
+def _neighbours_kept(merged: str, starts: Sequence[int], view: str, own: Sequence[_Span]) -> int:
+    """How many own insertions keep, in `merged`, the line before and the line after them in `view`."""
+    kept = 0
+    for x, at in zip(own, starts, strict=True):
+        if x.hunk.a1 != x.hunk.a2:
+            continue
+        end = at + x.b_len
+        kept += _line_before(merged, at) == _line_before(view, x.b_start)
+        kept += _line_after(merged, end) == _line_after(view, x.b_start + x.b_len)
+    return kept
+
+
+def _line_before(text: str, at: int) -> str:
+    return text[text.rfind("\n", 0, max(at - 1, 0)) + 1 : at]
+
+
+def _line_after(text: str, at: int) -> str:
+    end = text.find("\n", at)
+    return text[at : end + 1 if end >= 0 else len(text)]
 
 
 def _renumbered(h: Hunk, c: LineChange, own: Sequence[_Span], own_first: bool) -> LineChange:
@@ -622,14 +658,22 @@ def _match_region(base: str, out: EditOutcome) -> _Claim:
     return _Claim(first, max(last + 1, first))
 
 
-def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Span], before_points: bool = False) -> str:
+def _merge(
+    current: str,
+    foreign: Sequence[_Span],
+    view: str,
+    own: Sequence[_Span],
+    before_points: bool = False,
+    starts: list[int] | None = None,
+) -> str:
     """The current text with the session's own hunks put at the corresponding place. The own hunks commute
     with the foreign ones (no shared line), so each maps by the character shift of the foreign hunks that
     end at or before its start. An own insertion at the point of a foreign one goes after it, or before it
-    with `before_points`."""
+    with `before_points`. `starts` gets where each own hunk's text starts in the result."""
     out: list[str] = []
     cursor = 0
     shift = 0
+    grown = 0  # length added so far by own hunks
     i = 0
     for x in own:
         while i < len(foreign) and foreign[i].hunk.a2 <= x.hunk.a1:
@@ -639,8 +683,11 @@ def _merge(current: str, foreign: Sequence[_Span], view: str, own: Sequence[_Spa
             shift += foreign[i].b_len - foreign[i].a_len
             i += 1
         start = x.a_start + shift
+        if starts is not None:
+            starts.append(start + grown)
         out.append(current[cursor:start])
         out.append(view[x.b_start : x.b_start + x.b_len])
+        grown += x.b_len - x.a_len
         cursor = start + x.a_len
     out.append(current[cursor:])
     return "".join(out)

@@ -270,3 +270,32 @@ def test_insertions_at_one_point_land_in_a_recorded_order_and_undo(root: Path, r
     r = c.edit("f.py", "line 8\n", "line 8\nC8\n")
     assert r.placed_before == ((12, 12),) and "put before them" in r.message  # B8, after C8 now
     assert "line 8\nC8\nB8\nline 9\n" in (root / "f.py").read_text()
+
+
+def test_a_change_a_session_already_made_itself_is_refused_not_answered_as_made(
+    root: Path, rcoord: Coordinator
+) -> None:
+    """Two calls of one session racing (two coroutines incrementing one line, each from the version it
+    read): the second makes the very change the first made. Answering it "already made" would swallow an
+    increment, so it is refused as stale, and nothing is written."""
+    (root / "f.py").write_text(numbered(20))
+    a, b = rcoord.session("A"), rcoord.session("B")
+    a.read("f.py")
+    b.read("f.py")
+    first_view = rcoord.state.get("A", "f.py")
+    a.edit("f.py", "line 5\n", "five\n")
+    b.edit("f.py", "line 15\n", "fifteen\n")  # another session's write: the file moves on
+    # the other call's view is the version read before the first call's edit (its read was recorded last)
+    assert first_view is not None
+    rcoord.state.record_read("A", "f.py", first_view)
+    rcoord._views.drop("A", "f.py")
+    before = (root / "f.py").read_bytes()
+    err = refused(ErrorCode.STALE, a.edit, "f.py", "line 5\n", "five\n")
+    assert err.details["reason"] == "made_by_this_session" and "(A)" in err.message
+    assert (root / "f.py").read_bytes() == before
+    # the same change made by another session is answered as made
+    c = rcoord.session("C")
+    rcoord.state.record_read("C", "f.py", first_view)
+    r = c.edit("f.py", "line 5\n", "five\n")
+    assert r.already_made and "made by A" in r.message
+    assert (root / "f.py").read_bytes() == before
