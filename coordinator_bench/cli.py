@@ -85,6 +85,12 @@ def register(subparsers: Any) -> None:
         "--max-pairs", type=int, default=None, help="cooperbench: at most this many pairs per task (the first ones)"
     )
     p.add_argument(
+        "--tests",
+        action="store_true",
+        help="cooperbench: run both features' tests on every pair rebase+retry fully landed, where the task's "
+        "tests pass on its base tree with this interpreter (git dirs in --repos only)",
+    )
+    p.add_argument(
         "--row",
         action="append",
         default=None,
@@ -233,7 +239,13 @@ def _cooperbench(args: argparse.Namespace, err: Any) -> int:
         return 2
     out: Path = (args.out or _default_out(False)) / "cooperbench"
     opts = cooperbench.RunOptions(
-        dataset=args.dataset, repos=args.repos, out=out, only=args.task, max_pairs=args.max_pairs, progress=err
+        dataset=args.dataset,
+        repos=args.repos,
+        out=out,
+        only=args.task,
+        max_pairs=args.max_pairs,
+        progress=err,
+        tests=args.tests,
     )
     results = cooperbench.run(opts)
     total = results["summary"].get("all")

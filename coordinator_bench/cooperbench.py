@@ -397,6 +397,10 @@ class RunOptions:
     only: list[str] | None = None  # task keys (or prefixes) to run
     max_pairs: int | None = None  # per task
     progress: Any = None  # a rich Console, or None
+    tests: bool = False  # run both features' tests on each pair the tested mode fully landed (coopertests.py)
+
+
+TESTED_MODE = "rebase+retry"
 
 
 def run(opts: RunOptions) -> dict[str, Any]:
@@ -410,13 +414,27 @@ def run(opts: RunOptions) -> dict[str, Any]:
     pairs: list[dict[str, Any]] = []
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="ec-cooperbench-"))
+    runner = None
+    if opts.tests:
+        from coordinator_bench.coopertests import TestRunner
+
+        runner = TestRunner(opts.dataset, files)
     try:
         with Coordinator(root, durability="none") as coord, _progress(opts.progress, len(todo)) as advance:
             for n, (task, a, b) in enumerate(todo):
-                pairs.append(_one_pair(coord, root, n, task, a, b, files, opts.modes))
+                rec = _one_pair(coord, root, n, task, a, b, files, opts.modes)
+                if runner is not None and rec.get(TESTED_MODE, {}).get("full"):
+                    folder = root / f"p{n}m{[m.name for m in opts.modes].index(TESTED_MODE)}"
+                    final = {p: (folder / p).read_text(errors="surrogateescape") for p in _written(folder)}
+                    rec["tests_pass"] = runner.both_pass(task, a, b, final)
+                pairs.append(rec)
+                for k in range(len(opts.modes)):
+                    shutil.rmtree(root / f"p{n}m{k}", ignore_errors=True)
                 advance(f"{task.key} {a.number}+{b.number}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if runner is not None:
+            runner.close()
     results = {
         "scenario": "cooperbench",
         "modes": [m.name for m in opts.modes],
@@ -428,6 +446,11 @@ def run(opts: RunOptions) -> dict[str, Any]:
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "cooperbench.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
+
+
+def _written(folder: Path) -> list[str]:
+    """The files of a replayed pair (relative to its folder)."""
+    return [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
 
 
 def _one_pair(
@@ -497,11 +520,16 @@ def summarize(pairs: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rec in pairs:
         for repo in (rec["repo"], "all"):
-            s = out.setdefault(repo, {"pairs": 0, "replayable": 0, GIT: 0, RMW: _zero(), "modes": {}})
+            s = out.setdefault(
+                repo, {"pairs": 0, "replayable": 0, GIT: 0, RMW: _zero(), "modes": {}, "tests_run": 0, "tests_pass": 0}
+            )
             s["pairs"] += 1
             if not rec.get("replayable"):
                 continue
             s["replayable"] += 1
+            if rec.get("tests_pass") is not None:
+                s["tests_run"] += 1
+                s["tests_pass"] += int(rec["tests_pass"])
             s[GIT] += int(rec[GIT]["clean"])
             _add(s[RMW], rec[RMW])
             for m in modes:
@@ -553,6 +581,7 @@ def markdown_table(results: dict[str, Any], modes: list[str] | None = None) -> s
         "hunks landed (rebase+retry)",
         "wrong place / lost",
         "wrong place / lost after a re-read",
+        "tests of both features pass (rebase+retry)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for repo in [*sorted(k for k in summary if k != "all"), "all"]:
@@ -567,6 +596,7 @@ def markdown_table(results: dict[str, Any], modes: list[str] | None = None) -> s
             f"{rr['landed']:,} / {rr['hunks']:,}",
             f"{total['wrong_place']} / {total['lost']}",
             f"{total['wrong_place_reread']} / {total['lost_reread']}",
+            f"{s['tests_pass']} of {s['tests_run']}" if s.get("tests_run") else "not run",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

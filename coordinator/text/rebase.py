@@ -9,19 +9,33 @@ text. On whole-line hunks (the line diffs B -> V and B -> C) that is:
 * A replaced or deleted block of lines commutes with another one when they share no line. Blocks that
   merely touch (a change on the line just above or below) commute: each side's lines are the same in
   either order.
-* An insertion commutes with a block unless it falls strictly inside it; two insertions at the same point
-  do not commute (their order would be a guess), even when they insert the same text.
-* For an edit, the lines its ``old_string`` matched in B count as a block of its own (they must be there,
-  unchanged, for the edit to mean the same thing); a match that starts with the previous line's terminator
-  (``"\nx = 1\n"``) does not claim that line. ``replace_all`` edits and the empty ``old_string`` that
-  creates a file are never carried over.
+* An insertion commutes with a block unless it falls strictly inside it.
+* The changed lines decide, not the context (git's rule): the lines an edit's ``old_string`` matched but
+  leaves as they were may have been changed by others meanwhile. Two insertions at the same point land
+  too, in an order that is recorded (`RebaseOutcome.placed_after` / ``placed_before``): where the edit's
+  ``old_string`` still matches, the place it gives; else the order that keeps more of the lines next to
+  the edit's own (the line above, the line below) next to them, and on a tie the order of the writes (the
+  edit's lines after the others'). A line diff cannot always tell where an insertion was made (a block
+  that starts or ends with a line equal to its neighbour could be told one line up or down): the
+  neighbours decide where the diff cannot.
+* A change another write already made, the same lines replaced by the same text at the same place, is not
+  made twice: when every hunk of the edit is already there, the result says so (``already``) and the
+  text is the current one. (The engine refuses it instead when the session itself made that change
+  through another call since its view: it may have meant to make it twice, as a counter's increment.)
+* ``replace_all`` edits and the empty ``old_string`` that creates a file are never carried over.
+* ``carry_change`` (undo) keeps the stricter rule: its whole change must commute, and two insertions at
+  one point are refused.
 
-For an edit, a last check makes the rule safe against repeated lines: the edit is applied to C with the
-ordinary Edit semantics (`semantics.apply_edits`: exact, then quote-folded match, CRLF kept, unique match)
-and the result must equal the merge (C with the edit's own hunks put at the corresponding place): that is
-"``old_string`` still matches uniquely at the corresponding place". Anything else raises
+For an edit, a last check makes the rule safe against repeated lines: when the edit still applies to C
+with the ordinary Edit semantics (`semantics.apply_edits`: exact, then quote-folded match, CRLF kept,
+unique match), the result must be one of the merges (C with the edit's own hunks put at the corresponding
+place); when it no longer applies because others changed some of its context lines, the lines of it that
+nobody changed, with what lies between them now, must occur exactly once in C. Never is an edit landed at a
+place other than where its text matched in the version the session read. Anything else raises
 `CoordinatorError(STALE)` whose message names the lines that changed (the engine adds which sessions changed
-them, from the history). Nothing here does I/O, so the engine may run it under the file lock.
+them, from the history). Nothing here does I/O, so the engine may run it under the file lock. Property-tested
+against real ``git merge-file`` in tests/coordinator/core/test_rebase_git.py; the rule and its measure on
+CooperBench are in docs/merge.md.
 
 The session's *view* after a rebased edit is B with its own edit applied (`RebaseOutcome.view`), not C:
 the session has not seen the intervening changes, so its read state must not claim it has. A result names
@@ -29,8 +43,7 @@ the changes near the edit (`RebaseOutcome.nearby`), which the model should look 
 
 Invariant (property-tested in tests/coordinator/core/test_rebase.py): two edits made against the same base
 that commute give the same final text in either order of writing, equal to applying both one after the
-other; pairs that do not commute (overlapping lines, insertions at the same point) are refused whichever is
-written second.
+other; pairs whose changed lines overlap are refused whichever is written second.
 """
 
 from __future__ import annotations
