@@ -373,9 +373,7 @@ def test_last_line_without_newline() -> None:
 
 
 @st.composite
-def concurrent_edits(
-    draw: st.DrawFn, *, commuting: bool, same_point: bool | None = None
-) -> tuple[str, list[EditSpec]]:
+def concurrent_edits(draw: st.DrawFn, *, commuting: bool, same_point: bool | None = None) -> tuple[str, list[EditSpec]]:
     """A base text of unique lines and 2-4 edits of blocks of whole lines (or of part of one line).
 
     commuting=True: the blocks are disjoint but may be adjacent (no untouched line between them); an edit

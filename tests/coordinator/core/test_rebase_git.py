@@ -161,7 +161,7 @@ def test_insertions_at_one_point_land_as_git_union_merges_them(case: tuple[list[
     base = "".join(lines)
     current = apply_edit(base, first.spec.old_string, first.spec.new_string).text
     view = apply_edit(base, second.spec.old_string, second.spec.new_string).text
-    merged, clean = git_merge_file(current, base, view)
+    _, clean = git_merge_file(current, base, view)
     r = rebase_edit(base, current, second.spec)
     if first.new == second.new:
         assert clean and r.already and r.outcome.text == current
