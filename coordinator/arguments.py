@@ -32,6 +32,7 @@ __all__ = [
     "SESSION_PATTERN",
     "STATE_CHECKS",
     "check_bool",
+    "check_call_id",
     "check_choice",
     "check_durability",
     "check_edit_pair",
@@ -42,6 +43,7 @@ __all__ = [
     "check_session_id",
     "check_state_check",
     "check_text",
+    "is_call_id",
     "is_session_id",
     "opt_int",
 ]
@@ -58,6 +60,23 @@ check_path = validate_path_argument
 
 def is_session_id(value: object) -> bool:
     return isinstance(value, str) and _SESSION_RE.match(value) is not None
+
+
+def is_call_id(value: object) -> bool:
+    """A tool-call id from an agent's hook event: the session ids' rule (1-200 of letters, digits and
+    . _ : @ + / = -), so that no id can carry a newline into a commit's trailers, the history or Redis."""
+    return is_session_id(value)
+
+
+def check_call_id(call_id: object) -> str:
+    if not is_call_id(call_id):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "A tool-call id is 1-200 characters from letters, digits and . _ : @ + / = - (the hook event's "
+            f"tool_use_id was {str(call_id)[:60]!r}).",
+        )
+    assert isinstance(call_id, str)
+    return call_id
 
 
 def check_session_id(session_id: object) -> str:

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 
 from coordinator.agents.core import ALLOW, Decision, ToolCall
+from coordinator.arguments import check_call_id, check_session_id
 from coordinator.engine import Coordinator
 from coordinator.engine.agentwrites import TICKET_TTL_ENV, TICKET_TTL_S, TICKET_WAIT_ENV, TICKET_WAIT_S
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -63,6 +64,9 @@ class HookAdapter:
     def handle(self, call: ToolCall) -> Decision:
         """The decision for one call. A CoordinatorError of the coordinator's own (state unavailable, ...)
         propagates: the way in fails closed on it."""
+        check_session_id(call.session)  # ids from a hook event reach history, trailers and Redis: one rule
+        if call.tool_use_id:
+            check_call_id(call.tool_use_id)
         protocol = self.coord.agent_writes
         if call.kind == "session":
             notes = protocol.settle_session(call.session, end=True)

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator.arguments import check_session_id, is_call_id
 from coordinator.disk.layout import tmp_dir
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.ledger import Ledger, PathWrites, write_marks
@@ -173,7 +174,11 @@ def _message(message: str, session_id: str, calls: list[str] | None = None) -> s
     body = message.rstrip("\n")
     if not body.strip():
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The commit message is empty: pass -m MSG.")
-    trailers = [f"{SESSION_TRAILER}: {session_id}", *(f"{TOOL_CALL_TRAILER}: {c}" for c in calls or ())]
+    # A trailer's value is one line of the ids' rule, so no id can add a trailer of its own (`victim\nSigned-off-by:
+    # x`); a call id recorded before the rule was enforced at the hooks is left out rather than written.
+    check_session_id(session_id)
+    safe_calls = [c for c in calls or () if is_call_id(c)]
+    trailers = [f"{SESSION_TRAILER}: {session_id}", *(f"{TOOL_CALL_TRAILER}: {c}" for c in safe_calls)]
     return body + "\n\n" + "\n".join(trailers) + "\n"
 
 

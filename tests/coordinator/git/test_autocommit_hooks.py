@@ -59,3 +59,32 @@ def test_a_commit_of_hooked_writes_names_their_tool_calls_in_its_trailers(repo, 
     assert run(hooks, payload("session_end", repo, session_id="mine")).allow
     trailers = git(repo, "log", "-1", "--format=%(trailers:only,unfold)").strip().splitlines()
     assert trailers == ["Coordinator-Session: mine", *(f"Coordinator-Tool-Call: {c}" for c in calls)]
+
+
+FORGED = "toolu_1\nCoordinator-Session: victim\nSigned-off-by: Mallory <m@example.com>"
+
+
+def test_a_forged_tool_use_id_is_refused_before_it_reaches_history(repo, gcoord):
+    """A tool-use id with newlines used to be recorded as given and written into the commit's trailers."""
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    hooks = HookAdapter(gcoord)
+    mine = Agent(hooks, repo, "mine")
+    mine.read("a.py")
+    with pytest.raises(CoordinatorError) as exc:
+        run(
+            hooks,
+            payload("pre_edit", repo, session_id="mine", tool_use_id=FORGED, tool_input__file_path=str(repo / "a.py")),
+        )
+    assert exc.value.code is ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(CoordinatorError):
+        run(hooks, payload("session_end", repo, session_id="mine\nSigned-off-by: x"))
+    assert all(e.call != FORGED for e in gcoord.history("a.py"))
+
+
+def test_trailers_hold_only_ids_of_the_rule():
+    from coordinator.git.commit import _message
+
+    message = _message("fix", "mine", ["toolu_ok", FORGED])
+    assert message.splitlines()[-2:] == ["Coordinator-Session: mine", "Coordinator-Tool-Call: toolu_ok"]
+    assert "victim" not in message and "Signed-off-by" not in message
