@@ -132,13 +132,13 @@ class HookAdapter:
 
     def _end(self, call: ToolCall) -> None:
         """The optional auto-commit of the session's writes; never blocks the end (failures are logged)."""
-        end = self.session_end
-        if end is None:
-            from coordinator.git.autocommit import on_session_end
-
-            end = on_session_end
         try:
-            end(self.coord.root, call.session)
+            if self.session_end is not None:
+                self.session_end(self.coord.root, call.session)
+            else:  # the session's own settings, as its hook sent them: never this process's environment
+                from coordinator.git.autocommit import on_session_end
+
+                on_session_end(self.coord.root, call.session, env=dict(call.settings))
         except Exception:
             log.exception("auto-commit at the end of session %s failed", call.session)
 

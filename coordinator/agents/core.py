@@ -44,14 +44,46 @@ class ToolCall(NamedTuple):
     limit: int | None = None
     cwd: str | None = None
     event: str = ""
+    settings: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self._asdict().items() if v is not None and v != ""}
+        return {k: v for k, v in self._asdict().items() if v is not None and v != "" and v != ()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
         known = {k: data[k] for k in cls._fields if k in data}
+        if "settings" in known:
+            known["settings"] = tuple((str(k), str(v)) for k, v in known["settings"])
         return cls(**known)
+
+
+# Per-session settings: variables of the agent's own environment that the hook client forwards with every
+# event (an HTTP header each, `env_header`), so that the process that decides (the repository's hook
+# service, started by whichever session came first, or a shared `serve`) uses the session's value, never
+# its own environment's. ToolCall.settings holds what came with the event.
+FORWARDED_ENV = ("EDIT_COORDINATOR_AUTO_COMMIT",)
+_MAX_SETTING = 200
+
+
+def env_header(name: str) -> str:
+    """The header a forwarded variable travels in: EDIT_COORDINATOR_AUTO_COMMIT -> x-edit-coordinator-auto-commit."""
+    return "x-" + name.lower().replace("_", "-")
+
+
+def forwarded(environ: Any) -> tuple[tuple[str, str], ...]:
+    """The forwarded variables set in `environ` (a mapping), as ToolCall.settings; a value that could not
+    travel in a header (control characters, over 200 characters) is left out."""
+    out = []
+    for name in FORWARDED_ENV:
+        value = environ.get(name)
+        if isinstance(value, str) and len(value) <= _MAX_SETTING and value.isprintable():
+            out.append((name, value))
+    return tuple(out)
+
+
+def settings_from_headers(headers: Any) -> tuple[tuple[str, str], ...]:
+    """ToolCall.settings from a request's headers (a mapping of lower-case names), the inverse of `env_header`."""
+    return forwarded({name: headers.get(env_header(name)) for name in FORWARDED_ENV})
 
 
 class Decision(NamedTuple):

@@ -203,11 +203,15 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
             h: dict[str, Any] = {"type": "mcp_tool", "server": MCP_SERVER, "tool": MCP_HOOK_TOOL}
             h["input"] = mcp_tool_input()
         elif target.server is not None:
+            from coordinator.agents.core import FORWARDED_ENV, env_header
+
             h = {
                 "type": "http",
                 "url": f"{target.server}/v1/hooks/claude-code",
-                "headers": {"Authorization": f"Bearer ${target.token_env}"},
-                "allowedEnvVars": [target.token_env],
+                # the session's own settings travel with each event (coordinator.agents.core.FORWARDED_ENV)
+                "headers": {"Authorization": f"Bearer ${target.token_env}"}
+                | {env_header(name): f"${name}" for name in FORWARDED_ENV},
+                "allowedEnvVars": [target.token_env, *FORWARDED_ENV],
             }
         else:
             h = {"type": "command", "command": hook_command("claude-code", target, event)}

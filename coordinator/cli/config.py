@@ -29,13 +29,19 @@ OWN_FILE = ".edit-coordinator.toml"
 PYPROJECT = "pyproject.toml"
 TABLE = "edit-coordinator"
 
-# key in the file -> (attribute of the parsed arguments, allowed values or None for any string)
-KEYS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+# key in the file -> (attribute of the parsed arguments, allowed values or None for any string; BOOLEAN for
+# true / false). Every key a document names must be here: tests/coordinator/cli/test_root_and_config.py
+# reads the config examples of README.md and docs/ back through `project_config`.
+BOOLEAN = (True, False)
+KEYS: dict[str, tuple[str, tuple[str, ...] | tuple[bool, ...] | None]] = {
     "policy": ("policy", tuple(POLICIES)),
     "match": ("match", tuple(MATCHES)),
     "durability": ("durability", ("fsync", "none")),
     "redis-url": ("redis_url", None),
     "server": ("server", None),
+    # coordinator.git.autocommit reads it at each session's end (so a change needs no restart); a session's
+    # own EDIT_COORDINATOR_AUTO_COMMIT, forwarded with its hook events, wins over it.
+    "auto-commit": ("auto_commit", BOOLEAN),
 }
 
 # The built-in defaults of the settled options that have one (the others default to None).
@@ -103,14 +109,14 @@ def _table(root: Path) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
-def project_config(root: str | os.PathLike[str]) -> dict[str, str]:
+def project_config(root: str | os.PathLike[str]) -> dict[str, str | bool]:
     """The defaults the project config of `root` sets: {attribute of the parsed arguments: value}; {} when
     there is no config. Refuses unknown keys and values outside a key's choices."""
     found = _table(Path(root))
     if found is None:
         return {}
     path, table = found
-    settled: dict[str, str] = {}
+    settled: dict[str, str | bool] = {}
     for raw_key, value in table.items():
         key = str(raw_key).replace("_", "-")
         if key not in KEYS:
@@ -119,13 +125,25 @@ def project_config(root: str | os.PathLike[str]) -> dict[str, str]:
                 f"The project config {path} has an unknown key {raw_key!r}: the keys are {', '.join(KEYS)}.",
             )
         attribute, choices = KEYS[key]
-        if not isinstance(value, str) or not value or (choices is not None and value not in choices):
-            allowed = f"one of {', '.join(choices)}" if choices else "a non-empty string"
+        if not _allowed(value, choices):
+            allowed = (
+                "true or false"
+                if choices is BOOLEAN
+                else f"one of {', '.join(map(str, choices))}"
+                if choices
+                else "a non-empty string"
+            )
             raise CoordinatorError(
                 ErrorCode.INVALID_ARGUMENT, f"The project config {path} sets {raw_key} = {value!r}: give {allowed}."
             )
         settled[attribute] = value
     return settled
+
+
+def _allowed(value: object, choices: tuple[str, ...] | tuple[bool, ...] | None) -> bool:
+    if choices is BOOLEAN:
+        return isinstance(value, bool)
+    return isinstance(value, str) and bool(value) and (choices is None or value in choices)
 
 
 def settle(args: Any) -> None:

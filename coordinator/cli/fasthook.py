@@ -36,6 +36,7 @@ BLOCK_EXIT = 2
 GUARD_EVENTS = ("PreToolUse", "BeforeTool")  # coordinator.agents.core.GUARD_EVENTS
 GO_ON = {"claude-code": b"", "codex": b"", "gemini": b"{}"}  # each front end's render(None, ALLOW).stdout
 FAILURE_LOG = "/.edit-coordinator/hook-failures.log"  # disk/layout.py's hook_failures_file
+FORWARDED_ENV = ("EDIT_COORDINATOR_AUTO_COMMIT",)  # coordinator.agents.core.FORWARDED_ENV
 _SLOW_ENV = (b"EDIT_COORDINATOR_SERVER", b"EDIT_COORDINATOR_HOOK_SERVICE")
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
@@ -173,7 +174,8 @@ def ask(agent: str, root: str, raw: bytes, timeout: float) -> tuple[int, bytes, 
         return None
     head = (
         f"POST /v1/hooks/{agent}?answer=plain HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n"
+        f"{session_headers()}\r\n"
     )
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -192,6 +194,19 @@ def ask(agent: str, root: str, raw: bytes, timeout: float) -> tuple[int, bytes, 
     finally:
         sock.close()
     return parse_answer(data)
+
+
+def session_headers() -> str:
+    """The session's own settings (FORWARDED_ENV) from the agent's environment, as header lines (each with
+    its CRLF): coordinator.agents.core.forwarded / env_header, without their imports."""
+    lines = ""
+    for name in FORWARDED_ENV:
+        value = posix.environ.get(name.encode())
+        if value is not None and len(value) <= 200:
+            text = value.decode("utf-8", "replace")
+            if text.isprintable():
+                lines += f"x-{name.lower().replace('_', '-')}: {text}\r\n"
+    return lines
 
 
 def _read_token(path: str) -> str | None:

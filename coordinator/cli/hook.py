@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from coordinator.agents import FRONT_ENDS
-from coordinator.agents.core import ALLOW, HookAnswer, event_of, failed, fails_closed
+from coordinator.agents.core import ALLOW, HookAnswer, env_header, event_of, failed, fails_closed, forwarded
 
 if TYPE_CHECKING:
     import argparse
@@ -222,7 +222,7 @@ def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> 
     from coordinator.endpoint import parse_service_url, request_once
 
     endpoint = parse_service_url(server)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **session_headers()}
     try:
         status, body = request_once(endpoint, "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout)
     except OSError as exc:
@@ -230,6 +230,12 @@ def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> 
     if status != 200:
         raise HookFailure(f"the coordinator service at {server} answered {status}: {body[:300]!r}.")
     return _command_answer(json.loads(body))
+
+
+def session_headers() -> dict[str, str]:
+    """The session's own settings from this (the agent's) environment, as the headers the service reads
+    (coordinator.agents.core.FORWARDED_ENV)."""
+    return {env_header(name): value for name, value in forwarded(os.environ)}
 
 
 def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:
@@ -241,8 +247,8 @@ def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:
 
     try:
         root = root_arg or find_root(call.cwd or None)
-        with Coordinator(root) as coord:
-            decision = HookAdapter(coord).handle(call)
+        with Coordinator(root) as coord:  # in the agent's own process tree: its environment is the session's
+            decision = HookAdapter(coord).handle(call._replace(settings=forwarded(os.environ)))
     except CoordinatorError as exc:
         raise HookFailure(f"the coordinator could not check this call: [{exc.code.value}] {exc.message}") from None
     result: HookAnswer = module.render(call, decision)

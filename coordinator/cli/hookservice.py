@@ -51,7 +51,9 @@ def ask(service: Path, agent: str, raw: bytes, timeout: float) -> dict[str, Any]
         token = (service / "token").read_text().strip()
     except OSError:
         return None
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    from coordinator.cli.hook import session_headers
+
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **session_headers()}
     try:
         status, body = request_once(
             _socket_endpoint(service / "sock"), "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout
@@ -85,8 +87,8 @@ def start(root: str, *, refresh: bool = False, timeout: float = START_TIMEOUT_S)
         if refresh or not (service / "token").exists():
             _write_token(root, service)
         if not _healthy(sock):
-            _spawn(root, service)
-            _wait_healthy(sock, timeout, service)
+            proc = _spawn(root, service)
+            _wait_healthy(sock, timeout, service, proc)
     return service
 
 
@@ -145,7 +147,7 @@ def _healthy(sock: Path) -> bool:
         return False
 
 
-def _spawn(root: str, service: Path) -> None:
+def _spawn(root: str, service: Path) -> Any:
     import subprocess
     import sys
 
@@ -157,12 +159,25 @@ def _spawn(root: str, service: Path) -> None:
             argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
         )
     (service / "pid").write_text(f"{proc.pid}\n")
+    return proc
 
 
-def _wait_healthy(sock: Path, timeout: float, service: Path) -> None:
+def _wait_healthy(sock: Path, timeout: float, service: Path, proc: Any) -> None:
+    """Until the service answers its health check; OSError at once when it exits first (a config it
+    refuses, say: the hook then decides in its own process instead of waiting out the agent's timeout)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _healthy(sock):
             return
-        time.sleep(0.05)
+        if proc.poll() is not None:
+            raise OSError(f"the hook service exited at start (status {proc.returncode}): {_log_tail(service)}")
+        time.sleep(0.02)
     raise OSError(f"the hook service did not start within {timeout:g} s (see {service / 'log'})")
+
+
+def _log_tail(service: Path) -> str:
+    try:
+        lines = (service / "log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no log"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -34,17 +35,21 @@ def _config_value(root: str) -> object:
     return None
 
 
-def enabled(root: str) -> bool:
-    env = os.environ.get(AUTO_COMMIT_ENV)
-    if env is not None and env.strip().lower() in _TRUE | _FALSE:
-        return env.strip().lower() in _TRUE
+def enabled(root: str, env: Mapping[str, str] | None = None) -> bool:
+    """Auto-commit on for a session whose environment is `env` (None: this process's). The hooks pass the
+    variables the session's hook client forwarded (coordinator.agents.core.FORWARDED_ENV), so that the
+    process that decides (a hook service started by another session) never uses its own."""
+    value = (os.environ if env is None else env).get(AUTO_COMMIT_ENV)
+    if value is not None and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
     return _config_value(root) is True
 
 
-def on_session_end(root: str, session_id: str) -> str | None:
-    """Commit the session's uncommitted writes if auto-commit is on; the commit id, or None (off, nothing to
-    commit, or refused: a refusal never blocks the session's end, the writes stay uncommitted)."""
-    if not enabled(root):
+def on_session_end(root: str, session_id: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Commit the session's uncommitted writes if auto-commit is on for it (`enabled(root, env)`); the commit
+    id, or None (off, nothing to commit, or refused: a refusal never blocks the session's end, the writes
+    stay uncommitted)."""
+    if not enabled(root, env):
         return None
     try:
         result = commit_session(root, session_id, f"Work of session {session_id}")

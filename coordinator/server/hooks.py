@@ -23,11 +23,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from coordinator.agents import FRONT_ENDS, failures, front_end
-from coordinator.agents.core import Decision, HookAnswer, ToolCall, event_of, fails_closed
+from coordinator.agents.core import (
+    Decision,
+    HookAnswer,
+    ToolCall,
+    event_of,
+    fails_closed,
+    settings_from_headers,
+)
 from coordinator.errors import CoordinatorError
 from coordinator.server.common import ServiceError, dumps
 from coordinator.server.requests import header_map, read_body
@@ -63,16 +73,10 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         body = await read_body(headers, receive, app.config.max_body_bytes)
         payload = json.loads(body)
         call = module.parse(payload)
+        if call is not None:  # the session's own settings, sent by its hook client (never this process's)
+            call = call._replace(settings=settings_from_headers(headers))
         principal = app._authenticate(headers.get("authorization"))
-        if call is None:
-            decision = Decision(True)
-        else:
-            _check_hook_token(principal, call.session)
-            if app.coord is None:
-                await asyncio.get_running_loop().run_in_executor(app.executor, app.open)
-            hooks = _adapter(app)
-            handled = call
-            decision = await asyncio.get_running_loop().run_in_executor(app.executor, lambda: hooks.handle(handled))
+        decision = Decision(True) if call is None else await _decide(app, principal, call)
     except (ServiceError, CoordinatorError) as exc:
         decision = Decision.deny(_failed(exc.message), getattr(exc.code, "value", exc.code))
     except ValueError as exc:  # bad JSON, a payload that is not a hook event
@@ -85,12 +89,82 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         # an event that guards no write: the agent goes on, the failure is logged where `status` shows it
         failures.record(app.config.root, agent, event_of(payload) or "", decision.reason)
         answer = module.render(None, Decision(True))
+    if _config_changed(app):  # after this answer, which the running calls' settings still give
+        log.info("the project config of %s changed: the hook service stops; the next hook starts it", app.config.root)
+        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)  # graceful: running calls finish
     if form == "command":
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []
     if form == "plain":
         return 200, plain_answer(answer, decision.code), [(b"content-type", b"text/plain; charset=utf-8")]
     return 200, dumps(app._public(answer.body or {})), []
+
+
+async def _decide(app: App, principal: Any, call: ToolCall) -> Decision:
+    _check_hook_token(principal, call.session)
+    loop = asyncio.get_running_loop()
+    if app.coord is None:
+        await loop.run_in_executor(app.executor, app.open)
+    hooks = _adapter(app)
+    decision: Decision = await loop.run_in_executor(app.executor, lambda: hooks.handle(call))
+    return decision
+
+
+# -- the on-demand hook service restarts when its project config changes ----------------------------------
+
+_STARTED_NS = time.time_ns()  # this module is loaded as the service starts
+_CONFIG_FILES = (".edit-coordinator.toml", "pyproject.toml")  # coordinator/cli/config.py's OWN_FILE, PYPROJECT
+_watched: dict[str, tuple[object, object]] = {}  # root -> (the files' stat stamp, the config they hold)
+
+
+def _config_changed(app: App) -> bool:
+    """Whether the project config changed since this service started (a repository's hook service alone:
+    one started on demand, `idle_exit_s` > 0; a `serve` someone runs is theirs to restart). Two stats per
+    event; the files are read only when a stamp moved, and a pyproject.toml edit that leaves
+    [tool.edit-coordinator] as it was changes nothing."""
+    if app.config.idle_exit_s <= 0:
+        return False
+    root = app.config.root
+    stamp = tuple(_stat(os.path.join(root, name)) for name in _CONFIG_FILES)
+    seen = _watched.get(root)
+    if seen is None:
+        _watched[root] = (stamp, _config_of(root))
+        return any(s is not None and s[0] > _STARTED_NS for s in stamp)  # changed before the first event
+    if stamp == seen[0]:
+        return False
+    config = _config_of(root)
+    _watched[root] = (stamp, config)
+    return config != seen[1]
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _config_of(root: str) -> object:
+    """What the config files say, for comparison only (coordinator/cli/config.py reads and checks them)."""
+    import tomllib
+
+    for name in _CONFIG_FILES:
+        try:
+            with open(os.path.join(root, name), "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            continue
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            return ("unreadable", name, str(exc))
+        if name == "pyproject.toml":
+            tool = data.get("tool")
+            table = tool.get("edit-coordinator") if isinstance(tool, dict) else None
+            if table is None:
+                continue
+            return (name, table)
+        return (name, data)
+    return None
 
 
 def plain_answer(answer: HookAnswer, code: str) -> bytes:

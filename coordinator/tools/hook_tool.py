@@ -26,6 +26,7 @@ local engine (`--root`): with `--server` the hooks go to the service's HTTP rout
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -104,11 +105,13 @@ def answer(coord: Any, arguments: dict[str, Any] | None) -> str:
     engine) for the event in `arguments`; a deny on anything that keeps it from deciding."""
     from coordinator.agents import claude_code, failures
     from coordinator.agents.adapter import HookAdapter
-    from coordinator.agents.core import ALLOW, Decision, fails_closed
+    from coordinator.agents.core import ALLOW, Decision, fails_closed, forwarded
 
     call = None
     try:
         call = claude_code.parse(event_of(arguments or {}))
+        if call is not None:  # the MCP server is the agent's child: its environment is the session's
+            call = call._replace(settings=forwarded(os.environ))
         decision = ALLOW if call is None else HookAdapter(coord).handle(call)
     except CoordinatorError as exc:
         decision = Decision.deny(_refused(f"[{exc.code.value}] {exc.message}"), exc.code.value)

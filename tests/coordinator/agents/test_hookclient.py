@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,15 @@ def test_the_clients_constants_are_the_packages() -> None:
     assert all(fasthook.guards(e) == fails_closed(e) for e in (None, "PreToolUse", "BeforeTool", "Stop", "x"))
     assert {a: front_end(a).render(None, ALLOW).stdout.encode() for a in FRONT_ENDS} == fasthook.GO_ON
     assert f"/{hook_failures_file(STATE_DIR_NAME)}" == fasthook.FAILURE_LOG
+    from coordinator.agents.core import FORWARDED_ENV, env_header, forwarded, settings_from_headers
+
+    assert fasthook.FORWARDED_ENV == FORWARDED_ENV
+    env = {"EDIT_COORDINATOR_AUTO_COMMIT": "1", "OTHER": "x"}
+    lines = dict(x.split(": ", 1) for x in fasthook.session_headers().splitlines())  # this process's: none
+    assert lines == {k: v for k, v in ((env_header(n), os.environ.get(n)) for n in FORWARDED_ENV) if v}
+    assert settings_from_headers({env_header(k): v for k, v in env.items()}) == forwarded(env)
+    assert forwarded(env) == (("EDIT_COORDINATOR_AUTO_COMMIT", "1"),)
+    assert forwarded({"EDIT_COORDINATOR_AUTO_COMMIT": "1\r\nX-Evil: 1"}) == ()
     folder = f"/{STATE_DIR_NAME}/{hook_service_dir('').name}/"
     assert folder == fasthook.SERVICE_FOLDER
     assert fasthook.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES
@@ -330,3 +340,100 @@ def test_the_unreachable_service_blocks_the_call(tmp_path: Path) -> None:
     done = fast(tmp_path, event, env=env)
     assert done.returncode == 2 and done.stdout == b"", done.stderr
     assert done.stderr.startswith(b"edit-coordinator hook: ") and b"[state_unavailable]" in done.stderr
+
+
+def _edit_through_hooks(root: Path, session: str, name: str, env: dict[str, str]) -> None:
+    f = root / name
+    ids = {"session_id": session, "tool_input__file_path": str(f)}
+    shown = {"file__content": "x = 1\n", "file__filePath": str(f), "file__numLines": 1, "file__totalLines": 1}
+    change = {"tool_input__old_string": "x = 1", "tool_input__new_string": "x = 2"}
+    assert fast(root, payload("post_read", root, **ids, tool_use_id=f"{session}-1", **shown), env=env).returncode == 0
+    allowed = fast(root, payload("pre_edit", root, **ids, tool_use_id=f"{session}-2", **change), env=env)
+    assert (allowed.returncode, allowed.stdout) == (0, b""), allowed
+    f.write_text("x = 2\n")
+    assert fast(root, payload("post_edit", root, **ids, tool_use_id=f"{session}-2", **change), env=env).returncode == 0
+
+
+def test_a_sessions_own_auto_commit_setting_decides_its_commit(real_redis_root: Path, monkeypatch) -> None:
+    """EDIT_COORDINATOR_AUTO_COMMIT travels with the session's hook events: the hook service, started here
+    with =0 in its own environment, commits the session that says =1, and a session that says =0 is not
+    committed although the config says auto-commit = true (the service's environment decides nothing)."""
+    root = real_redis_root
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for name in ("on.py", "off.py", "config.py"):
+        (root / name).write_text("x = 1\n")
+    (root / ".gitignore").write_text(".edit-coordinator/\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+
+    def head() -> str:
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
+
+    def committed() -> list[str]:
+        out = subprocess.run([*git, "show", "--name-only", "--format=", "HEAD"], capture_output=True, text=True)
+        return out.stdout.split()
+
+    monkeypatch.setenv("EDIT_COORDINATOR_AUTO_COMMIT", "0")  # the environment of whoever starts the service
+    try:
+        hookservice.start(str(root))
+        monkeypatch.delenv("EDIT_COORDINATOR_AUTO_COMMIT")
+        on = {"EDIT_COORDINATOR_AUTO_COMMIT": "1"}
+        _edit_through_hooks(root, "s-on", "on.py", on)
+        base = head()
+        assert fast(root, payload("session_end", root, session_id="s-on"), env=on).returncode == 0
+        assert head() != base and committed() == ["on.py"]
+
+        (root / ".edit-coordinator.toml").write_text("auto-commit = true\n")
+        off = {"EDIT_COORDINATOR_AUTO_COMMIT": "0"}
+        _edit_through_hooks(root, "s-off", "off.py", off)
+        base = head()
+        assert fast(root, payload("session_end", root, session_id="s-off"), env=off).returncode == 0
+        assert head() == base
+        _edit_through_hooks(root, "s-config", "config.py", {})
+        assert fast(root, payload("session_end", root, session_id="s-config")).returncode == 0
+        assert head() != base and committed() == ["config.py"]
+    finally:
+        hookservice.stop(root)
+
+
+def test_config_watch_sees_the_config_not_any_edit_of_pyproject(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from coordinator.server import hooks
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\n[tool.edit-coordinator]\npolicy = "strict"\n')
+    monkeypatch.setattr(hooks, "_STARTED_NS", time.time_ns())
+    monkeypatch.setattr(hooks, "_watched", {})
+    app: Any = SimpleNamespace(config=SimpleNamespace(idle_exit_s=1800.0, root=str(tmp_path)))
+    assert not hooks._config_changed(app)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "b"\n[tool.edit-coordinator]\npolicy = "strict"\n')
+    assert not hooks._config_changed(app)  # another table changed: not the config
+    (tmp_path / ".edit-coordinator.toml").write_text("auto-commit = true\n")
+    assert hooks._config_changed(app)
+    assert not hooks._config_changed(app)
+    user_serve: Any = SimpleNamespace(config=SimpleNamespace(idle_exit_s=0.0, root=str(tmp_path)))
+    (tmp_path / ".edit-coordinator.toml").write_text("auto-commit = false\n")
+    assert not hooks._config_changed(user_serve)  # a serve someone runs is not restarted
+
+
+def test_the_hook_service_restarts_when_its_config_changes(real_redis_root: Path) -> None:
+    root = real_redis_root
+    (root / ".git").mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    folder = hook_service_dir(root / STATE_DIR_NAME)
+    read = payload("post_read", root, session_id="s1", tool_use_id="t1", tool_input__file_path=str(root / "a.py"))
+    try:
+        hookservice.start(str(root))
+        first = int((folder / "pid").read_text())
+        assert fast(root, read).returncode == 0
+        (root / ".edit-coordinator.toml").write_text('policy = "rebase"\n')
+        assert fast(root, read).returncode == 0  # answered, then the service stops
+        deadline = time.monotonic() + 60
+        while hookservice._alive(first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not hookservice._alive(first)
+        assert fast(root, read).returncode == 0  # the next hook starts the service again
+        assert int((folder / "pid").read_text()) != first
+    finally:
+        hookservice.stop(root)

@@ -113,8 +113,11 @@ def test_http_target_names_the_token_variable_never_a_token() -> None:
     assert handler == {
         "type": "http",
         "url": "http://127.0.0.1:8765/v1/hooks/claude-code",
-        "headers": {"Authorization": "Bearer $EC_TOKEN"},
-        "allowedEnvVars": ["EC_TOKEN"],
+        "headers": {
+            "Authorization": "Bearer $EC_TOKEN",
+            "x-edit-coordinator-auto-commit": "$EDIT_COORDINATOR_AUTO_COMMIT",  # the session's own setting
+        },
+        "allowedEnvVars": ["EC_TOKEN", "EDIT_COORDINATOR_AUTO_COMMIT"],
         "timeout": st.PRE_TIMEOUT_S,
         "onFailure": "block",
     }

@@ -149,3 +149,48 @@ def test_a_bad_project_config_is_one_error_line(
     monkeypatch.chdir(repo)
     assert main(["mcp", "--print-tools"]) == 2
     assert "edit-coordinator: [invalid_argument] The project config" in capsys.readouterr().err
+
+
+def _documented_configs() -> list[tuple[str, str, str]]:
+    """(document, file name, text) of every config example the documents give: ```toml blocks, and the
+    `key = value` spans of a paragraph that names `.edit-coordinator.toml` or `[tool.edit-coordinator]`."""
+    import re
+    import tomllib
+
+    from tests import REPO_ROOT
+
+    found = []
+    for doc in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        name = str(doc.relative_to(REPO_ROOT))
+        for block in re.findall(r"```toml\n(.*?)```", text, re.DOTALL):
+            data = tomllib.loads(block)
+            if "tool" in data and "edit-coordinator" in data["tool"]:
+                found.append((name, "pyproject.toml", block))
+            elif not {"project", "tool", "build-system"} & set(data):
+                found.append((name, ".edit-coordinator.toml", block))
+        for paragraph in text.split("\n\n"):
+            if ".edit-coordinator.toml" in paragraph or "[tool.edit-coordinator]" in paragraph:
+                for span in re.findall(r"`([a-z][a-z0-9_-]* = [^`\n]+)`", paragraph):
+                    found.append((name, ".edit-coordinator.toml", span + "\n"))
+    return found
+
+
+def test_every_documented_config_example_is_accepted(tmp_path: Path) -> None:
+    """docs/git.md documented `auto-commit = true`, which the loader refused as an unknown key: the hook
+    service never started and every hooked Edit was refused after a 60 s wait."""
+    examples = _documented_configs()
+    assert any("auto-commit = true" in text for _, _, text in examples)
+    for doc, file_name, text in examples:
+        folder = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / file_name).write_text(text)
+        assert project_config(folder), (doc, text)
+
+
+def test_auto_commit_is_a_boolean(repo: Path) -> None:
+    (repo / ".edit-coordinator.toml").write_text("auto-commit = true\n")
+    assert project_config(repo) == {"auto_commit": True}
+    (repo / ".edit-coordinator.toml").write_text('auto-commit = "yes"\n')
+    with pytest.raises(CoordinatorError, match="true or false"):
+        project_config(repo)
