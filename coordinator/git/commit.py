@@ -11,9 +11,10 @@ Invariants, each enforced here:
    commit is rebuilt on the new HEAD (a few times), never overwriting anyone's commit.
 4. The shared index afterwards: a committed path's entry follows the new commit only where it still equalled
    the old HEAD's (nobody had staged anything else); what anyone staged stays staged.
-5. The session's marks move only after the ref did: a crash in between leaves the writes uncommitted in the
-   ledger but present in HEAD, and the next commit recognises them there (a write whose result HEAD already
-   holds is not committed twice, which is also how a person's own `git commit` of them is recognised).
+5. All or nothing (landing.py): the ref, the shared index and the session's marks move together under git's
+   index lock and a journal; a failure rolls back by compare-and-swap, a kill is completed or dropped by the
+   next commit. A write whose result HEAD already holds is not committed twice, which is also how a person's
+   own `git commit` of them is recognised.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from coordinator.arguments import check_session_id, is_call_id
 from coordinator.disk.layout import tmp_dir
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.landing import Landing, land, recover
 from coordinator.git.ledger import Ledger, PathWrites, write_marks
 from coordinator.git.plumbing import Git, TreeEntry, index_line
 from coordinator.history import HistoryEntry
@@ -45,6 +47,7 @@ class CommitResult:
     recognised: tuple[str, ...] = ()  # paths whose writes HEAD already held (committed outside)
     attempts: int = 1
     versions: dict[str, int] = field(default_factory=dict)  # newest committed version per path
+    recovered: tuple[str, ...] = ()  # interrupted landings completed or dropped first (landing.recover)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -55,6 +58,7 @@ class CommitResult:
             "recognised": list(self.recognised),
             "attempts": self.attempts,
             "versions": dict(self.versions),
+            "recovered": list(self.recovered),
         }
 
 
@@ -199,6 +203,7 @@ def commit_session(
     ledger = Ledger(root)
     scratch = tmp_dir(ledger.state_dir)
     scratch.mkdir(parents=True, exist_ok=True)
+    recovered = tuple(recover(git, Path(ledger.state_dir)))  # a landing a killed process left half-way
     for attempt in range(1, MAX_ATTEMPTS + 1):
         ref, head = git.head()
         if ref is None:
@@ -209,16 +214,16 @@ def commit_session(
         plan = _plan(ledger, git, head, session_id, include_others)
         if not plan.contents:
             _finish(ledger, session_id, plan)
-            return CommitResult(session_id, None, ref, (), tuple(plan.recognised), attempt, plan.versions)
+            return CommitResult(session_id, None, ref, (), tuple(plan.recognised), attempt, plan.versions, recovered)
         old = git.tree_entries(head, list(plan.contents))
         new_commit, info = _build(git, head, plan, old, _message(message, session_id, plan.calls), str(scratch))
-        if callable(before_ref_update):
-            before_ref_update(attempt)
-        if git.move_ref(ref, new_commit, head):
-            _follow_in_shared_index(git, old, info)
-            _finish(ledger, session_id, plan)
+        hook = (lambda n=attempt: before_ref_update(n)) if callable(before_ref_update) else None
+        landing = Landing(ref, head, new_commit, old, info, session_id, plan.versions)
+        if land(git, Path(ledger.state_dir), landing, hook):
             paths = tuple(sorted(plan.keys.values()))
-            return CommitResult(session_id, new_commit, ref, paths, tuple(plan.recognised), attempt, plan.versions)
+            return CommitResult(
+                session_id, new_commit, ref, paths, tuple(plan.recognised), attempt, plan.versions, recovered
+            )
     raise CoordinatorError(
         ErrorCode.STALE,
         f"The branch moved during each of {MAX_ATTEMPTS} attempts to commit session {session_id}'s work; "
@@ -240,15 +245,6 @@ def _build(
     lines = "".join(index_line(m, o, gp) for gp, (m, o) in info.items())
     tree = git.write_tree(head, lines, scratch)
     return git.commit_tree(tree, head, message), info
-
-
-def _follow_in_shared_index(git: Git, old: dict[str, TreeEntry], info: dict[str, tuple[str, str]]) -> None:
-    staged = git.index_entries(list(info))
-    lines = []
-    for gp, (mode, oid) in info.items():
-        if staged.get(gp) == old.get(gp):  # nobody staged anything else here
-            lines.append(index_line(mode, oid, gp))
-    git.update_shared_index("".join(lines))
 
 
 def _finish(ledger: Ledger, session_id: str, plan: _Plan) -> None:
