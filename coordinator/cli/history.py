@@ -8,9 +8,10 @@ it shows only versions that reached the file.
 entry, `added` / `removed` (lines). `--session ID` gives `{session, entries}`.
 
 With `--server URL --token T` (any token, a session token included) a listing comes from a remote `serve`
-through `HttpClient` (`Client.history`, the same call a local client makes); the remote contents are not
-fetched, so "lines changed" shows each version's recorded range. `--diff` and `--session` read the history
-files and need the file host.
+through `HttpClient` (`Client.history`, the same call a local client makes), shown by the same code in the
+same columns; "lines changed" is counted from the service's diff of each version (the admin or a viewer
+token; with a session token, which may not ask for diffs, each version's recorded range is shown).
+`--diff` and `--session` read the history files and need the file host.
 
 "Lines changed" is a line diff of a version's pre-image and result, when both are still known (the history
 keeps them until gc; the file itself serves for its current content) and text; past `MAX_DIFF_LINES` lines,
@@ -128,14 +129,31 @@ def _remote_history(args: argparse.Namespace) -> int:
     client = cmd_common.open_client(args)
     try:
         entries = client.history(args.path, max(args.limit, 1))
+        rows = [_remote_row(client, e) for e in entries]
     finally:
         client.close()
     key = entries[0].path if entries else args.path
     if not entries and not args.json:
         print(f"No recorded writes of {key}.")
         return 0
-    rows = [{**e.to_dict(), "added": None, "removed": None} for e in entries]
     return _print_listing(key, rows, len(rows), args)
+
+
+def _remote_row(client: Any, e: HistoryEntry) -> dict[str, Any]:
+    """A listing row of a remote entry, with its lines added and removed counted from the service's diff of
+    the version (POST /v1/dashboard/diff), as a local listing counts them; the recorded range when the
+    service cannot give the diff (a session token, a content no longer kept)."""
+    row = {**e.to_dict(), "added": None, "removed": None}
+    try:
+        found = client.version_diff(e.path, e.version, context=0)
+    except CoordinatorError:
+        return row
+    diff = found.get("diff")
+    if isinstance(diff, str) and not found.get("truncated"):
+        lines = [ln for ln in diff.splitlines() if not ln.startswith(("+++", "---", "@@"))]
+        row["added"] = sum(1 for ln in lines if ln.startswith("+"))
+        row["removed"] = sum(1 for ln in lines if ln.startswith("-"))
+    return row
 
 
 def _print_listing(key: str, rows: list[dict[str, Any]], total: int, args: argparse.Namespace) -> int:

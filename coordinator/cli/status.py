@@ -211,7 +211,7 @@ def gather_status(
         "locks_held": probe_locks(repo),
         "leases": held["leases"],
         "leases_note": held["leases_note"],
-        "history": repo.history().usage() if repo.has_state else {"objects": 0, "bytes": 0, "index_files": 0},
+        "history": history_size(repo),
         "hook_failures": _hook_failures(repo.root),
     }
 
@@ -224,31 +224,27 @@ def _hook_failures(root: str) -> dict[str, Any]:
     return status_part(root)
 
 
+def history_size(repo: Repo) -> dict[str, int]:
+    """The history's size, as the service reports it too (`Footprint`): versions recorded and bytes."""
+    if not repo.has_state:
+        return {"entries": 0, "bytes": 0}
+    from coordinator.history.footprint import FootprintMeter
+
+    size = FootprintMeter(repo.history()).measure()
+    return {"entries": size.entries, "bytes": size.bytes}
+
+
 def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     now = data["time"]
-    r = data["redis"]
-    if r.get("service"):
-        health = Text(f"Service: {r['service']}  {r.get('url')}  Redis reachable: {r.get('ok')}")
-        health.stylize("green" if r.get("ok") else "red")
-    elif r.get("ok"):
-        mem = format_size(int(r["used_memory"])) if r.get("used_memory") is not None else "?"
-        health = Text(
-            f"Redis: ok  {r.get('url')}  ping {r.get('ping_ms', '?')} ms  v{r.get('version', '?')}  "
-            f"memory {mem}  clients {r.get('clients', '?')}",
-            style="green",
-        )
-    else:
-        health = Text(f"Redis: unavailable ({r.get('error', '?')})  {r.get('url') or ''}", style="red")
-    h = data["history"]
-    usage = f"{h['index_files']} files, {h['objects']} stored contents ({format_size(h['bytes'])})" if h else "?"
     header = Text(
         f"edit-coordinator status  {data['root']}  {when(now)}\n"
-        f"Sessions: {data['active']} active, {data['idle']} idle   History: {usage}"
+        f"Sessions: {data['active']} active, {data['idle']} idle   History: {_history_text(data['history'])}"
     )
+    health = _health_text(data["redis"])
     sessions = Table(title="Sessions", title_justify="left", expand=False)
     sessions.add_column("Session")
     sessions.add_column("State")
@@ -276,21 +272,50 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     return Group(header, health, sessions, writes, locks, conflicts, leases, *([failed] if failed.plain else []))
 
 
+def _health_text(r: dict[str, Any]) -> Any:
+    """One line of Redis health, in the same words locally and through a service."""
+    from rich.text import Text
+
+    where = r.get("url") or ""
+    if not r.get("ok"):
+        return Text(f"Redis: unavailable ({r.get('error', '?')})  {where}", style="red")
+    mem = format_size(int(r["used_memory"])) if r.get("used_memory") is not None else "?"
+    ping = r.get("ping_ms")
+    return Text(
+        f"Redis: ok  {where}  ping {'?' if ping is None else ping} ms  v{r.get('version') or '?'}  memory {mem}  "
+        f"clients {r.get('clients') if r.get('clients') is not None else '?'}",
+        style="green",
+    )
+
+
+def _history_text(h: dict[str, Any] | None) -> str:
+    if not h:
+        return "not reported"
+    return f"{h['entries']} versions recorded ({format_size(int(h['bytes']))})"
+
+
 def remote_status(client: Any, server: str, active_window: float = 60.0, recent: int = 10) -> dict[str, Any]:
-    """`gather_status`'s data from a remote service, through the `Client` calls it answers."""
-    now = time.time()
-    health = client.health()
-    redis_info = {"url": server, "ok": bool(health.get("redis")), "service": health.get("status")}
+    """`gather_status`'s data (the same shape, so `render_status` shows it in the same words) from a remote
+    service's fleet view (`HttpClient.dashboard`: GET /v1/dashboard, the admin token or a viewer token)."""
+    snap = client.dashboard()
+    now = float(snap.get("now") or time.time())  # the service's clock: the ages are of its times
+    health, notes = snap.get("health", {}), snap.get("notes", {})
+    redis_info: dict[str, Any] = {
+        "url": f"(through the service at {server})",
+        "ok": bool(health.get("redis")),
+        "ping_ms": health.get("ping_ms"),
+        "version": health.get("redis_version"),
+        "clients": health.get("connected_clients"),
+        "used_memory": health.get("used_memory"),
+    }
     if not redis_info["ok"]:
-        redis_info["error"] = f"the service reports {health.get('status')}"
-    seen = client.sessions()["sessions"]
+        redis_info["error"] = notes.get("redis") or "the service cannot reach its Redis"
+    seen = snap.get("sessions", [])
     sessions = _sessions_of(((s["session"], s["last_seen"]) for s in seen), now, active_window)
-    leases = [x.to_dict() for x in sorted(client.leases(None), key=lambda x: x.ends_at)]
-    writes = [
-        {"time": e.time, "path": e.path, "version": e.version, "session": e.session, "operation": e.operation}
-        for e in reversed(client.recent_events(recent))
-    ]
-    remote_only = "not available remotely"
+    leases = sorted(snap.get("leases", []), key=lambda x: x["ends_at"])
+    names = ("time", "path", "version", "session", "operation")
+    writes = [{k: e[k] for k in names} for e in reversed(snap.get("events", []))][: max(recent, 0)]
+    refused = "refusals" in notes
     return {
         "root": server,
         "time": now,
@@ -299,13 +324,13 @@ def remote_status(client: Any, server: str, active_window: float = 60.0, recent:
         "active": sum(1 for s in sessions if s["state"] == "active"),
         "idle": sum(1 for s in sessions if s["state"] == "idle"),
         "recent_writes": writes,
-        "conflicts": None,
-        "conflicts_note": "the service does not report them",
+        "conflicts": None if refused else {str(k): int(v) for k, v in snap["refusals"]["by_code"].items()},
+        "conflicts_note": f"could not be read ({notes['refusals']})" if refused else "",
         "locks_held": [],
-        "locks_note": remote_only,
+        "locks_note": "not available remotely (the file host's locks)",
         "leases": leases,
-        "leases_note": "" if leases else "none held",
-        "history": None,
+        "leases_note": "could not be read" if "leases" in notes else "" if leases else "none held",
+        "history": snap.get("history") or None,
     }
 
 

@@ -47,6 +47,7 @@ _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 _LIBRARY_CODES = frozenset(c.value for c in ErrorCode)
 _MAX_RETRY_AFTER_S = 5.0
 _POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
+DASHBOARD_PATH = "/v1/dashboard"  # the service's fleet view (admin or viewer token); its diffs at .../diff
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +198,13 @@ class Calls:
 
     def health(self) -> Call[dict[str, Any]]:
         return Call("GET", ops.HEALTH_ROUTE.path, None, None, True, _same, auth=False)
+
+    def dashboard(self) -> Call[dict[str, Any]]:
+        return Call("GET", DASHBOARD_PATH, None, None, True, _same)
+
+    def version_diff(self, path: str, version: int, context: int = 3) -> Call[dict[str, Any]]:
+        body = {"path": path, "version": version, "context": context}
+        return Call("POST", f"{DASHBOARD_PATH}/diff", None, body, True, _same)
 
     def issue_token(self, session: str, ttl_s: int = 24 * 3600) -> Call[str]:
         return Call("POST", ops.TOKENS_ROUTE.path, None, {"session": session, "ttl_s": ttl_s}, True, _token)

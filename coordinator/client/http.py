@@ -274,6 +274,15 @@ class HttpClient:
     def health(self) -> dict[str, Any]:
         return self._run(self.calls.health())
 
+    def dashboard(self) -> dict[str, Any]:
+        """The fleet view of GET /v1/dashboard: health, sessions, leases, change events, refusals by code,
+        the history's size (needs the admin token or a viewer token)."""
+        return self._run(self.calls.dashboard())
+
+    def version_diff(self, path: str, version: int, context: int = 3) -> dict[str, Any]:
+        """The unified diff of one recorded version of `path` (POST /v1/dashboard/diff; admin or viewer)."""
+        return self._run(self.calls.version_diff(path, version, context))
+
     def issue_token(self, session: str, ttl_s: int = 24 * 3600) -> str:
         """A session token for `session` (needs the admin token)."""
         return self._run(self.calls.issue_token(session, ttl_s))

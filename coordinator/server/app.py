@@ -581,9 +581,15 @@ class App:
 
     async def op_dashboard(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         client = self.client
-        return await self._run(
-            lambda: self._call_engine(lambda: dashboard.snapshot(self.coord, client, p.role, p.expires_at))
-        )
+
+        def snapshot() -> dict[str, Any]:
+            found = dashboard.snapshot(self.coord, client, p.role, p.expires_at)
+            size = self._history_size.get() if self._history_size is not None else {}  # from disk, cached
+            if size:
+                found["history"] = {"entries": int(size["history_entries"]), "bytes": int(size["history_bytes"])}
+            return found
+
+        return await self._run(lambda: self._call_engine(snapshot))
 
     async def op_version_diff(self, route: Route, p: Principal, m: DiffRequest, scope: Any, h: Any) -> Answer:
         # In the thread pool: a diff of a large file takes a while, and must not stall the event loop.

@@ -151,7 +151,7 @@ def _redis_info(coord: Any) -> dict[str, Any]:
         return {}
     if not isinstance(info, dict) or "redis_version" not in info:
         return {}
-    names = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory_human", "role")
+    names = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory", "used_memory_human", "role")
     return {name: info[name] for name in names if name in info}
 
 

@@ -185,6 +185,9 @@ class DashboardResponse(BaseModel):
     cursor: str = Field(description="Pass as `since` to POST /v1/events to follow from here.")
     refusals: RefusalsInfo
     notes: dict[str, str] = Field(description="Parts that could not be read, and why.")
+    history: dict[str, int] = Field(
+        default_factory=dict, description="The history's size: `entries` (versions recorded) and `bytes`."
+    )
 
 
 class ErrorResponse(BaseModel):

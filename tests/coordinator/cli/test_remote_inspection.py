@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from coordinator.client import HttpClient
+from coordinator.errors import CoordinatorError
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tokens import mint_token
 from tests import REPO_ROOT
@@ -119,7 +120,7 @@ def test_status_json_from_the_server(served: ServerProcess) -> None:
     r = _cli(served, "status", "--json", tok=token(admin=True))
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["root"] == served.url and data["redis"]["ok"] is True and data["conflicts"] is None
+    assert data["root"] == served.url and data["redis"]["ok"] is True and isinstance(data["conflicts"], dict)
 
 
 def test_watch_prints_the_remote_events(served: ServerProcess) -> None:
@@ -194,3 +195,39 @@ def test_the_hook_route_says_which_token_it_takes(served: ServerProcess) -> None
         r = httpx.post(f"{served.url}/v1/hooks/claude-code", json=event, headers=auth(tok), timeout=30)
         assert needle in r.text, r.text
         assert "belongs to another session" not in r.text
+
+
+def _local(served: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command on the file host, as its people run it there (--root; the running embedded Redis)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+    argv = [sys.executable, "-m", "coordinator.cli", *args, "--root", str(served.root)]
+    return subprocess.run(argv, env={**env, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=60)
+
+
+def test_remote_and_local_inspection_say_the_same_in_the_same_columns(served: ServerProcess) -> None:
+    (served.root / "same.txt").write_text("one\ntwo\n")
+    (served.root / "unread.txt").write_text("a\n")
+    with HttpClient(served.url, token=token("same-1")) as client:
+        with pytest.raises(CoordinatorError):
+            client.edit("same-1", "unread.txt", "a", "b")  # not_read: a refusal, counted by code (at the next write)
+        client.read("same-1", "same.txt")
+        client.edit("same-1", "same.txt", "two", "three")
+    r = _cli(served, "status", tok=token(admin=True))
+    assert r.returncode == 0, r.stderr
+    remote = r.stdout
+    r = _local(served, "status")
+    assert r.returncode == 0, r.stderr
+    local = r.stdout
+    for out in (remote, local):
+        assert "Redis: ok" in out and " versions recorded (" in out and "Refusals by code" in out, out
+        assert "History: ?" not in out and "Redis reachable" not in out and "not available (" not in out
+    assert [ln.split()[:3] for ln in remote.splitlines()[1:2]] == [ln.split()[:3] for ln in local.splitlines()[1:2]]
+    remote_json = json.loads(_cli(served, "status", "--json", tok=token(admin=True)).stdout)
+    local_json = json.loads(_local(served, "status", "--json").stdout)
+    assert remote_json["history"] == local_json["history"]
+    assert remote_json["conflicts"] == local_json["conflicts"] and remote_json["conflicts"]
+    assert set(local_json) - {"hook_failures"} <= set(remote_json)  # one data shape (the file host's extras aside)
+    history_remote = _cli(served, "history", "same.txt", tok=token(admin=True)).stdout
+    history_local = _local(served, "history", "same.txt").stdout
+    assert "+1 -1" in history_remote and "+1 -1" in history_local and "lines 2-2" not in history_remote
+    assert history_remote.splitlines()[1:3] == history_local.splitlines()[1:3]  # the header rows, the same columns
