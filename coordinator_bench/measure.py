@@ -239,7 +239,8 @@ def load_warning(
     return (
         "the machine is loaded (" + "; ".join(reasons) + "): timed figures, and the met/missed verdicts made "
         "from them, move with the load. Compare engines by instruction counts, which load does not move: "
-        "`python3 scripts/engine_ab.py A B --instructions` (callgrind)."
+        "`python3 scripts/engine_ab.py A B --instructions` (callgrind; scripts/ is in a clone of the "
+        "repository, not in the installed package)."
     )
 
 

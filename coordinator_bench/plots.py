@@ -15,7 +15,7 @@ from typing import Any
 
 MISSING_MATPLOTLIB = (
     "matplotlib is not installed, so no plot is drawn (the figures and tables are not affected). "
-    'Install the benchmark extra: pip install -e ".[bench]"'
+    'Install the benchmark extra: pip install "edit-coordinator[bench]" (in a clone: pip install -e ".[bench]").'
 )
 
 

@@ -653,13 +653,16 @@ def _table(summary: dict[str, Any], report: Any) -> Any:
     from rich.table import Table
 
     client = {"coordinator": "through the coordinator", "unsafe": "WITHOUT the coordinator", "http": "over HTTP"}
+    # The title stays short enough for an 80-column terminal (a table's title wraps at the table's width);
+    # how the files were reached is the table's first row.
     title = (
         f"stress: {summary['workload']}, {summary['workers']} workers, {_plural(summary['files'], 'file')}, "
-        f"{summary['wall_s']:.1f} s, {client.get(summary['client'], summary['client'])}"
+        f"{summary['wall_s']:.1f} s"
     )
     t = Table(title=title, show_header=False, title_justify="left")
     t.add_column("", style="bold", no_wrap=True)
     t.add_column("", justify="right", no_wrap=True)
+    t.add_row("edits", client.get(summary["client"], summary["client"]))
     t.add_row("attempts", f"{summary['attempts']:,}")
     t.add_row("acknowledged", f"{summary['acknowledged']:,}")
     for code, n in summary["refused"].items() or [("", 0)]:

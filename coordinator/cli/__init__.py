@@ -100,7 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from coordinator.errors import CoordinatorError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BrokenPipeError:  # --help read by `head`
+        return _reader_gone()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -113,3 +116,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The output's reader has gone (`... | head`): what was asked for was read, so no traceback and no
+    error; later writes (the interpreter's last flush included) go nowhere. Exit 0."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):
+            pass
+    os.close(devnull)
+    return 0

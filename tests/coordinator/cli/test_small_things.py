@@ -1,0 +1,56 @@
+"""Small things people notice: output read by `head` ends quietly; the stress report's title fits 80 columns;
+the bench's advice works from an installed wheel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import REPO_ROOT
+
+
+def _head_one_line(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run the command with its output read by something that stops after one line (as `| head -1` does)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader is gone
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+@pytest.mark.parametrize("argv", [["blame", "big.txt"], ["--help"], ["history", "--help"]])
+def test_output_read_by_head_ends_without_a_traceback(tmp_path: Path, argv: list[str]) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "big.txt").write_text("".join(f"line {i} " + "x" * 60 + "\n" for i in range(20_000)))
+    code, err = _head_one_line(argv, tmp_path)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert code == 0
+
+
+def test_the_stress_title_fits_80_columns(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.stress import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--workers", "12", "--edits", "24", "--workload", "hot-line", "--think-ms", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("stress: "))
+    assert lines[title].rstrip().endswith(" s") and len(lines[title]) <= 80  # one line, not wrapped
+    assert any("through the coordinator" in line for line in lines[title + 1 : title + 4])
+
+
+def test_the_plot_advice_names_the_installed_package() -> None:
+    from coordinator_bench.plots import MISSING_MATPLOTLIB
+
+    assert 'pip install "edit-coordinator[bench]"' in MISSING_MATPLOTLIB
