@@ -86,7 +86,7 @@ def test_a_read_whose_shown_text_is_not_the_file_records_no_view(hooks, root, ap
 
 
 def test_partial_read_allows_an_edit_but_not_a_whole_write(hooks, root, app):
-    partial = payload("post_read_partial", root, session_id="s1")
+    partial = payload("post_read_partial", root, session_id="s1", file__content="    return 1")  # line 2 of app
     assert run(hooks, partial).allow
     write = run(hooks, payload("pre_write", root, session_id="s1"))
     assert not write.allow and "read only in part" in write.reason
@@ -171,8 +171,9 @@ def test_session_end_calls_the_auto_commit_and_never_blocks(coord, root):
         raise RuntimeError("git is broken")
 
     hooks = HookAdapter(coord, session_end=end)
-    assert run(hooks, payload("session_end", root)).allow
-    assert ended == [(coord.root, "9ecf22fa-edf8-4332-ae85-b6d5456eda64")]
+    event = payload("session_end", root)
+    assert run(hooks, event).allow
+    assert ended == [(coord.root, event["session_id"])]
 
 
 def test_the_coordinators_own_writers_honour_a_held_ticket(hooks, coord, root, app):

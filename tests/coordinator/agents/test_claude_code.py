@@ -11,7 +11,7 @@ from coordinator.agents import FRONT_ENDS, claude_code, front_end
 from coordinator.agents.core import ALLOW, Decision, ToolCall, failed_closed
 from tests.coordinator.agents.hooking import PAYLOADS, payload
 
-SID = "9ecf22fa-edf8-4332-ae85-b6d5456eda64"
+SID = json.loads((PAYLOADS / "pre_edit.json").read_text())["session_id"]  # one captured session (SOURCES.md)
 
 
 def test_every_example_payload_is_read(tmp_path):
@@ -26,7 +26,6 @@ def test_every_example_payload_is_read(tmp_path):
     ("name", "phase", "kind", "operation"),
     [
         ("pre_edit", "before", "write", "edit"),
-        ("pre_multiedit", "before", "write", "multi_edit"),
         ("pre_write", "before", "write", "write"),
         ("post_edit", "after", "write", "edit"),
         ("post_edit_failure", "failed", "write", "edit"),
@@ -35,28 +34,31 @@ def test_every_example_payload_is_read(tmp_path):
     ],
 )
 def test_tool_events(tmp_path, name, phase, kind, operation):
-    call = claude_code.parse(payload(name, tmp_path))
+    data = payload(name, tmp_path)
+    call = claude_code.parse(data)
     assert call is not None
-    assert (call.phase, call.kind, call.operation, call.tool_use_id) == (phase, kind, operation, "toolu_01ABC123")
+    assert (call.phase, call.kind, call.operation, call.tool_use_id) == (phase, kind, operation, data["tool_use_id"])
     if kind == "shell":
         assert call.command == "git stash"
     else:
-        assert call.path == f"{tmp_path}/src/app.py" and call.cwd == str(tmp_path)
+        assert call.path == data["tool_input"]["file_path"] and call.cwd == str(tmp_path)
+        assert call.path.startswith(f"{tmp_path}/src/")
 
 
 def test_read_window_comes_from_what_was_shown(tmp_path):
     full = claude_code.parse(payload("post_read", tmp_path))
     assert full is not None and full.shown == "def main():\n    return 1\n"
     assert (full.offset, full.limit) == (1, None)
-    part = claude_code.parse(payload("post_read_partial", tmp_path))
-    assert part is not None and (part.offset, part.limit, part.shown) == (2, None, "    return 1")
+    part = claude_code.parse(payload("post_read_partial", tmp_path))  # line 2 of 2 (totalLines says 3)
+    assert part is not None and (part.offset, part.shown) == (2, "    return 4") and part.limit in (1, None)
     head = claude_code.parse(payload("post_read", tmp_path, file__numLines=1, file__totalLines=2))
     assert head is not None and (head.offset, head.limit) == (1, 1)
 
 
 def test_subagent_and_session_end(tmp_path):
-    sub = claude_code.parse(payload("pre_edit_subagent", tmp_path))
-    assert sub is not None and sub.session == f"{SID}/a4f1c2"
+    data = payload("pre_edit_subagent", tmp_path)
+    sub = claude_code.parse(data)
+    assert sub is not None and sub.session == f"{SID}/{data['agent_id']}" and data["agent_id"]
     for name in ("stop", "session_end"):
         end = claude_code.parse(payload(name, tmp_path))
         assert end is not None and (end.kind, end.phase) == ("session", "end")

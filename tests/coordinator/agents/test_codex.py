@@ -15,7 +15,7 @@ from coordinator.agents.adapter import HookAdapter
 from coordinator.agents.core import ALLOW, Decision
 
 PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "hooks" / "codex"
-SID = "019a7c3e-5b2d-7f10-9c44-2e8d1b6a0f31"
+SID = json.loads((PAYLOADS / "pre_apply_patch.json").read_text())["session_id"]  # one captured session (SOURCES.md)
 
 
 def payload(name: str, root: Path, **changes: Any) -> dict[str, Any]:
