@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,19 +206,23 @@ def capture(agent: str, out: Path) -> list[str]:
 
 def _sources(agent: str, out: Path, written: list[Pick]) -> None:
     pin = PINNED[agent]
-    rows = "\n".join(f"- `{p.name}.json`: {p.what} ({p.event}{', ' + p.tool if p.tool else ''})." for p in written)
-    (out / "SOURCES.md").write_text(
-        f"# {agent} hook payloads, captured\n\n"
+    head = (
         f"Each file is one hook event as {pin.spec} sent it (stdin of a command hook), captured by "
-        "`python3 scripts/capture_hook_payloads.py` on "
-        f"{datetime.date.today().isoformat()}: the real CLI, driven by the scripted model of worker/agents/ "
-        "in a scratch repository with the hooks `edit-coordinator init` writes. `__ROOT__` stands for the "
-        "repository root (the tests put theirs in its place), `/home/user` for the scratch home; ids and "
-        "times are as the agent made them.\n\n"
-        f"{rows}\n\n"
-        "Run the script again after upgrading the agent (worker/agents/versions.py) and read the diff: a field "
-        "that moved or went is what the adapter has to follow.\n"
+        f"`python3 scripts/capture_hook_payloads.py {agent}` on {datetime.date.today().isoformat()}: the real "
+        "CLI, driven by the scripted model of worker/agents/ in a scratch repository with the hooks "
+        "`edit-coordinator init` writes. `__ROOT__` stands for the repository root (the tests put theirs in its "
+        "place), `/home/user` for the scratch home; session ids and times are as the agent made them, tool call "
+        "ids (`call_N`) are the scripted model's, passed on by the agent."
     )
+    tail = (
+        "Run the script again after upgrading the agent (worker/agents/versions.py) and read the diff: a field "
+        "that moved or went is what the adapter has to follow."
+    )
+    rows = [f"- `{p.name}.json`: {p.what} ({p.event}{', ' + p.tool if p.tool else ''})." for p in written]
+    wrap = textwrap.TextWrapper(width=110, subsequent_indent="  ")
+    body = "\n".join(wrap.fill(r) for r in rows)
+    text = f"# {agent} hook payloads, captured\n\n{textwrap.fill(head, 110)}\n\n{body}\n\n{textwrap.fill(tail, 110)}\n"
+    (out / "SOURCES.md").write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
