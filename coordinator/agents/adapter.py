@@ -103,7 +103,7 @@ class HookAdapter:
     def _decide(self, call: ToolCall) -> Decision:
         protocol = self.coord.agent_writes
         if call.kind == "shell":
-            return self._shell(call) if call.phase == "before" else ALLOW
+            return self._shell(call)
         assert call.path is not None
         if call.kind == "read":
             if call.phase == "after" and call.shown is not None:
@@ -120,15 +120,24 @@ class HookAdapter:
 
     # -- shell and the session's end ----------------------------------------------------------------------
     def _shell(self, call: ToolCall) -> Decision:
+        """A shell command: before, the git guard's refusal, then the protocol's (its write targets); after,
+        its targets recorded and what it printed taken as a read."""
         if not call.command:
             return ALLOW
+        protocol = self.coord.agent_writes
+        if call.phase != "before":
+            done = protocol.after_shell(call.session, call.tool_use_id, call.command, call.cwd, call.shown)
+            return Decision.note(done.text())
         guard = self.shell_guard
         if guard is None:
             from coordinator.git.guard import check_shell_command
 
             guard = check_shell_command
         reason = guard(call.command, self.coord.root, call.session)
-        return ALLOW if reason is None else Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
+        if reason is not None:
+            return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
+        protocol.before_shell(call.session, call.tool_use_id, call.command, call.cwd)
+        return ALLOW
 
     def _end(self, call: ToolCall) -> None:
         """The optional auto-commit of the session's writes; never blocks the end (failures are logged)."""

@@ -105,7 +105,14 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     )
     if kind == "shell":
         command = tool_input.get("command")
-        return base._replace(command=command if isinstance(command, str) else None)
+        response = payload.get("tool_response")
+        stdout = response.get("stdout") if isinstance(response, dict) else None  # what a `cat f` showed the model
+        shown = (
+            stdout
+            if isinstance(stdout, str) and not (isinstance(response, dict) and response.get("interrupted"))
+            else None
+        )
+        return base._replace(command=command if isinstance(command, str) else None, shown=shown)
     path = tool_input.get(path_field)
     if not isinstance(path, str) or not path:
         raise PayloadError(f"the {event} payload of {tool} has no tool_input.{path_field}")

@@ -222,8 +222,8 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
 
     return (
         Wanted("PreToolUse", "^(Edit|MultiEdit|Write|Bash)$", handler("PreToolUse")),
-        Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write)$", handler("PostToolUse")),
-        Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write)$", handler("PostToolUseFailure")),
+        Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write|Bash)$", handler("PostToolUse")),
+        Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write|Bash)$", handler("PostToolUseFailure")),
         Wanted("Stop", None, handler("Stop")),
         Wanted("SubagentStop", None, handler("SubagentStop")),  # a subagent is a session of its own: its end too
         Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S)),

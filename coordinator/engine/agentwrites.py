@@ -36,21 +36,31 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from coordinator.engine.native import Found, NativeWrite, NativeWrites
+from coordinator.engine.observer import refusal_outcome
+from coordinator.engine.write import OUTSIDE_WRITER
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.agentcalls import AgentCallStore, PendingCall
+from coordinator.state.connection import redis_call
+from coordinator.state.refusals import FileRefusals
 from coordinator.state.views import KIND_READ, ReadState
 
 if TYPE_CHECKING:
     from coordinator.engine.leasing import LeaseGate
 
-__all__ = ["OUTSIDE", "AgentWrites", "Settled"]
+__all__ = ["OUTSIDE", "REPAIRED", "RESTORED", "AgentWrites", "Settled"]
 
-# The author of a change no session's call accounts for.
-OUTSIDE = "outside"
+# The outcomes counted for a late write (beside the refusals' codes): its overwritten change carried back,
+# or the overwritten version restored.
+REPAIRED = "late_write_repaired"
+RESTORED = "late_write_restored"
+# The author of a change no session's call accounts for (the engine's stale message knows it too).
+OUTSIDE = OUTSIDE_WRITER
 
 TICKET_TTL_ENV = "EDIT_COORDINATOR_TICKET_TTL_S"
 TICKET_WAIT_ENV = "EDIT_COORDINATOR_TICKET_WAIT_S"
@@ -96,7 +106,11 @@ class AgentWrites:
     # -- the steps ----------------------------------------------------------------------------------------
     def before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
         """Before an agent's own write of `path`: raises the refusal (not_read, stale, leased, ...), else
-        the session holds the path's write ticket and the pre-image is kept."""
+        the session holds the path's write ticket and the pre-image is kept. A refusal is counted."""
+        with self._counting(session, path, operation):
+            self._before_write(session, call, path, whole=whole, operation=operation)
+
+    def _before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
         judged = self.native.judge_write(session, path, whole=whole)
         if judged.refusal is not None:
             raise judged.refusal
@@ -123,6 +137,67 @@ class AgentWrites:
             return Settled()  # no ticket was taken (refused before), or another step settled it
         return Settled(self._settle(entry, taken=True))
 
+    def before_shell(self, session: str, call: str, command: str, cwd: str | None) -> None:
+        """Before an agent's shell command: the files it names as files it writes (`text.shellfiles`). A
+        whole-file overwrite of an existing file whose current content the session has not seen is refused
+        as a Write would be; every named target then gets a write ticket (one grant for all) and its
+        pre-image kept, as an Edit's. What the parser cannot see (a script's writes) the tree watcher does."""
+        with self._counting(session, "", "shell"):
+            self._before_shell(session, call, command, cwd)
+
+    def _before_shell(self, session: str, call: str, command: str, cwd: str | None) -> None:
+        from coordinator.text.shellfiles import write_targets
+
+        targets: dict[str, str] = {}
+        for target in write_targets(command):
+            key = self.native.key_in_root(os.path.join(cwd or self.native.root, target.path))
+            if key is None or key in targets:
+                continue
+            if target.how == "whole":
+                judged = self.native.judge_write(session, key, whole=True)
+                if judged.refusal is not None:
+                    raise judged.refusal
+            targets[key] = target.command
+        if not targets:
+            return
+        tickets = self._take_tickets(session, list(targets))
+        now = time.time()
+        try:
+            for i, (key, name) in enumerate(targets.items()):
+                before = self.native.keep_pre_image(key)
+                self.calls.put(
+                    PendingCall(session, f"{call}#{i}", key, tickets[i], before, "shell", now, now + TICKET_TTL_S,
+                                command=name)
+                )  # fmt: skip
+        except BaseException:
+            for ticket in tickets:
+                self.gate.release(session, ticket, None)
+            raise
+
+    def after_shell(self, session: str, call: str, command: str, cwd: str | None, printed: str | None) -> Settled:
+        """After an agent's shell command: its targets' changes recorded as the session's writes (a named
+        target it left unchanged is said: "your sed matched nothing"), and a file it printed whole (`cat f`)
+        recorded as the session's view from what it printed."""
+        from coordinator.text.shellfiles import printed_file
+
+        notes: list[str] = []
+        for entry in self.calls.of_session(session):
+            if not entry.call.startswith(f"{call}#") or not self.calls.remove(entry):
+                continue
+            untouched = not entry.changed and self.native.unchanged(entry.key, entry.before)
+            notes.extend(self._settle(entry, taken=True))
+            if untouched and entry.command not in ("rm", "mv"):
+                notes.append(
+                    f"Your command left {entry.key} unchanged: its {entry.command or 'command'} changed nothing "
+                    f"there (a sed or perl pattern that matched nothing?). Read {entry.key} again and check."
+                )
+        shown = printed_file(command)
+        if shown is not None and printed is not None:
+            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown))
+            if key is not None:
+                self.native.record_view(session, key, printed)
+        return Settled(tuple(notes))
+
     def after_read(self, session: str, path: str, shown: str, start_line: int, num_lines: int | None) -> None:
         self.native.record_view(session, path, shown, start_line, num_lines)
 
@@ -130,12 +205,12 @@ class AgentWrites:
         """At a hook event of `session`: its open calls other than `but` are over (a session's write calls
         run one at a time), so each is settled; then the notices left for it. `end`: the session stops."""
         notes: list[str] = []
-        for entry in self.calls.of_session(session):
-            if entry.call == but or (entry.state == "lapsed" and not end):
+        calls, notices = self.calls.at_event(session)
+        for entry in calls:
+            if entry.call == but or entry.call.startswith(f"{but}#") or (entry.state == "lapsed" and not end):
                 continue
             notes.extend(self._settle(entry, taken=False))
-        notes.extend(self.calls.collect(session))
-        return Settled(tuple(notes))
+        return Settled((*notes, *notices))
 
     def observed(self, key: str, created: bool = False) -> None:
         """A change of `key` was seen (the tree watcher, engine/watcher.py): recorded as the write of the
@@ -152,24 +227,57 @@ class AgentWrites:
                 continue
             found = self._record(entry)
             if found.entry is not None and self.calls.remove(entry):
-                self.calls.put(replace(entry, before=found.entry.after))
+                self.calls.put(replace(entry, before=found.entry.after, changed=True))
             for note in self._told(entry, found):
                 self.calls.tell(entry.session, note)
         self.native.record_outside(key, OUTSIDE, created=created)
 
+    # -- counts -------------------------------------------------------------------------------------------
+    @contextmanager
+    def _counting(self, session: str, path: str, operation: str) -> Iterator[None]:
+        """A refusal of the protocol's is counted as the engine's are (point 7 of invariant 7's issue): by
+        code in Redis (`status`, `top`, the dashboard), by file for the dashboard, and told to the observer
+        (`/metrics`). The coordinator's own failures (state unavailable, a disk error) are not refusals."""
+        try:
+            yield
+        except CoordinatorError as exc:
+            if exc.code not in (ErrorCode.STATE_UNAVAILABLE, ErrorCode.IO_ERROR):
+                key = exc.details.get("path") if isinstance(exc.details.get("path"), str) else path
+                self.count(session, self.native.key_in_root(key) or key, operation, refusal_outcome(exc))
+            raise
+
+    def count(self, session: str, key: str, operation: str, outcome: str) -> None:
+        """Count one refusal or repair (`outcome`: an error code, REPAIRED or RESTORED). Best effort: a
+        Redis failure loses the count, never the answer."""
+        native = self.native
+        if native.observer is not None:
+            native.observer.write_finished(operation, outcome)
+        state = native.state
+        try:
+            redis_call(lambda: state.r.hincrby(state.refusals_key, outcome, 1))
+            if key:
+                FileRefusals(state.r, native.namespace).record(outcome, key, session, operation)
+        except CoordinatorError:
+            pass
+
     # -- tickets ------------------------------------------------------------------------------------------
     def _take_ticket(self, session: str, key: str) -> str:
-        """The write ticket: an exclusive lease of `key` through the lease gate's grant. While another
-        session holds one, its call is looked at (`_unblock`) and waited for up to TICKET_WAIT_S; any other
-        lease covering the path is waited for as long, then refused naming its holder."""
+        return self._take_tickets(session, [key])[0]
+
+    def _take_tickets(self, session: str, keys: list[str]) -> list[str]:
+        """The write tickets: exclusive leases of `keys` (all or none, one grant) through the lease gate's
+        grant. While another session holds one, its call is looked at (`_unblock`) and waited for up to
+        TICKET_WAIT_S; any other lease covering a path is waited for as long, then refused naming its
+        holder."""
         deadline = time.monotonic() + TICKET_WAIT_S
+        key = ", ".join(keys)
         while True:
             try:
-                return self.gate.grant(session, [key], "exclusive", TICKET_TTL_S, fences=False)[0].id
+                return [x.id for x in self.gate.grant(session, keys, "exclusive", TICKET_TTL_S, fences=False)]
             except CoordinatorError as exc:
                 if exc.code != ErrorCode.LEASED:
                     raise
-                if self._unblock(key, session):
+                if any([self._unblock(k, session) for k in keys]):
                     continue
                 if time.monotonic() >= deadline:
                     raise CoordinatorError(
@@ -223,9 +331,11 @@ class AgentWrites:
         )
 
     def _told(self, entry: PendingCall, found: Found) -> tuple[str, ...]:
-        """The late writer's note, and the overwritten sessions' notices (left for their next hook event)."""
+        """The late writer's note, and the overwritten sessions' notices (left for their next hook event).
+        The repair is counted."""
         if found.entry is None or not found.overwritten:
             return ()
+        self.count(entry.session, entry.key, entry.operation, RESTORED if found.how == "restore" else REPAIRED)
         who = ", ".join(found.overwritten)
         version = found.entry.version
         fixed = found.repair.version if found.repair is not None else version

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator.disk import fsio
+from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator.disk.locks import LockManager
 from coordinator.engine.caches import StateCalls, _ViewCache
 from coordinator.engine.observer import APPLIED, EngineObserver
@@ -416,6 +417,32 @@ class NativeWrites:
             observer.write_finished(entry.operation, APPLIED)
             if self.publish_events:
                 observer.event_published()
+
+    def key_in_root(self, path: str) -> str | None:
+        """`path`'s key when it is inside the root (and not in the state folder), else None."""
+        try:
+            key = fsio.resolve(self.root, path).key
+        except CoordinatorError:
+            return None
+        return None if key.split("/")[0] == STATE_DIR_NAME else key
+
+    def keep_pre_image(self, path: str) -> str | None:
+        """Under the path's lock, keep its current bytes in the history as the pre-image of a write another
+        program is about to make (no view judged: a shell command that edits in place reads the file itself).
+        The hash kept (None: no file)."""
+        rp = fsio.resolve(self.root, path)
+        held = self.locks.acquire(rp.key)
+        try:
+            cur = self._current(rp)
+            self.history_store.reconcile(held, rp.key, cur.digest)
+            if cur.exists and cur.digest is not None:
+                try:
+                    self.history_store.keep(held, rp.key, cur.data, cur.digest)
+                except OSError as exc:
+                    raise fsio.os_error(exc, rp) from exc
+            return cur.digest
+        finally:
+            held.release()
 
     def unchanged(self, path: str, digest: str | None) -> bool:
         """Whether `path` still holds the content of hash `digest` (None: still does not exist). No lock."""

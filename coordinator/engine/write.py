@@ -89,6 +89,7 @@ from coordinator.text.codecs import decode_clean
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
+OUTSIDE_WRITER = "outside"  # the author of a change no session accounts for (agentwrites.OUTSIDE)
 log = logging.getLogger("coordinator.engine")
 
 _NO_LEASE = LeaseCheck(None, None)
@@ -643,6 +644,12 @@ class CheckThenWrite:
         if not meta.get("version"):
             return ""
         version, writer = meta["version"], meta.get("writer", "?")
+        if writer == OUTSIDE_WRITER:  # the tree watcher recorded the change: said as before it was recorded
+            before = next((e for e in self.history_store.entries(key) if e.session != OUTSIDE_WRITER), None)
+            if before is None:
+                return ""  # as when no version is recorded
+            by = "" if before.session == refused else f" (written by session {before.session})"
+            return f" It was changed outside the coordinator after version {before.version}{by}."
         if self._changed_outside(key, meta.get("hash", "")):
             # The newest version's writer is often the refused session itself: naming it would mislead.
             by = "" if writer == refused else f" (written by session {writer})"

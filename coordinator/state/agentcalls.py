@@ -54,6 +54,8 @@ class PendingCall:
     ends: float
     state: CallState = "open"
     window: tuple[int, int] | None = None  # the session's view was partial: (offset, limit) of what it saw
+    changed: bool = False  # a change made by the call was already recorded (the tree watcher saw it)
+    command: str = ""  # a shell call's command name ("sed", ...), for its messages
 
     def field(self) -> str:
         return field_of(self.session, self.call)
@@ -144,7 +146,25 @@ class AgentCallStore:
 
     def all(self) -> list[PendingCall]:
         """Every entry that has not ended (the ended ones are swept)."""
-        raw = redis_call(lambda: self.r.hgetall(self.key))
+        return self._live(redis_call(lambda: self.r.hgetall(self.key)))
+
+    def at_event(self, session: str) -> tuple[list[PendingCall], list[str]]:
+        """At a hook event of `session`, in one round trip: its calls (as `of_session`) and the notices left
+        for it (as `collect`: removed as they are read)."""
+        nkey = self.notices_key(session)
+
+        def go() -> Any:
+            pipe = self.r.pipeline(transaction=False)
+            pipe.hgetall(self.key)
+            pipe.lrange(nkey, 0, -1)
+            pipe.delete(nkey)
+            return pipe.execute()
+
+        table, notices, _ = redis_call(go)
+        mine = [x for x in self._live(table) if x.session == session]
+        return mine, [x.decode() if isinstance(x, bytes) else str(x) for x in notices or []]
+
+    def _live(self, raw: Any) -> list[PendingCall]:
         now = time.time()
         live: list[PendingCall] = []
         ended: list[Any] = []

@@ -215,3 +215,61 @@ def test_a_file_unchanged_read_answer_keeps_the_view(hooks, root, app):
     unchanged["tool_response"] = {"type": "file_unchanged", "file": {"filePath": str(app)}}
     assert run(hooks, unchanged).allow
     assert s1.edit("app.py", "a = 1", "a = 2").allow
+
+
+# -- the shell channel --------------------------------------------------------------------------------------------
+def _bash(hooks: HookAdapter, root: Path, session: str, call: str, command: str, stdout: str | None = None):
+    """One Bash call through the hooks: PreToolUse, then (if allowed and `run`) the command in `root`, then
+    PostToolUse with what it printed."""
+    pre = payload("pre_bash", root, session_id=session, tool_use_id=call, tool_input__command=command)
+    before = run(hooks, pre)
+    if not before.allow:
+        return before, None
+    done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True, check=False)
+    post = pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": done.stdout, "stderr": ""}}
+    return before, run(hooks, post)
+
+
+def test_a_heredoc_overwrite_of_an_unseen_file_is_refused_and_a_seen_one_is_recorded(hooks, coord, root, app):
+    before, _ = _bash(hooks, root, "s1", "t1", "cat > app.py <<'EOF'\nz = 0\nEOF")
+    assert not before.allow and before.code == "not_read" and app.read_text().startswith("a = 1")
+    _bash(hooks, root, "s1", "t2", "cat app.py")  # a shell read: the view from what it printed
+    before, _ = _bash(hooks, root, "s1", "t3", "cat > app.py <<'EOF'\nz = 0\nEOF")
+    assert before.allow and app.read_text() == "z = 0\n"
+    assert _history(coord, "app.py") == [("s1", "shell")]
+    assert coord.lease_store.live() == []
+    # another session changed it since: a stale heredoc overwrite is refused
+    other = coord.session("other")
+    other.read("app.py")
+    other.edit("app.py", "z = 0", "z = 1")
+    before, _ = _bash(hooks, root, "s1", "t4", "cat > app.py <<'EOF'\nz = 2\nEOF")
+    assert not before.allow and before.code == "stale" and app.read_text() == "z = 1\n"
+
+
+def test_a_sed_that_matched_nothing_is_said_and_one_that_did_is_recorded_and_undoable(hooks, coord, root, app):
+    _, after = _bash(hooks, root, "s1", "t1", "sed -i 's/^q = 9$/q = 10/' app.py")
+    assert after is not None and "left app.py unchanged" in after.reason
+    _, after = _bash(hooks, root, "s1", "t2", "sed -i 's/^c = 3$/c = 30/' app.py")
+    assert after is not None and after.reason == ""
+    (entry,) = coord.history("app.py")
+    assert (entry.session, entry.operation) == ("s1", "shell")
+    s = coord.session("s1")
+    s.read("app.py")
+    s.undo("app.py")
+    assert "c = 3\n" in app.read_text()
+
+
+# -- refusals and repairs counted ---------------------------------------------------------------------------------
+def test_hooked_refusals_and_repairs_are_counted_where_status_and_the_dashboard_read(
+    hooks, coord, root, app, monkeypatch
+):
+    from coordinator.state.refusals import FileRefusals
+
+    assert not Agent(hooks, root, "s1").edit("app.py", "a = 1", "a = 2").allow  # not read
+    before, _ = _bash(hooks, root, "s2", "t1", "cat > app.py <<'EOF'\nz\nEOF")  # not read, through the shell
+    assert not before.allow
+    _late_write(hooks, root, app, monkeypatch, "a = 10", "b = 20")
+    counts = coord.state.error_counts()
+    assert counts["not_read"] == 2 and counts[agentwrites.REPAIRED] == 1
+    by_file = FileRefusals(coord.state.r, coord.namespace).snapshot()["by_file"]
+    assert {(x["path"], x["code"]) for x in by_file} >= {("app.py", "not_read"), ("app.py", agentwrites.REPAIRED)}

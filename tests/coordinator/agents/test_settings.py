@@ -94,7 +94,7 @@ def test_handlers_are_what_the_agent_needs() -> None:
         assert command.endswith("exit 0; }") and "exit 2" not in command, event
     assert handler["onFailure"] == "block"
     assert handler["timeout"] >= 10
-    assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^(Read|Edit|MultiEdit|Write)$"
+    assert merged["hooks"]["PostToolUse"][0]["matcher"] == "^(Read|Edit|MultiEdit|Write|Bash)$"
     assert "onFailure" not in merged["hooks"]["PostToolUse"][0]["hooks"][0]
     assert set(merged["hooks"]) == {
         "PreToolUse",

@@ -68,7 +68,7 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     (repo / ".claude" / "settings.local.json").write_text(json.dumps(merged, indent=4))
     check = run(repo, "claude-code", "--check")
     assert check.returncode == 1
-    assert "missing: PostToolUse hook for ^(Read|Edit|MultiEdit|Write)$" in check.stdout
+    assert "missing: PostToolUse hook for ^(Read|Edit|MultiEdit|Write|Bash)$" in check.stdout
 
     # the record of what init added sits in the state folder, which git ignores
     status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],

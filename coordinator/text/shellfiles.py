@@ -1,0 +1,179 @@
+"""Which files a shell command will write, and which one it prints whole: the meaning of a command line for
+the agent-write protocol (coordinator/engine/agentwrites.py), read from the one shell parser
+(coordinator/text/shell). Pure: a string in, values out.
+
+A `Target` is a path the command names as a file it writes, with how:
+- `whole`: the file is replaced by content that does not come from it (`> f`, `>| f`, `&> f`, `cat > f <<EOF`,
+  `tee f`, `cp SRC f`, `mv SRC f`, `install SRC f`): the writer must have seen the current content first;
+- `in_place`: the file is rewritten from itself (`sed -i`, `perl -pi`/`-i`, `>> f`, `tee -a f`, `truncate`,
+  an `apply_patch` here-document's Update File): it must not change under the command;
+- `remove`: `rm f`, `mv f ...` (its source).
+Paths are as written, joined to the command's folder (`cd` before it) when relative; words the shell
+expands at run time (variables, globs) are not targets (what the parser cannot see, the tree watcher does).
+
+`printed_file` is the file a read-only command prints whole (`cat f`, `head`/`tail` with no count option
+beyond the file's length are not whole): the session's view can be recorded from what it printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from coordinator.text.shell import SimpleCommand, Word, parse
+
+How = Literal["whole", "in_place", "remove"]
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str
+    how: How
+    command: str  # the command's name, for the messages ("sed", "cat", ...)
+
+
+_WHOLE_COPIERS = frozenset({"cp", "install"})
+_PATCH_HOW: dict[str, How] = {"Update": "in_place", "Add": "whole", "Delete": "remove"}
+_PATCH_LINE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+)$", re.MULTILINE)
+
+
+def write_targets(command: str) -> list[Target]:
+    """The files `command` names as files it writes, in the order the shell would reach them (a path once,
+    with its first way)."""
+    out: dict[str, Target] = {}
+    for cmd in parse(command).commands:
+        for target in _of_command(cmd):
+            out.setdefault(target.path, target)
+    return list(out.values())
+
+
+def printed_file(command: str) -> str | None:
+    """The one file `command` prints whole to its output (`cat FILE`, nothing else in the line), else None."""
+    script = parse(command)
+    if not script.certain or len(script.commands) != 1:
+        return None
+    cmd = script.commands[0]
+    words = [w for w in cmd.argv[1:]]
+    if cmd.name != "cat" or len(words) != 1 or not words[0].literal or words[0].text.startswith("-"):
+        return None
+    if any(r.op not in ("2>", ">&") and (r.fd in (None, 1)) for r in cmd.redirects):
+        return None
+    return _joined(cmd, words[0].text)
+
+
+def _of_command(cmd: SimpleCommand) -> list[Target]:
+    found = [_redirect_target(cmd, r.op, r.target) for r in cmd.redirects if r.writes_file and r.target is not None]
+    targets = [t for t in found if t is not None]
+    name = cmd.name
+    args = cmd.argv[1:]
+    if name == "tee":
+        how: How = "in_place" if any(w.text in ("-a", "--append") for w in args) else "whole"
+        targets += [Target(p, how, name) for p in _files(cmd, args)]
+    elif name == "sed" and any(w.text.startswith("-i") or w.text.startswith("--in-place") for w in args):
+        targets += [Target(p, "in_place", name) for p in _files(cmd, _sed_files(args))]
+    elif name == "perl" and any(w.text.startswith("-") and "i" in w.text[1:] and not w.text.startswith("--")
+                                for w in args):  # fmt: skip
+        targets += [Target(p, "in_place", name) for p in _files(cmd, _perl_files(args))]
+    elif name in _WHOLE_COPIERS | {"mv"}:
+        names = [w for w in args if not w.text.startswith("-")]
+        if len(names) >= 2 and "-t" not in [w.text for w in args]:
+            targets += [Target(p, "whole", name) for p in _files(cmd, names[-1:])]
+            if name == "mv":
+                targets += [Target(p, "remove", name) for p in _files(cmd, names[:-1])]
+    elif name == "rm":
+        targets += [Target(p, "remove", name) for p in _files(cmd, [w for w in args if not w.text.startswith("-")])]
+    elif name == "truncate":
+        targets += [Target(p, "in_place", name) for p in _files(cmd, [w for w in args if not w.text.startswith("-")])]
+    targets += _patch_targets(cmd)
+    return targets
+
+
+def _redirect_target(cmd: SimpleCommand, op: str, word: Word | None) -> Target | None:
+    if word is None or not word.literal or word.text in ("/dev/null", "/dev/stdout", "/dev/stderr"):
+        return None
+    path = _joined(cmd, word.text)
+    if path is None:
+        return None
+    return Target(path, "in_place" if op in (">>", "&>>", "<>") else "whole", cmd.name or "redirect")
+
+
+def _files(cmd: SimpleCommand, words: list[Word] | tuple[Word, ...]) -> list[str]:
+    out = []
+    for w in words:
+        if w.literal and not w.text.startswith("-"):
+            path = _joined(cmd, w.text)
+            if path is not None:
+                out.append(path)
+    return out
+
+
+def _sed_files(args: tuple[Word, ...]) -> list[Word]:
+    """sed's file operands: after the script (the first non-option word, unless -e/-f gave it)."""
+    words = list(args)
+    files: list[Word] = []
+    script_given = False
+    i = 0
+    while i < len(words):
+        t = words[i].text
+        if t in ("-e", "-f", "--expression", "--file"):
+            script_given = True
+            i += 2
+            continue
+        if t.startswith("-"):
+            i += 1
+            continue
+        if not script_given:
+            script_given = True
+        else:
+            files.append(words[i])
+        i += 1
+    return files
+
+
+def _perl_files(args: tuple[Word, ...]) -> list[Word]:
+    words = list(args)
+    files: list[Word] = []
+    script_given = False
+    i = 0
+    while i < len(words):
+        t = words[i].text
+        if t in ("-e", "-E"):
+            script_given = True
+            i += 2
+            continue
+        if t.startswith("-"):
+            script_given = script_given or t.endswith("e")
+            i += 1 + (1 if t.endswith("e") and len(t) > 1 and not t.startswith("--") else 0)
+            continue
+        if script_given:
+            files.append(words[i])
+        else:
+            script_given = True
+        i += 1
+    return files
+
+
+def _patch_targets(cmd: SimpleCommand) -> list[Target]:
+    """An `apply_patch <<EOF ... EOF` (Codex): the files its patch adds, updates or deletes."""
+    if cmd.name not in ("apply_patch", "applypatch"):
+        return []
+    bodies = [r.heredoc for r in cmd.redirects if r.heredoc]
+    bodies += [w.text for w in cmd.argv[1:2] if "*** Begin Patch" in w.text]
+    out = []
+    for body in bodies:
+        for kind, path in _PATCH_LINE.findall(body or ""):
+            joined = _joined(cmd, path.strip())
+            if joined is not None:
+                out.append(Target(joined, _PATCH_HOW[kind], "apply_patch"))
+    return out
+
+
+def _joined(cmd: SimpleCommand, path: str) -> str | None:
+    """`path` relative to where the whole command line started (None: the folder is not known)."""
+    if os.path.isabs(path):
+        return path
+    if cmd.cwd is None:
+        return None
+    return os.path.normpath(os.path.join(cmd.cwd, path))
