@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     LEASED = "leased"
     IO_ERROR = "io_error"
     PLACEHOLDER = "placeholder"
+    CHECK_FAILED = "check_failed"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -173,6 +174,9 @@ _LIBRARY_ROWS = (
          "until when): nothing was written; work on something else and come back after the lease ends."),
     _row("state_unavailable", 503, 5, "the coordination service (Redis) could not be reached: nothing was "
          "written; wait a moment, then read the file again and retry.", retry_after_s=1),
+    _row("check_failed", 422, 7, "the commit's check command failed on the commit's tree (the message ends with "
+         "its output): nothing was committed and the branch, the index and the working tree did not change; fix "
+         "the cause and commit again."),
     _row("io_error", 500, 6, "an unexpected failure: read the file again before you retry, to see what it "
          "holds now."),
 )  # fmt: skip

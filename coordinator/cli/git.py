@@ -29,6 +29,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="where the session's change cannot be separated from another session's, commit both",
     )
+    p.add_argument(
+        "--check",
+        metavar="CMD",
+        help="run CMD (bash -c) on the commit's tree in a scratch folder first; the branch moves only when it "
+        "exits 0 (rebuilt and checked again if the branch moved meanwhile)",
+    )
+    p.add_argument("--check-timeout", type=float, metavar="SECONDS", help="a check running longer fails")
     cmd_common.add_common(p, redis=False)
     p.set_defaults(func=cmd_common.guarded(cmd_commit))
 
@@ -66,14 +73,20 @@ def cmd_commit(args: argparse.Namespace) -> int:
     from coordinator.git.commit import commit_session
 
     result = commit_session(
-        cmd_common.real_root(args.root), _session(args), args.message, include_others=args.include_others
+        cmd_common.real_root(args.root),
+        _session(args),
+        args.message,
+        include_others=args.include_others,
+        check=args.check,
+        check_timeout_s=args.check_timeout,
     )
     if args.json:
         print(json.dumps(result.to_dict()))
     elif result.commit is None:
         print(f"Nothing new to commit: {', '.join(result.recognised)} already in HEAD (marked committed).")
     else:
-        print(f"{result.commit} on {result.branch}: {len(result.paths)} file(s) of session {result.session}")
+        checked = f", checked {result.checks} time(s)" if result.checks else ""
+        print(f"{result.commit} on {result.branch}: {len(result.paths)} file(s) of session {result.session}{checked}")
         for path in result.paths:
             print(f"  {path}")
     return 0

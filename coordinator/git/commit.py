@@ -26,6 +26,7 @@ from pathlib import Path
 from coordinator.arguments import check_session_id, is_call_id
 from coordinator.disk.layout import tmp_dir
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.check import refuse, run_check
 from coordinator.git.landing import Landing, land, recover
 from coordinator.git.ledger import Ledger, PathWrites, write_marks
 from coordinator.git.plumbing import Git, TreeEntry, index_line
@@ -48,6 +49,7 @@ class CommitResult:
     attempts: int = 1
     versions: dict[str, int] = field(default_factory=dict)  # newest committed version per path
     recovered: tuple[str, ...] = ()  # interrupted landings completed or dropped first (landing.recover)
+    checks: int = 0  # runs of the --check command (one per attempt)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -59,6 +61,7 @@ class CommitResult:
             "attempts": self.attempts,
             "versions": dict(self.versions),
             "recovered": list(self.recovered),
+            "checks": self.checks,
         }
 
 
@@ -193,17 +196,22 @@ def commit_session(
     *,
     include_others: bool = False,
     before_ref_update: object = None,
+    check: str | None = None,
+    check_timeout_s: float | None = None,
 ) -> CommitResult:
     """Commit session `session_id`'s uncommitted writes under `root` (see the module's invariants).
 
-    `before_ref_update`, a callable taking the attempt number, runs just before the compare-and-swap: tests use
-    it to move the branch in between."""
+    `before_ref_update`, a callable taking the attempt number, runs just before the landing: tests use it to
+    move the branch in between. `check`: a shell command run on the commit's tree in a scratch folder (check.py)
+    before the branch moves; a failure refuses the commit (`check_failed`, the output's tail in the message);
+    when the branch moved meanwhile the commit is rebuilt on it and checked again."""
     _message(message, session_id)  # an empty message is refused before anything else is done
     git = Git(root)
     ledger = Ledger(root)
     scratch = tmp_dir(ledger.state_dir)
     scratch.mkdir(parents=True, exist_ok=True)
     recovered = tuple(recover(git, Path(ledger.state_dir)))  # a landing a killed process left half-way
+    checks = 0
     for attempt in range(1, MAX_ATTEMPTS + 1):
         ref, head = git.head()
         if ref is None:
@@ -217,12 +225,17 @@ def commit_session(
             return CommitResult(session_id, None, ref, (), tuple(plan.recognised), attempt, plan.versions, recovered)
         old = git.tree_entries(head, list(plan.contents))
         new_commit, info = _build(git, head, plan, old, _message(message, session_id, plan.calls), str(scratch))
+        if check is not None:  # on every attempt: a commit rebuilt on a moved branch is checked again
+            run = run_check(git, new_commit, check, check_timeout_s)
+            checks += 1
+            if not run.passed:
+                raise refuse(run, session_id)
         hook = (lambda n=attempt: before_ref_update(n)) if callable(before_ref_update) else None
         landing = Landing(ref, head, new_commit, old, info, session_id, plan.versions)
         if land(git, Path(ledger.state_dir), landing, hook):
             paths = tuple(sorted(plan.keys.values()))
             return CommitResult(
-                session_id, new_commit, ref, paths, tuple(plan.recognised), attempt, plan.versions, recovered
+                session_id, new_commit, ref, paths, tuple(plan.recognised), attempt, plan.versions, recovered, checks
             )
     raise CoordinatorError(
         ErrorCode.STALE,

@@ -43,7 +43,7 @@ def test_public_names_are_pinned() -> None:
     codes = ["not_read", "stale", "no_match", "ambiguous", "no_change", "file_exists", "file_not_found",
              "is_directory", "binary_file", "special_file", "too_large", "unsupported_encoding", "outside_root",
              "permission_denied", "lock_timeout", "state_unavailable", "invalid_argument", "io_error", "leased",
-             "placeholder"]  # fmt: skip
+             "placeholder", "check_failed"]  # fmt: skip
     assert sorted(c.value for c in ErrorCode) == sorted(codes)
     for method in ("read", "write", "edit", "multi_edit", "undo", "redo", "restore", "history", "lease", "renew",
                    "release", "leases", "poll_events", "events", "recent_events", "notices", "status",
