@@ -61,17 +61,26 @@ _EXIT_MEANINGS = {
 }
 
 
-def _exit_statuses() -> str:
-    """The exit statuses, from the per-code table (coordinator.errors.CODES)."""
+def _exit_statuses(width: int = 100) -> str:
+    """The exit statuses, from the per-code table (coordinator.errors.CODES), wrapped to `width` columns."""
+    import textwrap
+
     lines = ["exit statuses:", "  0    success"]
     for status, meaning in _EXIT_MEANINGS.items():
         codes = [code for code, row in errors.CODES.items() if row.exit_status == status]
-        lines.append(f"  {status}    {meaning}: {', '.join(codes)}")
+        text = f"{status:<4} {meaning}: {', '.join(codes)}"
+        lines.extend(textwrap.wrap(text, width, initial_indent="  ", subsequent_indent=" " * 7))
     lines.append("  130  interrupted")
     return "\n".join(lines)
 
 
+#: The whole table: in `edit-coordinator --help` only.
 EXIT_STATUSES = _exit_statuses()
+#: What each command's own --help says of them (one table, in one place).
+EXIT_STATUSES_SEE = (
+    "exit statuses: 0 success; 1-8 a refusal, by its cause (the code in the error line); 130 interrupted.\n"
+    "`edit-coordinator --help` lists which code gives which."
+)
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):

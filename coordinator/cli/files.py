@@ -48,7 +48,7 @@ def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, s
         name,
         help=help,
         description=description,
-        epilog=cmd_common.EXIT_STATUSES,
+        epilog=cmd_common.EXIT_STATUSES_SEE,
         formatter_class=cmd_common.DefaultsAndEpilogFormatter,
     )
     p.add_argument(

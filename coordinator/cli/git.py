@@ -23,6 +23,7 @@ def register(sub: Any) -> None:
         ),
     )
     cmd_common.add_session(p, help="the session whose writes to commit")
+    _required_unless_set(p, "--session")
     p.add_argument("-m", "--message", required=True, help="the commit message (a session trailer is added)")
     p.add_argument(
         "--include-others",
@@ -61,6 +62,13 @@ def register(sub: Any) -> None:
     b.add_argument("path", metavar="PATH", help=cmd_common.PATH_HELP)
     cmd_common.add_common(b, redis=False)
     b.set_defaults(func=cmd_common.guarded(cmd_blame))
+
+
+def _required_unless_set(p: argparse.ArgumentParser, flag: str) -> None:
+    """Mark an option that has no value from its variable as required, so that usage shows it as such."""
+    for action in p._actions:
+        if flag in action.option_strings:
+            action.required = action.default is None
 
 
 def _session(args: argparse.Namespace) -> str:

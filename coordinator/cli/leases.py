@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="list: every lease that has not ended (holder, pattern, mode, token, time left). break: end "
         "a lease by --id, or every lease of a --session, whoever holds it; its holder's next write under it is "
         "refused once with `leased`.",
-        epilog=cmd_common.EXIT_STATUSES,
+        epilog=cmd_common.EXIT_STATUSES_SEE,
         formatter_class=cmd_common.DefaultsAndEpilogFormatter,
     )
     p.add_argument("action", choices=["list", "break"])

@@ -54,3 +54,25 @@ def test_the_plot_advice_names_the_installed_package() -> None:
     from coordinator_bench.plots import MISSING_MATPLOTLIB
 
     assert 'pip install "edit-coordinator[bench]"' in MISSING_MATPLOTLIB
+
+
+def test_help_texts_have_one_form(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The exit-status table is in `edit-coordinator --help` alone, wrapped; a command's own help points there;
+    `commit --session` is shown as required when no variable gives it."""
+    from coordinator.cli import main
+
+    monkeypatch.delenv("EDIT_COORDINATOR_SESSION", raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    assert top.count("exit statuses:") == 1 and max(len(line) for line in top.splitlines()) <= 110
+    for command in (["read"], ["leases"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        own = capsys.readouterr().out
+        assert "  7    the content" not in own and "`edit-coordinator --help` lists" in own
+    with pytest.raises(SystemExit):
+        main(["commit", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert " --session ID " in usage and "[--session ID]" not in usage
