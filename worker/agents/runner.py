@@ -168,10 +168,11 @@ def git(repo: Path, *args: str) -> str:
 
 
 def coordinator_cli(
-    *args: str, check: bool = True, env: dict[str, str] | None = None
+    *args: str, check: bool = True, env: dict[str, str] | None = None, python: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`edit-coordinator ARGS` of this installation (this interpreter), output captured."""
-    cmd = [sys.executable, "-m", "coordinator.cli", *args]
+    """`edit-coordinator ARGS` of this installation (this interpreter, or the installation of `python`), output
+    captured."""
+    cmd = [python or sys.executable, "-m", "coordinator.cli", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if check and done.returncode != 0:
         raise RuntimeError(
@@ -202,8 +203,19 @@ class Sandbox:
         return self.base / "capture"
 
     @classmethod
-    def create(cls, agent: str, base: Path, files: dict[str, str], *, hooked: bool = True) -> Sandbox:
-        """The repository with `files` committed, and the hooks of `agent` (with capture) when `hooked`."""
+    def create(
+        cls,
+        agent: str,
+        base: Path,
+        files: dict[str, str],
+        *,
+        hooked: bool = True,
+        capture: bool = True,
+        python: str | None = None,
+    ) -> Sandbox:
+        """The repository with `files` committed, and the hooks of `agent` (with the capture handler beside each,
+        unless `capture` is false) when `hooked`; `python` is the interpreter of the installation whose `init`
+        writes them (default: this one), so that another checkout's hooks can be measured."""
         box = cls(agent, base, hooked)
         box.repo.mkdir(parents=True)
         box.capture.mkdir()
@@ -215,8 +227,9 @@ class Sandbox:
             git(box.repo, "add", "-A")
             git(box.repo, "commit", "-q", "-m", "start")
         if hooked:
-            coordinator_cli("init", agent, "--root", str(box.repo))
-            add_handlers(box.repo / box.kind.settings, [capture_handler(box.capture, box.kind)])
+            coordinator_cli("init", agent, "--root", str(box.repo), python=python)
+            if capture:
+                add_handlers(box.repo / box.kind.settings, [capture_handler(box.capture, box.kind)])
             exclude = box.repo / ".git" / "info" / "exclude"  # the hooks' own files stay out of `git status`
             exclude.write_text(exclude.read_text() + f"/{box.kind.settings}\n/.edit-coordinator/\n")
         return box

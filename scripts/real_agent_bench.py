@@ -1,0 +1,183 @@
+"""Figures measured with the real agent CLIs (worker/agents/): what a hook event costs in the real Claude Code,
+and what a race of sessions loses with and without the hooks.
+
+    python3 scripts/real_agent_bench.py hook-cost [--python PY] [--edits N] [--rounds R] [--json OUT]
+    python3 scripts/real_agent_bench.py race [AGENT ...] [--sessions 4] [--rounds 5] [--json OUT]
+
+hook-cost: one repository, one Claude Code session per round and column, each a Read then N Edits of one line
+(every Edit is 2 hook events: PreToolUse and PostToolUse). Two columns, their rounds interleaved:
+- ``noop``: the settings `init` writes with every handler's command replaced by `true` (the same events and
+  matchers, a process per event that does nothing);
+- ``hooked``: the settings as `init` writes them.
+A tool call's time is what the model server sees: from the request that asked for the Edit to the request
+that carries its result (the agent's own work, its hooks, and its next request). Printed per column: p50 and
+p95 per Edit; then the hooks' cost per event, (hooked - noop) / 2, at p50 and at p95. The first session of
+each column is a warm-up and not counted (the first hook event of a repository starts its hook service).
+`--python` is the interpreter of the installation whose `init` writes the hooks (another worktree's venv,
+say): the same measure for any checkout. Wall time on a shared machine is noisy; compare runs made side by
+side.
+
+race: N sessions of each agent increment one shared line (`total = N`) at once, with the hooks and without;
+printed per agent: increments reported done, what the counter gained, lost updates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from worker.agents.modelserver import Use  # noqa: E402
+from worker.agents.race import RACE_FILE, RACE_START, race  # noqa: E402
+from worker.agents.runner import AgentRun, Sandbox, run_agent  # noqa: E402
+from worker.agents.scripts import Tools, sequence  # noqa: E402
+
+COLUMNS = ("noop", "hooked")
+EVENTS_PER_EDIT = 2  # PreToolUse and PostToolUse
+
+
+def noop_settings(settings: Path) -> None:
+    """Every command handler of the hooks file runs `true` instead: the same events, matchers and processes."""
+    data = json.loads(settings.read_text())
+    for groups in data.get("hooks", {}).values():
+        for group in groups:
+            for handler in group.get("hooks", []):
+                if handler.get("type") == "command":
+                    handler["command"] = "true"
+    settings.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def edit_times(run: AgentRun) -> list[float]:
+    """Seconds from each request that asked for an Edit to the next request (which carries its result)."""
+    main = [r for r in run.server.recorded() if r.main]
+    out = []
+    for asked, answered in itertools.pairwise(main):
+        step = asked.answer
+        if isinstance(step, Use) and step.name == "Edit":
+            out.append(answered.at - asked.at)
+    return out
+
+
+def _session(box: Sandbox, edits: int) -> list[float]:
+    tools = Tools("claude-code", box.repo)
+    steps = [tools.read("a.py")]
+    for i in range(edits):
+        steps.append(tools.edit("a.py", f"value = {i % 2}", f"value = {(i + 1) % 2}"))
+    run = run_agent(box, sequence(steps), timeout=300)
+    if run.returncode != 0:
+        raise RuntimeError(f"claude exited {run.returncode}: {run.stderr[-1500:]}")
+    times = edit_times(run)
+    if len(times) != edits:
+        raise RuntimeError(f"{len(times)} of {edits} edits were answered: {run.stderr[-1500:]}")
+    if (box.repo / "a.py").read_text() != f"value = {edits % 2}\n":
+        raise RuntimeError("the edits are not all in the file")
+    return times
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
+    """p50/p95 per Edit call of each column (ms), and the hooks' cost per event over the no-op hooks."""
+    out: dict[str, Any] = {}
+    for col, values in times.items():
+        out[col] = {
+            "calls": len(values),
+            "p50_ms": statistics.median(values) * 1e3,
+            "p95_ms": percentile(values, 0.95) * 1e3,
+        }
+    if "noop" in out and "hooked" in out:
+        for q in ("p50", "p95"):
+            added = (out["hooked"][f"{q}_ms"] - out["noop"][f"{q}_ms"]) / EVENTS_PER_EDIT
+            out[f"added_per_event_{q}_ms"] = added
+    return out
+
+
+def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
+    times: dict[str, list[float]] = {col: [] for col in COLUMNS}
+    with tempfile.TemporaryDirectory(prefix="ec-hookcost-") as tmp:
+        boxes = {}
+        try:
+            for col in COLUMNS:
+                box = Sandbox.create(
+                    "claude-code", Path(tmp) / col, {"a.py": "value = 0\n"}, capture=False, python=python
+                )
+                if col == "noop":
+                    noop_settings(box.repo / box.kind.settings)
+                boxes[col] = box
+            for col in COLUMNS:  # warm-up: the hook service starts, the binary is in the page cache
+                (boxes[col].repo / "a.py").write_text("value = 0\n")
+                _session(boxes[col], 2)
+            for r in range(rounds):
+                for col in COLUMNS if r % 2 == 0 else reversed(COLUMNS):
+                    (boxes[col].repo / "a.py").write_text("value = 0\n")
+                    times[col].extend(_session(boxes[col], edits))
+        finally:
+            for box in boxes.values():
+                box.close()
+    load = os.getloadavg()[0]
+    return {"edits": edits, "rounds": rounds, "python": python or sys.executable, "load1": load, **summarize(times)}
+
+
+def races(agents: list[str], sessions: int, rounds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="ec-race-") as tmp:
+        for agent in agents:
+            for hooked in (True, False):
+                name = f"{agent}-{'hooked' if hooked else 'unhooked'}"
+                box = Sandbox.create(agent, Path(tmp) / name, {RACE_FILE: RACE_START}, hooked=hooked, capture=False)
+                try:
+                    result = race(box, sessions=sessions, rounds=rounds)
+                finally:
+                    box.close()
+                out[name] = {"sessions": sessions, "rounds": rounds, "reported": result.reported,
+                             "landed": result.landed, "lost": result.lost}  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    cost = sub.add_parser("hook-cost", help="per hook event over a no-op hook, in the real Claude Code")
+    cost.add_argument("--python", default=None, help="the interpreter of the installation whose init writes the hooks")
+    cost.add_argument("--edits", type=int, default=20, help="Edits per session")
+    cost.add_argument("--rounds", type=int, default=4, help="sessions per column (after one warm-up each)")
+    cost.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    rc = sub.add_parser("race", help="lost updates of N racing sessions, hooked and unhooked")
+    rc.add_argument("agents", nargs="*", default=["claude-code", "codex", "gemini"])
+    rc.add_argument("--sessions", type=int, default=4)
+    rc.add_argument("--rounds", type=int, default=5, help="increments each session is asked for")
+    rc.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if args.what == "hook-cost":
+        figures = hook_cost(args.python, args.edits, args.rounds)
+        for col in COLUMNS:
+            f = figures[col]
+            print(f"{col:>7}: {f['calls']} Edit calls, p50 {f['p50_ms']:.1f} ms, p95 {f['p95_ms']:.1f} ms")
+        print(
+            f"hooks over no-op hooks, per event: p50 {figures['added_per_event_p50_ms']:+.1f} ms, "
+            f"p95 {figures['added_per_event_p95_ms']:+.1f} ms ({figures['python']}; load {figures['load1']:.1f})"
+        )
+    else:
+        figures = races(args.agents, args.sessions, args.rounds)
+        for name, f in figures.items():
+            print(f"{name:>22}: {f['reported']} increments reported, counter +{f['landed']}, {f['lost']} lost")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
