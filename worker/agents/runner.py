@@ -110,7 +110,7 @@ def _codex_argv(binary: Path, prompt: str) -> list[str]:
 
 
 def _codex_env(url: str) -> dict[str, str]:
-    return {"OPENAI_API_KEY": "sk-scripted", "CODEX_HOME": "", "RUST_LOG": "warn"}
+    return {"OPENAI_API_KEY": "sk-scripted", "RUST_LOG": "warn"}  # CODEX_HOME: agent_env, from the home
 
 
 def codex_config(repo: Path, url: str) -> str:
@@ -319,7 +319,6 @@ def run_agent(
     prompt: str = PROMPT,
     timeout: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
-    on_start: Callable[[subprocess.Popen[str]], None] | None = None,
     limit: int | None = None,
 ) -> AgentRun:
     """Run the agent once in the sandbox's repository, its model answering by `policy`; returns when the agent
@@ -342,8 +341,6 @@ def run_agent(
             text=True,
             start_new_session=True,
         )
-        if on_start is not None:
-            threading.Thread(target=on_start, args=(proc,), daemon=True).start()
         try:
             out, err = proc.communicate(timeout=timeout)
             code: int | None = proc.returncode

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.agents.install import AgentUnavailable, ensure
+from tests.worker.agents.installed import need
 from worker.agents.runner import Sandbox
-
-_unavailable: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -24,18 +22,6 @@ def _agents_gate(request: pytest.FixtureRequest) -> None:
     if "agents" in (request.config.getoption("markexpr") or "") or os.environ.get("EC_AGENTS"):
         return
     pytest.skip("agents: run with `pytest -m agents` or EC_AGENTS=1 (the real agent CLIs)")
-
-
-def need(agent: str) -> None:
-    """Skip the test, saying why, when the pinned release of `agent` cannot be installed here."""
-    if agent not in _unavailable:
-        try:
-            ensure(agent)
-            _unavailable[agent] = ""
-        except AgentUnavailable as exc:
-            _unavailable[agent] = str(exc)
-    if _unavailable[agent]:
-        pytest.skip(_unavailable[agent])
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from tests import REPO_ROOT
 from tests.scripts import load_tool
-from tests.worker.agents.conftest import need
+from tests.worker.agents.installed import need
 
 pytestmark = pytest.mark.agents
 capture = load_tool("capture_hook_payloads")

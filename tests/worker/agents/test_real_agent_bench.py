@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.scripts import run_tool
-from tests.worker.agents.conftest import need
+from tests.worker.agents.installed import need
 
 pytestmark = pytest.mark.agents
 
