@@ -1,0 +1,50 @@
+"""The dashboard page's own helpers, run in node (the page's script, cut out of it as served): far-apart
+colours for any two sessions, paths that break only after a "/", a "last seen" never older than the
+session's last change the page has seen."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from coordinator.server.dashboard import page
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the page's script")
+
+
+def _run(expression: str) -> object:
+    html = page()[0].decode()
+    script = html[html.index("<script>") + len("<script>") : html.index("</script>")]
+    helpers = script[script.index("const hues = new Map();") : script.index("const chip = ")]
+    last_seen = re.search(r"function lastSeen\(.*?\n}\n", script, re.S)
+    assert last_seen is not None
+    stubs = "const el = (tag) => `<${tag}>`; const ago = (t) => `ago ${t}`;\n"
+    program = stubs + helpers + last_seen.group(0) + f"console.log(JSON.stringify({expression}));"
+    out = subprocess.run(["node", "-e", program], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def test_any_two_of_the_first_sessions_get_far_apart_hues() -> None:
+    names = [f"agent-{i}" for i in range(1, 9)]
+    colours = _run(f"{json.dumps(names)}.map(colour)")
+    assert isinstance(colours, list)
+    hues = [int(re.match(r"hsl\((\d+)", c).group(1)) for c in colours]  # type: ignore[union-attr]
+    gaps = [min(abs(a - b), 360 - abs(a - b)) for i, a in enumerate(hues) for b in hues[i + 1 :]]
+    assert min(gaps) >= 20, hues
+    same = _run('[colour("x"), colour("y"), colour("x")]')
+    assert isinstance(same, list) and same[0] == same[2] != same[1]  # a session keeps its colour
+
+
+def test_paths_break_after_a_slash_only() -> None:
+    assert _run('pathParts("src/click/globals.py")') == ["src/", "<wbr>", "click/", "<wbr>", "globals.py"]
+    assert _run('pathParts("README.md")') == ["README.md"]
+
+
+def test_last_seen_is_never_older_than_the_last_change() -> None:
+    assert _run("lastSeen(100, {last: {time: 250}})") == "ago 250"
+    assert _run("lastSeen(300, {last: {time: 250}})") == "ago 300"
+    assert _run("lastSeen(undefined, undefined)") == ""
