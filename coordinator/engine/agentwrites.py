@@ -148,7 +148,7 @@ class AgentWrites:
     def _before_shell(self, session: str, call: str, command: str, cwd: str | None) -> None:
         from coordinator.text.shellfiles import write_targets
 
-        targets: dict[str, str] = {}
+        targets: dict[str, tuple[str, bool]] = {}  # key -> (the command's name, replaced whole)
         for target in write_targets(command):
             key = self.native.key_in_root(os.path.join(cwd or self.native.root, target.path))
             if key is None or key in targets:
@@ -157,14 +157,18 @@ class AgentWrites:
                 judged = self.native.judge_write(session, key, whole=True)
                 if judged.refusal is not None:
                     raise judged.refusal
-            targets[key] = target.command
+            targets[key] = (target.command, target.how == "whole")
         if not targets:
             return
         tickets = self._take_tickets(session, list(targets))
         now = time.time()
         try:
-            for i, (key, name) in enumerate(targets.items()):
-                before = self.native.keep_pre_image(key)
+            for i, (key, (name, whole)) in enumerate(targets.items()):
+                # Under the ticket and the path's lock: a whole overwrite's view judged again (another
+                # session may have written while this one waited for the ticket), the pre-image kept.
+                before = self.native.prepare_write(session, key, whole=True).before if whole else None
+                if not whole:
+                    before = self.native.keep_pre_image(key)
                 self.calls.put(
                     PendingCall(session, f"{call}#{i}", key, tickets[i], before, "shell", now, now + TICKET_TTL_S,
                                 command=name)

@@ -273,3 +273,27 @@ def test_hooked_refusals_and_repairs_are_counted_where_status_and_the_dashboard_
     assert counts["not_read"] == 2 and counts[agentwrites.REPAIRED] == 1
     by_file = FileRefusals(coord.state.r, coord.namespace).snapshot()["by_file"]
     assert {(x["path"], x["code"]) for x in by_file} >= {("app.py", "not_read"), ("app.py", agentwrites.REPAIRED)}
+
+
+def test_a_heredoc_overwrite_that_waited_for_another_sessions_ticket_is_judged_again(hooks, coord, root, app):
+    """A and B have both read the file; A's heredoc overwrite holds the ticket; B's, judged current before it
+    waits, must be judged again once it has the ticket: A's write came in between, so B is refused."""
+    import threading
+
+    for who in ("a", "b"):
+        _bash(hooks, root, who, f"read_{who}", "cat app.py")
+    write_a = payload(
+        "pre_bash", root, session_id="a", tool_use_id="wa", tool_input__command="cat > app.py <<'EOF'\nA\nEOF"
+    )
+    assert run(hooks, write_a).allow  # A holds the ticket
+    answers = []
+    write_b = payload(
+        "pre_bash", root, session_id="b", tool_use_id="wb", tool_input__command="cat > app.py <<'EOF'\nB\nEOF"
+    )
+    waiting = threading.Thread(target=lambda: answers.append(run(hooks, write_b)))
+    waiting.start()
+    app.write_text("A\n")  # A's command runs
+    run(hooks, write_a | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
+    waiting.join(30)
+    (b,) = answers
+    assert not b.allow and b.code == "stale" and app.read_text() == "A\n"

@@ -177,12 +177,6 @@ def _deny_while(flag: Path) -> dict[str, object]:
     return {"type": "command", "command": f"if [ -e {f} ]; then echo 'denied by another hook' >&2; exit 2; fi"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 46 point 5: the write ticket of a call that ended without a PostToolUse holds the file for its "
-    "30 s life (at 8cb96be the other session's edit is refused 'Cannot lease'); remove this mark once a ticket "
-    "ends with its call",
-)
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
 def test_a_call_that_ends_without_post_tool_use_does_not_hold_the_file(agent: str, sandbox: Make) -> None:
     """Session A's write is allowed by our PreToolUse, then never happens and never reports back (Claude Code:
@@ -207,8 +201,10 @@ def test_a_call_that_ends_without_post_tool_use_does_not_hold_the_file(agent: st
     first = run_agent(box, sequence([tools.read("a.txt"), lost_write, session_b]))
     _ok(first)
     assert not tools.succeeded(_last_calls(first)[1])
-    assert first.events("PostToolUse", "Edit" if agent == "claude-code" else "apply_patch") == []
     (b,) = second
+    own = [p for p in first.events("PostToolUse", "Edit" if agent == "claude-code" else "apply_patch")
+           if p.get("session_id") not in b.sessions]  # fmt: skip  # B's edit runs within A's run
+    assert own == []
     _ok(b)
     edit = _last_calls(b)[1]
     assert tools.succeeded(edit), edit

@@ -1,0 +1,87 @@
+"""The shell channel with the real Claude Code (issue 46): sessions that read and write only through Bash,
+`cat` then a here-document of the whole file, racing on one shared line. Run with `python3 -m pytest -m agents
+tests/worker/agents -k bash` (docs/agents/real-agents.md)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from worker.agents.modelserver import Call, Conversation, Policy, Say, Step
+from worker.agents.race import RACE_FILE, RACE_START
+from worker.agents.runner import AgentRun, Sandbox, coordinator_cli, run_agent
+from worker.agents.scripts import COUNTER, Tools
+
+pytestmark = pytest.mark.agents
+
+Make = Callable[..., Sandbox]
+HEREDOC = "cat > {rel} <<'EOF'\ntotal = {n}\nEOF"
+
+
+def _command(call: Call | None) -> str:
+    args = call.arguments if call is not None else None
+    return str(args.get("command", "")) if isinstance(args, dict) else ""
+
+
+def _bash_incrementer(tools: Tools, rel: str, rounds: int, max_calls: int) -> Policy:
+    """`cat` the file, then write it whole with a here-document holding `total = N+1`; after a denial (the
+    Bash call comes back as an error) `cat` again. An increment is done when its write call succeeded."""
+
+    def writes(conv: Conversation) -> list[bool]:
+        return [tools.succeeded(c) for c in conv.calls if "<<'EOF'" in _command(c)]
+
+    def policy(conv: Conversation) -> Step:
+        done = sum(writes(conv))
+        if done >= rounds or len(conv.calls) >= max_calls:
+            return Say(f"done: {done} increments")
+        last = conv.last
+        found = COUNTER.search(last.output or "") if last is not None and _command(last) == f"cat {rel}" else None
+        if last is None or found is None or not tools.succeeded(last):
+            return tools.shell(f"cat {rel}")
+        return tools.shell(HEREDOC.format(rel=rel, n=int(found.group(1)) + 1))
+
+    return policy
+
+
+def _race(box: Sandbox, sessions: int, rounds: int) -> tuple[int, int, list[AgentRun]]:
+    tools = Tools(box.agent, box.repo)
+    runs: list[AgentRun | None] = [None] * sessions
+
+    def one(i: int) -> None:
+        runs[i] = run_agent(box, _bash_incrementer(tools, RACE_FILE, rounds, rounds * 8), timeout=300)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r for r in runs if r is not None]
+    reported = 0
+    for r in done:
+        convs = r.server.conversations()
+        if convs:
+            calls = convs[-1].calls
+            reported += sum(1 for c in calls if "<<'EOF'" in _command(c) and tools.succeeded(c))
+    found = COUNTER.search((box.repo / RACE_FILE).read_text())
+    return reported, int(found.group(1)) if found else 0, done
+
+
+@pytest.mark.parametrize("hooked", [True, False], ids=["hooked", "unhooked"])
+def test_a_bash_only_race_of_four_claude_code_sessions(hooked: bool, sandbox: Make) -> None:
+    """Hooked: every increment reported done is in the file (a stale here-document overwrite is denied and
+    retried after a new `cat`), and every Bash write is in the history with its session. Unhooked: the same
+    race, for comparison (its losses are printed, not asserted: they depend on timing)."""
+    box = sandbox("claude-code", {RACE_FILE: RACE_START}, hooked=hooked)
+    reported, landed, runs = _race(box, sessions=4, rounds=3)
+    for run in runs:
+        assert not run.timed_out, run.stderr[-2000:]
+    print(f"bash race ({'hooked' if hooked else 'unhooked'}): {reported} reported, {landed} landed")
+    if not hooked:
+        return
+    assert reported > 0 and reported == landed
+    history = json.loads(coordinator_cli("history", "--root", str(box.repo), RACE_FILE, "--json").stdout)["entries"]
+    sessions = set().union(*(r.sessions for r in runs))
+    assert len(history) == landed and {v["session"] for v in history} <= sessions
