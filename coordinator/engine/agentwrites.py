@@ -223,8 +223,8 @@ class AgentWrites:
         (repaired, told). `created`: the watcher saw the path created (a file with no version yet is then
         recorded as a creation)."""
         for entry in self.calls.on_path(key):
-            if self.native.unchanged(key, entry.before):
-                continue
+            if self.native.unchanged(key, entry.before) or _wrote_already(entry):
+                continue  # nothing new; or a one-write tool's second change: not its (recorded as outside)
             if entry.state == "lapsed":
                 for note in self._settle(entry, taken=False):
                     self.calls.tell(entry.session, note)
@@ -322,7 +322,13 @@ class AgentWrites:
             self.calls.put(entry.lapsed(time.time()))
             return ()
         try:
-            found = Found(None) if unchanged else self._record(entry)
+            if unchanged:
+                found = Found(None)
+            elif _wrote_already(entry):  # its tool's one write is recorded: a later change is another program's
+                self.native.record_outside(entry.key, OUTSIDE)
+                found = Found(None)
+            else:
+                found = self._record(entry)
         finally:
             if entry.ticket is not None and entry.state == "open":
                 self.gate.release(entry.session, entry.ticket, None)
@@ -365,6 +371,17 @@ class AgentWrites:
                     f"Read {entry.key} again before changing it.",
                 )
         return (late,)
+
+
+# The agents' file tools that write their file once per call (a shell command may write it any number of
+# times): once the tree watcher has recorded such a call's write, a further change is not the call's.
+_ONE_WRITE_OPERATIONS = frozenset({"edit", "multi_edit", "write", "notebook_edit"})
+
+
+def _wrote_already(entry: PendingCall) -> bool:
+    """Attribution (invariant 7 (b)): `entry`'s one write has been seen and recorded, so a change of its
+    path seen since was made by another program between the agent's before- and after-hook."""
+    return entry.changed and entry.operation in _ONE_WRITE_OPERATIONS
 
 
 def _partial(view: ReadState) -> bool:

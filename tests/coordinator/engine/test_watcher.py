@@ -119,3 +119,27 @@ def test_the_hook_service_watches_its_repository(real_redis_root: Path):
             assert coord.history_store.load(change.after, "notes.txt") == b"one\ntwo\n"
     finally:
         hookservice.stop(str(root))
+
+
+def test_another_programs_change_between_an_agents_hooks_is_not_credited_to_the_agent(watched):
+    """The agent's Edit is seen and recorded as its write; another program then changes the file before the
+    agent's PostToolUse: that change is a version by outside, and undoing the agent's edit keeps it."""
+    coord, _ = watched
+    root = Path(coord.root)
+    app = root / "app.py"
+    app.write_text("a = 1\nb = 2\n")
+    _wait_for(lambda: coord.history("app.py"), "the outside baseline")
+    hooks = HookAdapter(coord, session_end=lambda r, s: None)
+    Agent(hooks, root, "alice").read("app.py")
+    fields = {"session_id": "alice", "tool_use_id": "t1", "tool_input__file_path": str(app)}
+    assert run(hooks, payload("pre_edit", root, **fields)).allow
+    app.write_text("a = 10\nb = 2\n")  # the agent's own write
+    _wait_for(lambda: len(coord.history("app.py")) == 2, "the agent's write")
+    app.write_text("a = 10\nb = 20\n")  # a formatter, an editor: before the agent's PostToolUse
+    _wait_for(lambda: len(coord.history("app.py")) == 3, "the other program's write")
+    run(hooks, payload("post_edit", root, **fields))
+    assert _ops(coord, "app.py")[1:] == [("alice", "edit"), ("outside", "outside")]
+    s = coord.session("alice")
+    s.read("app.py")
+    s.undo("app.py")
+    assert app.read_text() == "a = 1\nb = 20\n"
