@@ -82,6 +82,7 @@ class Plan:
     path: str  # the settings file, relative to the root
     hooks: tuple[Wanted, ...]
     deny: tuple[str, ...] = ()  # permissions.deny rules closing a bypass (Claude Code only)
+    env: tuple[tuple[str, str], ...] = ()  # variables for the agent's `env` (Claude Code: the Bash-first opt-out)
 
     @property
     def events(self) -> frozenset[str]:
@@ -190,10 +191,45 @@ def _fallback(agent: str, event: str | None, root: str | None, *, closed: bool) 
 def plan(agent: str, target: Target, scope: Scope = "local") -> Plan:
     path = settings_path(agent, scope)
     if agent == "claude-code":
-        return Plan(agent, path, _claude_hooks(target), deny=("NotebookEdit",))
+        env = ((BASH_FIRST_ENV, "0"),) if claude_reads(BASH_FIRST_ENV) else ()
+        return Plan(agent, path, _claude_hooks(target), deny=("NotebookEdit",), env=env)
     if agent == "codex":
         return Plan(agent, path, _codex_hooks(target))
     return Plan(agent, path, _gemini_hooks(target))
+
+
+# Claude Code's auto and bypassPermissions modes tell the model to edit with sed, here-documents and scripts
+# rather than its Edit/Write tools (an experiment: the shell channel is guarded less than the tools, see
+# docs/agents/agent-writes.md); the release's own code reads this variable first and turns that off at "0".
+BASH_FIRST_ENV = "CLAUDE_CODE_THRIFTY_SONIC"
+
+
+def claude_reads(variable: str) -> bool:
+    """Whether the `claude` found on PATH names `variable` in its code (so that setting it means something
+    to this release). False when there is no `claude` to ask: nothing is written that nobody confirmed."""
+    import shutil
+
+    found = shutil.which("claude")
+    if found is None:
+        return False
+    try:
+        real = os.path.realpath(found)
+        if real.endswith(".js") or os.path.getsize(real) > 8 << 20:
+            return _mentions(real, variable.encode())
+        package = Path(real).parent  # a launcher: the native binary lives in the package beside it
+        return any(_mentions(str(f), variable.encode()) for f in package.rglob("*") if f.is_file())
+    except OSError:
+        return False
+
+
+def _mentions(path: str, needle: bytes) -> bool:
+    with open(path, "rb") as f:
+        tail = b""
+        while chunk := f.read(1 << 22):
+            if needle in tail + chunk:
+                return True
+            tail = chunk[-len(needle) :]
+    return False
 
 
 def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
@@ -427,6 +463,12 @@ def merge(settings: dict[str, Any], p: Plan) -> tuple[dict[str, Any], Changes, M
                 permissions["deny"].append(rule)
                 manifest.deny_added.append(rule)
                 changes.added.append(f"deny rule {rule}")
+    for name, value in p.env:
+        env = _container(out, "env", dict, manifest)
+        if name not in env:  # the user's own value of it stays
+            env[name] = value
+            manifest.created.append(f"env.{name}")
+            changes.added.append(f"env {name}={value}")
     return out, changes, manifest
 
 
@@ -478,6 +520,8 @@ def missing(settings: dict[str, Any], p: Plan) -> list[str]:
     permissions = settings.get("permissions")
     deny = permissions.get("deny") if isinstance(permissions, dict) else None
     out += [f"deny rule {r}" for r in p.deny if not (isinstance(deny, list) and r in deny)]
+    env = settings.get("env")
+    out += [f"env {k}={v}" for k, v in p.env if not (isinstance(env, dict) and k in env)]
     return out
 
 
@@ -520,8 +564,21 @@ def remove(settings: dict[str, Any], agent: str, manifest: Manifest | None) -> t
                 permissions["deny"].remove(rule)
                 changes.removed.append(f"deny rule {rule}")
     created = manifest.created if manifest is not None else None
+    _remove_env(out, created, changes)
     _drop_empty(out, created)
     return out, changes
+
+
+def _remove_env(out: dict[str, Any], created: list[str] | None, changes: Changes) -> None:
+    """The variables `init` put in `env` (as its record says), and `env` itself if it made it and it is empty."""
+    env = out.get("env")
+    if created is None or not isinstance(env, dict):
+        return
+    for name in [x.removeprefix("env.") for x in created if x.startswith("env.")]:
+        if env.pop(name, None) is not None:
+            changes.removed.append(f"env {name}")
+    if not env and "env" in created:
+        del out["env"]
 
 
 def _drop_empty(out: dict[str, Any], created: list[str] | None) -> None:

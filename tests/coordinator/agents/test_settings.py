@@ -318,3 +318,28 @@ def test_the_files_indentation_is_kept() -> None:
     assert st.indent_of('{"a": 1}') == 2
     text = st.render({"a": {"b": 1}}, st.indent_of('{\n    "x": 0\n}'))
     assert text == '{\n    "a": {\n        "b": 1\n    }\n}\n'
+
+
+def test_the_bash_first_opt_out_is_written_when_the_release_reads_it_and_removed_with_the_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`init claude-code` puts CLAUDE_CODE_THRIFTY_SONIC=0 in the settings' env only when the `claude` on PATH
+    names that variable in its code; the user's own value stays; `--check` reports it missing; `remove`
+    takes out only what init added."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_bytes(b"#!/bin/sh\n" + b"x" * 100 + b"if(s.CLAUDE_CODE_THRIFTY_SONIC!==void 0)\n")
+    claude.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    p = st.plan("claude-code", st.Target(program=PROGRAM))
+    assert p.env == ((st.BASH_FIRST_ENV, "0"),)
+    assert "env CLAUDE_CODE_THRIFTY_SONIC=0" in st.missing({}, p)
+    merged, changes, manifest = st.merge({"env": {"OTHER": "1"}}, p)
+    assert merged["env"] == {"OTHER": "1", "CLAUDE_CODE_THRIFTY_SONIC": "0"}
+    assert "env CLAUDE_CODE_THRIFTY_SONIC=0" in changes.added and st.missing(merged, p) == []
+    assert st.remove(merged, "claude-code", manifest)[0] == {"env": {"OTHER": "1"}}
+    users = st.merge({"env": {"CLAUDE_CODE_THRIFTY_SONIC": "1"}}, p)[0]
+    assert users["env"] == {"CLAUDE_CODE_THRIFTY_SONIC": "1"}  # the user's choice is kept
+    claude.write_bytes(b"#!/bin/sh\nnothing of it here\n")
+    assert st.plan("claude-code", st.Target(program=PROGRAM)).env == ()  # not confirmed: not written
