@@ -182,7 +182,7 @@ class AgentWrites:
         """After an agent's shell command: its targets' changes recorded as the session's writes (a named
         target it left unchanged is said: "your sed matched nothing"), and a file it printed whole (`cat f`)
         recorded as the session's view from what it printed."""
-        from coordinator.text.shellfiles import printed_file
+        from coordinator.text.shellfiles import printed_lines
 
         notes: list[str] = []
         for entry in self.calls.of_session(session):
@@ -195,11 +195,11 @@ class AgentWrites:
                     f"Your command left {entry.key} unchanged: its {entry.command or 'command'} changed nothing "
                     f"there (a sed or perl pattern that matched nothing?). Read {entry.key} again and check."
                 )
-        shown = printed_file(command)
+        shown = printed_lines(command)
         if shown is not None and printed is not None:
-            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown))
-            if key is not None:
-                self.native.record_view(session, key, printed)
+            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown[0]))
+            if key is not None:  # a window past the file's end is what the file has: `record_view` checks it
+                self.native.record_view(session, key, printed, shown[1], _shown_count(printed, shown[2]))
         return Settled(tuple(notes))
 
     def after_read(self, session: str, path: str, shown: str, start_line: int, num_lines: int | None) -> None:
@@ -382,6 +382,14 @@ def _wrote_already(entry: PendingCall) -> bool:
     """Attribution (invariant 7 (b)): `entry`'s one write has been seen and recorded, so a change of its
     path seen since was made by another program between the agent's before- and after-hook."""
     return entry.changed and entry.operation in _ONE_WRITE_OPERATIONS
+
+
+def _shown_count(printed: str, asked: int | None) -> int | None:
+    """How many lines a partial shell read showed: what it asked for, or fewer at the file's end."""
+    if asked is None:
+        return None
+    lines = printed.count("\n") + (0 if printed.endswith("\n") or not printed else 1)
+    return min(asked, lines)
 
 
 def _partial(view: ReadState) -> bool:

@@ -11,8 +11,8 @@ A `Target` is a path the command names as a file it writes, with how:
 Paths are as written, joined to the command's folder (`cd` before it) when relative; words the shell
 expands at run time (variables, globs) are not targets (what the parser cannot see, the tree watcher does).
 
-`printed_file` is the file a read-only command prints whole (`cat f`, `head`/`tail` with no count option
-beyond the file's length are not whole): the session's view can be recorded from what it printed.
+`printed_lines` is the file a read-only command prints lines of (`cat f`, `head -n N f`, `sed -n 'A,Bp' f`),
+and which lines: the session's view (whole or partial) can be recorded from what it printed.
 """
 
 from __future__ import annotations
@@ -51,16 +51,49 @@ def write_targets(command: str) -> list[Target]:
 
 def printed_file(command: str) -> str | None:
     """The one file `command` prints whole to its output (`cat FILE`, nothing else in the line), else None."""
+    shown = printed_lines(command)
+    return shown[0] if shown is not None and shown[1:] == (1, None) else None
+
+
+_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
+
+
+def printed_lines(command: str) -> tuple[str, int, int | None] | None:
+    """The one file `command` prints lines of, as (path, first line, number of lines or None: to the end):
+    `cat FILE` (all of it), `head -n N FILE` / `head -N FILE` (the first N), `sed -n 'A,Bp' FILE` /
+    `sed -n 'Ap' FILE` (lines A..B); nothing else in the line. None for anything else (a pipe, several files,
+    other options)."""
     script = parse(command)
     if not script.certain or len(script.commands) != 1:
         return None
     cmd = script.commands[0]
-    words = [w for w in cmd.argv[1:]]
-    if cmd.name != "cat" or len(words) != 1 or not words[0].literal or words[0].text.startswith("-"):
+    if any(r.fd in (None, 1) and r.op not in ("<",) for r in cmd.redirects):
         return None
-    if any(r.op not in ("2>", ">&") and (r.fd in (None, 1)) for r in cmd.redirects):
+    words = [w.text for w in cmd.argv[1:]]
+    if not all(w.literal for w in cmd.argv[1:]) or not words:
         return None
-    return _joined(cmd, words[0].text)
+    window = _window(cmd.name, words[:-1])
+    if window is None or words[-1].startswith("-"):
+        return None
+    path = _joined(cmd, words[-1])
+    return None if path is None else (path, *window)
+
+
+def _window(name: str, options: list[str]) -> tuple[int, int | None] | None:
+    if name == "cat" and not options:
+        return 1, None
+    if name == "head":
+        if len(options) == 2 and options[0] == "-n" and options[1].isdigit():
+            return 1, int(options[1])
+        if len(options) == 1 and options[0][1:].isdigit() and options[0].startswith("-"):
+            return 1, int(options[0][1:])
+    if name == "sed" and len(options) == 2 and options[0] == "-n":
+        m = _SED_RANGE.match(options[1])
+        if m is not None:
+            first = int(m.group(1))
+            last = int(m.group(2)) if m.group(2) else first
+            return (first, last - first + 1) if last >= first >= 1 else None
+    return None
 
 
 def _of_command(cmd: SimpleCommand) -> list[Target]:

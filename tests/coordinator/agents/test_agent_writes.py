@@ -297,3 +297,11 @@ def test_a_heredoc_overwrite_that_waited_for_another_sessions_ticket_is_judged_a
     waiting.join(30)
     (b,) = answers
     assert not b.allow and b.code == "stale" and app.read_text() == "A\n"
+
+
+def test_a_partial_shell_read_records_a_partial_view(hooks, coord, root, app):
+    """`sed -n '2,3p' app.py` shows lines 2-3: an Edit may follow, a whole-file here-document may not."""
+    _bash(hooks, root, "s1", "t1", "sed -n '2,3p' app.py")
+    before, _ = _bash(hooks, root, "s1", "t2", "cat > app.py <<'EOF'\nz\nEOF")
+    assert not before.allow and "read only in part" in before.reason
+    assert Agent(hooks, root, "s1").edit("app.py", "b = 2", "b = 20").allow

@@ -44,3 +44,15 @@ def test_write_targets(command: str, expected: list[Target]) -> None:
 )  # fmt: skip
 def test_printed_file(command: str, expected: str | None) -> None:
     assert printed_file(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [("cat a.py", ("a.py", 1, None)), ("head -n 3 a.py", ("a.py", 1, 3)), ("head -5 a.py", ("a.py", 1, 5)),
+     ("sed -n '2,4p' a.py", ("a.py", 2, 3)), ("sed -n 3p a.py", ("a.py", 3, 1)), ("head a.py", None),
+     ("sed -n '4,2p' a.py", None), ("sed -n 2,4p a.py b.py", None), ("head -n 3 a.py | tail -1", None)],
+)  # fmt: skip
+def test_printed_lines(command: str, expected: tuple[str, int, int | None] | None) -> None:
+    from coordinator.text.shellfiles import printed_lines
+
+    assert printed_lines(command) == expected
