@@ -1,10 +1,13 @@
 """Codex's hooks: its payload -> `ToolCall`, a `Decision` -> what its hook answers.
 
 Payload (stdin of a command hook), per Codex's hooks reference (developers.openai.com/codex/hooks) and its
-generated schemas (github.com/openai/codex, codex-rs/hooks/schema/generated): `session_id` (a subagent's
-calls carry its parent's), `cwd`, `hook_event_name`, `tool_name` (`Bash` for shell commands and
-exec_command, `apply_patch` for file edits, MCP names), `tool_use_id`, `tool_input` (`{"command": ...}` for
-both Bash and apply_patch: the shell command, or the patch text) and, after, `tool_response`.
+generated schemas (github.com/openai/codex, codex-rs/hooks/schema/generated): `session_id` (inside a
+subagent also `agent_id`: the subagent is a session of its own, `session_id/agent_id`, as with Claude Code),
+`cwd`, `hook_event_name`, `tool_name` (`Bash` for shell commands and exec_command, `apply_patch` for file
+edits, MCP names), `tool_use_id`, `tool_input` (`{"command": ...}` for both Bash and apply_patch: the shell
+command, or the patch text) and, after, `tool_response`: for Bash the command's output as a string, for
+apply_patch a string `Exit code: N\nWall time: ...\nOutput:\n...` (Codex 0.169.0), whose exit code decides
+whether the patch applied.
 Examples, with where each shape comes from: tests/data/hooks/codex/.
 
 What maps to what:
@@ -43,6 +46,13 @@ _MOVE_LINE = re.compile(r"^\*\*\* Move to: ", re.MULTILINE)
 _OPERATIONS = {"Update": "edit", "Add": "write", "Delete": "write"}
 _SED_RANGE = re.compile(r"(\d+)(?:,(\d+))?p")
 _NL_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
+_EXIT_LINE = re.compile(r"(?:Exit code:|Process exited with code) (-?\d+)\b")
+# What a shell read is, said in a refusal of a write to a file the session has not read (or read only in part).
+READS_THAT_COUNT = (
+    "Codex has no read tool: a read counts when the command prints one file and nothing else: `cat F`, "
+    "`nl -ba F`, `sed -n 'A,Bp' F`, `nl -ba F | sed -n 'A,Bp'`, `head -n N F` (a login shell's warnings "
+    "printed with it spoil it: run it again)."
+)
 
 
 def parse(payload: dict[str, Any]) -> ToolCall | None:
@@ -91,7 +101,11 @@ def _absolute(path: str, cwd: str | None) -> str:
 
 def _failed(response: object) -> bool:
     """A tool response that says it failed; an unknown shape counts as done (the adapter then records only
-    a change it finds on disk)."""
+    a change it finds on disk). A string result says its exit code on its first line (`Exit code: N`, or
+    `Process exited with code N`)."""
+    if isinstance(response, str):
+        m = _EXIT_LINE.match(response)
+        return m is not None and m.group(1) != "0"
     if isinstance(response, dict):
         if response.get("success") is False:
             return True
@@ -102,6 +116,9 @@ def _failed(response: object) -> bool:
 
 def _output(response: object) -> str | None:
     if isinstance(response, str):
+        if _EXIT_LINE.match(response):  # a result with a head: what the command printed follows `Output:`
+            _head, sep, printed = response.partition("\nOutput:\n")
+            return printed if sep and not _failed(response) else None
         return response
     if isinstance(response, dict) and not _failed(response):
         for key in ("stdout", "output", "aggregated_output", "formatted_output"):
@@ -170,5 +187,8 @@ def _head(args: list[str]) -> tuple[str, int | None, int | None, bool] | None:
 
 
 def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
-    """Codex reads Claude Code's answers: the PreToolUse permission decision, exit 2 with stderr."""
+    """Codex reads Claude Code's answers: the PreToolUse permission decision, exit 2 with stderr. A refusal
+    of a write to a file not read says which shell reads count (`READS_THAT_COUNT`)."""
+    if not decision.allow and decision.code == "not_read":
+        decision = decision._replace(reason=f"{decision.reason} {READS_THAT_COUNT}")
     return claude_code.render(call, decision)

@@ -172,12 +172,11 @@ def _mcp_program(root: Path) -> str:
 
 
 def _program() -> tuple[str, ...]:
-    """This installation's CLI by absolute path: the console script beside the interpreter, else the
-    interpreter itself with -m (a shim or PATH lookup would cost time on every call, or find another one)."""
-    script = Path(sys.executable).parent / "edit-coordinator"
-    if script.is_file() and os.access(script, os.X_OK):
-        return (str(script),)
-    return (sys.executable, "-m", "coordinator.cli")
+    """This installation's CLI by absolute path (coordinator.git.guard.cli_argv: the git guard's advice names
+    the same): a shim or PATH lookup would cost time on every call, or find another one."""
+    from coordinator.git.guard import cli_argv
+
+    return cli_argv()
 
 
 def _client() -> tuple[str, ...]:

@@ -37,6 +37,7 @@ GUARD_EVENTS = ("PreToolUse", "BeforeTool")  # coordinator.agents.core.GUARD_EVE
 GO_ON = {"claude-code": b"", "codex": b"", "gemini": b"{}"}  # each front end's render(None, ALLOW).stdout
 FAILURE_LOG = "/.edit-coordinator/hook-failures.log"  # disk/layout.py's hook_failures_file
 FORWARDED_ENV = ("EDIT_COORDINATOR_AUTO_COMMIT",)  # coordinator.agents.core.FORWARDED_ENV
+MAX_EVENT_BYTES = 16 * 1024 * 1024  # the hook service's body limit (ServerConfig.max_body_bytes)
 _SLOW_ENV = (b"EDIT_COORDINATOR_SERVER", b"EDIT_COORDINATOR_HOOK_SERVICE")
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
@@ -60,6 +61,8 @@ def main(argv: list[str]) -> int:
             return _full_hook(argv, None)
         agent, root, timeout, _open = parsed
         raw = sys.stdin.buffer.read()
+        if len(raw) > MAX_EVENT_BYTES:  # the service would stop reading it: say so, not "did not answer"
+            raise HookFailure(too_large(len(raw)))
         if _wants_full_path():
             return _full_hook(argv, raw)
         try:
@@ -79,6 +82,14 @@ def main(argv: list[str]) -> int:
     _write(1, out)
     _write(2, err)
     return exit_code
+
+
+def too_large(size: int) -> str:
+    """The refusal of an event over the service's limit (the full hook says the same)."""
+    return (
+        f"the hook event is too large ({size} bytes; the hook service takes {MAX_EVENT_BYTES // (1024 * 1024)} MiB), "
+        "so this call cannot be checked. Write a file of that size in smaller parts."
+    )
 
 
 def guards(event: str | None) -> bool:

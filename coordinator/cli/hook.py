@@ -181,6 +181,10 @@ def _answer(args: Any, raw: bytes, payload: Any) -> HookAnswer:
         raise HookFailure(f"the hook event cannot be read: {exc}.") from None
     if call is None:
         return HookAnswer(0, module.render(None, ALLOW).stdout)
+    from coordinator.cli.fasthook import MAX_EVENT_BYTES, too_large
+
+    if len(raw) > MAX_EVENT_BYTES:  # the service would stop reading it: say so, not "did not answer"
+        raise HookFailure(too_large(len(raw)) + ".")
     server = args.server or os.environ.get(SERVER_ENV)
     if server:
         token = args.token or os.environ.get(TOKEN_ENV)

@@ -25,6 +25,7 @@ import fnmatch
 import os
 import posixpath
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -241,12 +242,25 @@ def check_shell_command(command: str, root: str, session_id: str) -> str | None:
     return answer.refusal + extra
 
 
+def cli_argv() -> tuple[str, ...]:
+    """This installation's command line by absolute path: the console script beside the interpreter, else the
+    interpreter with -m. The one `init` writes into the hooks and the guard names in its advice: in an agent's
+    shell a bare `edit-coordinator` may be another installation, or none."""
+    import sys
+
+    script = os.path.join(os.path.dirname(sys.executable), "edit-coordinator")
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        return (script,)
+    return (sys.executable, "-m", "coordinator.cli")
+
+
 def _refusal(call: GitCall, hit: list[str], others: Others, session_id: str) -> str:
     shown = ", ".join(f"{p} ({', '.join(others[p])})" for p in hit[:8]) + (" ..." if len(hit) > 8 else "")
     alias = f" (the alias {call.alias})" if call.alias else ""
     return (
         f"Refused: `git {' '.join([call.sub, *call.args])}`{alias} would sweep up or discard uncommitted work of "
         f"other sessions in this shared checkout: {shown}. To commit only your own changes run "
-        f"`edit-coordinator commit --session {session_id} -m MSG`; read-only git commands (status, diff, log, "
+        f"`{shlex.join(cli_argv())} commit --session {shlex.quote(session_id)} -m MSG`; read-only git commands "
+        "(status, diff, log, "
         "show) are fine. Leave the others' files as they are."
     )

@@ -54,7 +54,7 @@ class Agent:
     def read(self, rel: str) -> Decision:
         path = self.root / rel
         text = path.read_text()
-        lines = text.splitlines()
+        lines = text.split("\n")  # as Claude Code counts them: "a\n" is 2 (the empty piece after the newline)
         return run(
             self.adapter,
             payload(

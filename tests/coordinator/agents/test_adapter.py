@@ -194,3 +194,24 @@ def test_the_coordinators_own_writers_honour_a_held_ticket(hooks, coord, root, a
     bob.read("src/app.py")
     bob.edit("src/app.py", "return 2", "return 5")
     assert [e.session for e in coord.history("src/app.py")] == ["bob", "alice"]
+
+
+def test_claude_codes_own_line_counts_give_whole_views(hooks, root):
+    """Claude Code 2.1.328 counts the empty piece after a final newline as a line: a read of lines 1-2 of
+    "one\ntwo\n" is numLines 2 of totalLines 3, and it showed the whole file. A whole Write may follow."""
+    f = root / "two.txt"
+    f.write_text("one\ntwo\n")
+    shown = {"file__filePath": str(f), "tool_input__file_path": str(f)}
+    for session, window in (("whole", {"file__content": "one\ntwo\n", "file__numLines": 3}),
+                            ("all-lines", {"file__content": "one\ntwo", "file__numLines": 2})):  # fmt: skip
+        ids = {"session_id": session, "tool_use_id": f"read-{session}"}
+        assert run(hooks, payload("post_read", root, **ids, **shown, **window, file__totalLines=3)).allow
+        write = {"tool_input__file_path": str(f), "tool_input__content": "three\n"}
+        assert run(hooks, payload("pre_write", root, session_id=session, tool_use_id=f"w-{session}", **write)).allow
+        run(hooks, payload("pre_write", root, session_id=session, tool_use_id=f"w-{session}", **write)
+            | {"hook_event_name": "PostToolUseFailure"})  # fmt: skip
+    part = {"file__content": "one", "file__numLines": 1, "file__totalLines": 3, "tool_input__limit": 1}
+    assert run(hooks, payload("post_read", root, session_id="part", tool_use_id="r", **shown, **part)).allow
+    write = {"tool_input__file_path": str(f), "tool_input__content": "three\n"}
+    refused = run(hooks, payload("pre_write", root, session_id="part", tool_use_id="w", **write))
+    assert not refused.allow and "part" in refused.reason

@@ -119,13 +119,16 @@ def test_numbered_output_is_read_without_its_numbers(tmp_path: Path) -> None:
 
 def test_render_is_claude_codes_answer(tmp_path: Path) -> None:
     before = codex.parse(payload("pre_apply_patch", tmp_path))
-    denied = codex.render(before, Decision.deny("Read it first.", "not_read"))
+    denied = codex.render(before, Decision.deny("Read it again.", "stale"))
     assert denied.exit_code == 0
     assert json.loads(denied.stdout)["hookSpecificOutput"] == {
         "hookEventName": "PreToolUse",
         "permissionDecision": "deny",
-        "permissionDecisionReason": "Read it first.",
+        "permissionDecisionReason": "Read it again.",
     }
+    unread = codex.render(before, Decision.deny("Read it first.", "not_read"))  # which shell reads count
+    reason = json.loads(unread.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert reason.startswith("Read it first. Codex has no read tool") and "`cat F`" in reason
     allowed = codex.render(before, ALLOW)
     assert (allowed.exit_code, allowed.stdout, allowed.stderr) == (0, "", "")
 
@@ -166,3 +169,26 @@ def test_a_codex_loop_through_the_adapter(coord: Coordinator, root: Path, app: P
     # shown text that is not the file records no view
     assert handle("post_bash_read", **other, tool_response="something else\n").allow
     assert handle("pre_apply_patch", **other, tool_use_id="call_other2").code == "not_read"
+
+
+def test_apply_patch_results_are_read_by_their_exit_code(tmp_path: Path) -> None:
+    """Codex 0.169.0 sends apply_patch's result as a string; `Exit code: 1` is a failed patch (it counted as
+    success at 0effb2a, so a patch that did not apply was recorded as a write)."""
+    done = codex.parse(payload("post_apply_patch", tmp_path))
+    assert done is not None and done.phase == "after"
+    failed = "Exit code: 1\nWall time: 0.1 seconds\nOutput:\nFailed to find expected lines in src/app.py\n"
+    call = codex.parse(payload("post_apply_patch", tmp_path, tool_response=failed))
+    assert call is not None and call.phase == "failed"
+    shown = "Exit code: 0\nWall time: 0 seconds\nOutput:\ndef main():\n    return 1\n"
+    read = codex.parse(payload("post_bash_read", tmp_path, tool_input__command="cat src/app.py", tool_response=shown))
+    assert read is not None and read.shown == "def main():\n    return 1\n"
+    bad = "Exit code: 1\nWall time: 0 seconds\nOutput:\ncat: src/app.py: No such file\n"
+    assert (
+        codex.parse(payload("post_bash_read", tmp_path, tool_input__command="cat src/app.py", tool_response=bad))
+        is None
+    )
+
+
+def test_a_subagent_is_a_session_of_its_own(tmp_path: Path) -> None:
+    call = codex.parse(payload("pre_apply_patch", tmp_path, agent_id="agent-7"))
+    assert call is not None and call.session == f"{SID}/agent-7"

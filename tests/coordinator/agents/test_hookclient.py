@@ -259,7 +259,10 @@ def test_arguments_it_does_not_read_go_to_the_full_hook():
 
 def _normal(done: subprocess.CompletedProcess[bytes], session: str, name: str) -> tuple[int, str, str]:
     def norm(b: bytes) -> str:
-        return b.decode().replace(session, "SESSION").replace(name, "FILE")
+        text = b.decode().replace(session, "SESSION").replace(name, "FILE")
+        # whether the tree watcher has recorded the outside write yet is a race: what the refusal adds after
+        # its advice (who changed the file) may differ
+        return re.sub(r'(on the current content\.)[^"]*', r"\1", text)
 
     return done.returncode, norm(done.stdout), norm(done.stderr)
 
@@ -437,3 +440,19 @@ def test_the_hook_service_restarts_when_its_config_changes(real_redis_root: Path
         assert int((folder / "pid").read_text()) != first
     finally:
         hookservice.stop(root)
+
+
+def test_an_event_over_the_services_limit_is_refused_as_too_large(tmp_path: Path) -> None:
+    """At 0effb2a the service stopped reading it and the hook said "did not answer (BrokenPipeError)", which
+    a model retries; now the refusal says what is wrong, before anything is sent."""
+    from coordinator.server.models import ServerConfig
+
+    assert ServerConfig(root=str(tmp_path)).max_body_bytes == fasthook.MAX_EVENT_BYTES
+    s = StandIn(tmp_path, b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n0 - 0\n")
+    big = payload("pre_write", tmp_path, tool_input__content="x" * (fasthook.MAX_EVENT_BYTES + 10))
+    try:
+        done = fast(tmp_path, big)
+    finally:
+        s.close()
+    assert done.returncode == 2 and b"too large" in done.stderr and b"BrokenPipe" not in done.stderr
+    assert s.requests == []

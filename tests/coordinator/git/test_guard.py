@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,18 @@ def test_destructive_commands_are_refused(shared: Path, command: str) -> None:
     assert refusal is not None
     assert "edit-coordinator commit --session me -m MSG" in refusal
     assert "a.py (other)" in refusal
+
+
+def test_the_advice_names_the_exact_command_the_hooks_use(shared: Path) -> None:
+    """A bare `edit-coordinator` in the agent's shell may be another installation, or none: the advice names
+    this installation's command by absolute path, as `init` writes it into the hooks."""
+    import shlex
+
+    from coordinator.git.guard import cli_argv
+
+    refusal = check_shell_command("git add -A", str(shared), "me")
+    assert refusal is not None and os.path.isabs(cli_argv()[0])
+    assert f"`{shlex.join(cli_argv())} commit --session me -m MSG`" in refusal
 
 
 @pytest.mark.parametrize("command", SAFE)
