@@ -305,11 +305,15 @@ def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[
     real.read(SESSION, path)
     result = real.edit(SESSION, path, "s000 = 0\n", "s000 = 1\n")
 
-    class Stub:  # both the client and its engine session, as the edit's declaration uses them
-        def engine_session(self, *args: Any, **kwargs: Any) -> Stub:
+    class Stub:  # the client, its engine and the engine session, as the service and the declaration use them
+        @property
+        def engine(self) -> Stub:
             return self
 
-        def with_options(self, *args: Any) -> Stub:
+        def shaped(self, *args: Any) -> Stub:
+            return self
+
+        def session(self, *args: Any, **kwargs: Any) -> Stub:
             return self
 
         def edit(self, *args: Any, **kwargs: Any) -> Any:

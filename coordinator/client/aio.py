@@ -48,7 +48,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from coordinator import errors
 from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
@@ -59,7 +59,6 @@ from coordinator.errors import CoordinatorError
 from coordinator.git.commit import CommitResult
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
-from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
 from coordinator.state.leases import Lease
 
 if TYPE_CHECKING:  # the HTTP client (and httpx) is imported only by a program that uses one
@@ -67,7 +66,6 @@ if TYPE_CHECKING:  # the HTTP client (and httpx) is imported only by a program t
     from coordinator.client.calls import Call
 
 T = TypeVar("T")
-P = ParamSpec("P")
 Outcome = Literal["done", "running", "not_run", "unknown"]
 
 DEFAULT_WORKERS = 8  # remote: calls in flight at once (each mostly waits on its connection)
@@ -102,10 +100,11 @@ class AsyncClient:
         self.client = client
         self._owns = owns
         self._coord = client.coord if isinstance(client, LocalClient) else None
-        # In-process calls are first tried without waiting for a taken lock (`_start`).
-        self._inline = (
-            client.with_options(CallOptions(wait_for_lock=False)) if isinstance(client, LocalClient) else None
-        )
+        # In-process calls are first tried without waiting for a taken lock (`_start`); a client that is
+        # not driven remotely runs its calls on the pool as they are.
+        self._inline: Client = client
+        if isinstance(client, LocalClient):
+            self._inline = client.with_options(CallOptions(wait_for_lock=False))
         workers = max_workers or (LOCAL_WORKERS if self._coord is not None else DEFAULT_WORKERS)
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="edit-coordinator")
         self._waiters = concurrent.futures.ThreadPoolExecutor(_LOCK_WAITERS, thread_name_prefix="edit-coordinator-lock")
@@ -142,11 +141,11 @@ class AsyncClient:
 
     # -- files --------------------------------------------------------------------------------------------
     async def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
-        return cast(ReadResult, await self.run(ops.Read(path=path, offset=offset, limit=limit, session=session)))
+        return await self.run(ops.Read(path=path, offset=offset, limit=limit, session=session))
 
     async def write(self, session: str, path: str, content: str, *, idempotency_key: str | None = None) -> WriteResult:
         op = ops.Write(path=path, content=content, session=session)
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def edit(
         self,
@@ -159,29 +158,29 @@ class AsyncClient:
         idempotency_key: str | None = None,
     ) -> WriteResult:
         op = ops.Edit(path=path, old_string=old_string, new_string=new_string, replace_all=replace_all, session=session)
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def multi_edit(
         self, session: str, path: str, edits: Sequence[dict[str, Any]], *, idempotency_key: str | None = None
     ) -> WriteResult:
         op = ops.MultiEdit(path=path, edits=list(edits), session=session)  # type: ignore[arg-type]  # dicts: the engine checks them
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def undo(
         self, session: str, path: str, version: int | None = None, *, idempotency_key: str | None = None
     ) -> WriteResult:
         op = ops.Undo(path=path, version=version, session=session)
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def redo(self, session: str, path: str, *, idempotency_key: str | None = None) -> WriteResult:
         op = ops.Redo(path=path, session=session)
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def commit(
         self, session: str, message: str, include_others: bool = False, *, idempotency_key: str | None = None
     ) -> CommitResult:
         op = ops.Commit(message=message, include_others=include_others, session=session)
-        return cast(CommitResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
     async def restore(
         self,
@@ -195,40 +194,44 @@ class AsyncClient:
         """For people: `Client.restore` (the whole file back as it was; the result's `discarded` lists what
         was thrown away)."""
         op = ops.Restore(path=path, to_version=to_version, before_version=before_version, session=session)
-        return cast(WriteResult, await self.run(op, idempotency_key=idempotency_key))
+        return await self.run(op, idempotency_key=idempotency_key)
 
-    async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
-        return cast(list[HistoryEntry], await self.run(ops.History(path=path, limit=limit)))
+    async def history(self, path: str, limit: int = ops.History.limit) -> list[HistoryEntry]:
+        return await self.run(ops.History(path=path, limit=limit))
 
     # -- leases -------------------------------------------------------------------------------------------
     async def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
+        self, session: str, paths: str | Sequence[str], mode: str = ops.LeaseOp.mode, ttl_s: float = ops.LeaseOp.ttl_s
     ) -> list[Lease]:
         listed = [paths] if isinstance(paths, str) else list(paths)
         op = ops.LeaseOp(paths=listed, mode=mode, ttl_s=ttl_s, session=session)  # type: ignore[arg-type]  # the engine checks mode
-        return cast(list[Lease], await self.run(op))
+        return await self.run(op)
 
-    async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
-        return cast(list[Lease], await self.run(ops.Renew(lease_id=lease_id, ttl_s=ttl_s, session=session)))
+    async def renew(self, session: str, lease_id: str | None = None, ttl_s: float = ops.Renew.ttl_s) -> list[Lease]:
+        return await self.run(ops.Renew(lease_id=lease_id, ttl_s=ttl_s, session=session))
 
     async def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
-        return cast(int, await self.run(ops.Release(lease_id=lease_id, pattern=pattern, session=session)))
+        return await self.run(ops.Release(lease_id=lease_id, pattern=pattern, session=session))
 
     async def leases(self, session: str | None = None) -> list[Lease]:
-        return cast(list[Lease], await self.run(ops.Leases(session=session)))
+        return await self.run(ops.Leases(session=session))
 
     async def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
-        return cast(list[Lease], await self.run(ops.BreakLease(lease_id=lease_id, session=session)))
+        return await self.run(ops.BreakLease(lease_id=lease_id, session=session))
 
     # -- change events, notices, status -------------------------------------------------------------------
     async def poll_events(
-        self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
+        self,
+        since: str | None = None,
+        paths: Sequence[str] | None = None,
+        wait_s: float = ops.PollEvents.wait_s,
+        limit: int = ops.PollEvents.limit,
     ) -> EventPage:
+        op = ops.PollEvents(since=since, paths=list(paths) if paths else None, wait_s=wait_s, limit=limit)
         if self._coord is not None and wait_s > 0:
             # In process, a long poll sleeps on its thread: on the pool of `submit`, never on the engine's.
-            return await asyncio.wrap_future(self.submit(self.client.poll_events, since, paths, wait_s, limit))
-        op = ops.PollEvents(since=since, paths=list(paths) if paths else None, wait_s=wait_s, limit=limit)
-        return cast(EventPage, await self.run(op))
+            return await asyncio.wrap_future(self.submit(self.client.run, op))
+        return await self.run(op)
 
     async def events(
         self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 25.0
@@ -245,14 +248,14 @@ class AsyncClient:
             for event in page.events:
                 yield event
 
-    async def recent_events(self, count: int = 50) -> list[ChangeEvent]:
-        return cast(list[ChangeEvent], await self.run(ops.RecentEvents(count=count)))
+    async def recent_events(self, count: int = ops.RecentEvents.count) -> list[ChangeEvent]:
+        return await self.run(ops.RecentEvents(count=count))
 
     async def notices(self, session: str) -> Notice | None:
-        return cast(Notice | None, await self.run(ops.Notices(session=session)))
+        return await self.run(ops.Notices(session=session))
 
     async def status(self, session: str) -> SessionStatus:
-        return cast(SessionStatus, await self.run(ops.Status(session=session)))
+        return await self.run(ops.Status(session=session))
 
     # -- idempotency and lifecycle ------------------------------------------------------------------------
     def outcome(self, idempotency_key: str) -> Outcome:
@@ -328,42 +331,22 @@ class AsyncClient:
         self._pool.submit(first)
         return outer
 
-    async def run(self, op: Operation, *, idempotency_key: str | None = None) -> Any:
+    async def run(self, op: Operation[T], *, idempotency_key: str | None = None) -> T:
         """One declared operation (coordinator/client/operations.py), awaitable: a mutation with
-        `idempotency_key` as the named write methods describe."""
-        if op.mutates:
-            return await self._write(idempotency_key, self.client.run, op)
-        return await self._op(self.client.run, op)
-
-    def _inline_of(self, fn: Callable[P, T]) -> Callable[P, T]:
-        """The client's method `fn` on the twin that does not wait for a taken lock (raises LockBusy)."""
-        if self._inline is None:
-            return fn
-        inline: Callable[P, T] = getattr(self._inline, fn.__name__)
-        return inline
-
-    def _describe(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]:
-        """The remote `Call` of the client's method `fn` (`run(op)`, made from the declaration): `HttpClient.calls`
-        has one per method, of the same name and parameters (tests/coordinator/client/test_async_remote.py
-        checks that they match)."""
-        assert self._remote is not None
-        call: Call[T] = getattr(self._remote.calls, fn.__name__)(*args, **kwargs)
-        return call
-
-    async def _op(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        if self._remote is None:
-            return await asyncio.wrap_future(self._start(_bound(self._inline_of(fn), args, kwargs)))
-        return await self._await(self._fly(self._describe(fn, *args, **kwargs)))
-
-    async def _write(self, key: str | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        if key is None:
-            return await self._op(fn, *args, **kwargs)
-        if self._remote is not None:
-            return await self._remote_write(key, self._describe(fn, *args, **kwargs).keyed(key))
+        `idempotency_key` as the named write methods describe. Remote, the declaration's `Call` is sent
+        on this loop; in process, it runs on the engine's pool, first without waiting for a taken lock."""
+        remote = self._remote
+        if idempotency_key is None or not op.mutates:
+            if remote is None:
+                return await asyncio.wrap_future(self._start(functools.partial(self._inline.run, op)))
+            return await self._await(self._fly(remote.calls.run(op)))
+        if remote is not None:
+            return await self._remote_write(idempotency_key, remote.calls.run(op).keyed(idempotency_key))
+        key = idempotency_key
         with self._calls_lock:
             fut = self._calls.get(key)
             if fut is None or fut.cancelled():  # never ran: run it now
-                fut = self._start(_bound(self._inline_of(fn), args, kwargs))
+                fut = self._start(functools.partial(self._inline.run, op))
                 self._remember(key, fut)
         assert isinstance(fut, concurrent.futures.Future)
         # A cancelled await cancels `fut` only if no worker has started it (concurrent.futures semantics).
@@ -477,10 +460,6 @@ class _Flight(Generic[T]):
         return code == "unreachable" or errors.info(code).retryable
 
 
-def _bound(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], T]:
-    return functools.partial(fn, *args, **kwargs) if kwargs else functools.partial(fn, *args)
-
-
 class AsyncSession:
     """One session's calls on an `AsyncClient`, with the session id filled in."""
 
@@ -530,15 +509,15 @@ class AsyncSession:
     ) -> CommitResult:
         return await self.client.commit(self.id, message, include_others, idempotency_key=idempotency_key)
 
-    async def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
+    async def history(self, path: str, limit: int = ops.History.limit) -> list[HistoryEntry]:
         return await self.client.history(path, limit)
 
     async def lease(
-        self, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
+        self, paths: str | Sequence[str], mode: str = ops.LeaseOp.mode, ttl_s: float = ops.LeaseOp.ttl_s
     ) -> list[Lease]:
         return await self.client.lease(self.id, paths, mode, ttl_s)
 
-    async def renew(self, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
+    async def renew(self, lease_id: str | None = None, ttl_s: float = ops.Renew.ttl_s) -> list[Lease]:
         return await self.client.renew(self.id, lease_id, ttl_s)
 
     async def release(self, lease_id: str | None = None, pattern: str | None = None) -> int:

@@ -1,11 +1,11 @@
 """The HTTP service's operations, each described once, and the pure rules of sending one (no I/O here).
 
-`Calls` has one method per operation of `HttpClient` (same name, same parameters) that returns a `Call`:
-the request (method, endpoint, the session whose token it carries, JSON body, query parameters, read
-timeout), whether a retry is safe (`idempotent`, `key`: the Idempotency-Key kept across retries) and
-`decode`, which turns the answer's JSON into the result type. Two drivers run a `Call`: `HttpClient._run`
-(blocking, over the plain-http fast path or httpx's transport) and `AsyncHttpDriver.run` (coroutines over
-httpx's async transport). What both decide the same way lives here, once:
+`Calls.run(op)` makes the `Call` of one declared operation (coordinator/client/operations.py): the request
+(method, endpoint, the session whose token it carries, JSON body, query parameters, read timeout), whether
+a retry is safe (`idempotent`, `key`: the Idempotency-Key kept across retries) and `decode`, which turns the
+answer's JSON into the result type; its other methods are the service's own routes (health, tokens, ...).
+Two drivers run a `Call`: `HttpClient._run` (blocking, over the plain-http fast path or httpx's transport)
+and `AsyncHttpDriver.run` (coroutines over httpx's async transport). What both decide the same way lives here, once:
 
 - `RetryRule`: after a transport error or an error answer, the delay before the next attempt, or the
   refusal to raise (TLS mismatches, `unreachable` / `state_unavailable`, the service's own refusal);
@@ -19,7 +19,7 @@ import dataclasses
 import json
 import re
 import ssl
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -28,14 +28,8 @@ import pydantic_core
 
 from coordinator import errors
 from coordinator.client import operations as ops
-from coordinator.client.base import EventPage, SessionStatus
 from coordinator.client.operations import Operation
-from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.git.commit import CommitResult
-from coordinator.history import HistoryEntry
-from coordinator.state.events import ChangeEvent, Notice
-from coordinator.state.leases import Lease
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -46,7 +40,6 @@ _R = TypeVar("_R", bound="DataclassInstance")  # a result type: a dataclass
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
 _LIBRARY_CODES = frozenset(c.value for c in ErrorCode)
 _MAX_RETRY_AFTER_S = 5.0
-_POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
 DASHBOARD_PATH = "/v1/dashboard"  # the service's fleet view (admin or viewer token); its diffs at .../diff
 
 
@@ -99,7 +92,7 @@ class Calls:
         self.match = match
         self.idempotency_keys = idempotency_keys
 
-    def run(self, op: Operation) -> Call[Any]:
+    def run(self, op: Operation[T]) -> Call[T]:
         """The request of one declared operation: its route, its body (the client's write options filled in
         where the operation takes them and leaves them unset), the token of its acting session, whether a
         retry is safe."""
@@ -113,80 +106,13 @@ class Calls:
             read_timeout=timeout,
         )  # fmt: skip
 
-    def _with_options(self, op: Operation) -> Operation:
+    def _with_options(self, op: Operation[T]) -> Operation[T]:
         given = {
             name: value
             for name, value in (("policy", self.policy), ("match", self.match))
             if value is not None and hasattr(op, name) and getattr(op, name) is None and op.mutates
         }
         return dataclasses.replace(op, **given) if given else op  # type: ignore[type-var]
-
-    # -- the named operations (the declarations carry everything; these only fill them in) ------------------
-    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> Call[ReadResult]:
-        return self.run(ops.Read(path=path, offset=offset, limit=limit, session=session))
-
-    def write(self, session: str, path: str, content: str) -> Call[WriteResult]:
-        return self.run(ops.Write(path=path, content=content, session=session))
-
-    def edit(
-        self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> Call[WriteResult]:
-        op = ops.Edit(path=path, old_string=old_string, new_string=new_string, replace_all=replace_all, session=session)
-        return self.run(op)
-
-    def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> Call[WriteResult]:
-        return self.run(ops.MultiEdit(path=path, edits=list(edits), session=session))  # type: ignore[arg-type]
-
-    def undo(self, session: str, path: str, version: int | None = None) -> Call[WriteResult]:
-        return self.run(ops.Undo(path=path, version=version, session=session))
-
-    def redo(self, session: str, path: str) -> Call[WriteResult]:
-        return self.run(ops.Redo(path=path, session=session))
-
-    def commit(self, session: str, message: str, include_others: bool = False) -> Call[CommitResult]:
-        return self.run(ops.Commit(message=message, include_others=include_others, session=session))
-
-    def restore(
-        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
-    ) -> Call[WriteResult]:
-        op = ops.Restore(path=path, to_version=to_version, before_version=before_version, session=session)
-        return self.run(op)
-
-    def history(self, path: str, limit: int = 100) -> Call[list[HistoryEntry]]:
-        return self.run(ops.History(path=path, limit=limit))
-
-    def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = 300.0
-    ) -> Call[list[Lease]]:
-        listed = [paths] if isinstance(paths, str) else list(paths)
-        return self.run(ops.LeaseOp(paths=listed, mode=mode, ttl_s=ttl_s, session=session))  # type: ignore[arg-type]
-
-    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = 300.0) -> Call[list[Lease]]:
-        return self.run(ops.Renew(lease_id=lease_id, ttl_s=ttl_s, session=session))
-
-    def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> Call[int]:
-        return self.run(ops.Release(lease_id=lease_id, pattern=pattern, session=session))
-
-    def leases(self, session: str | None = None) -> Call[list[Lease]]:
-        return self.run(ops.Leases(session=session))
-
-    def break_lease(self, lease_id: str | None = None, session: str | None = None) -> Call[list[Lease]]:
-        return self.run(ops.BreakLease(lease_id=lease_id, session=session))
-
-    def poll_events(
-        self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
-    ) -> Call[EventPage]:
-        listed = list(paths) if paths else None
-        return self.run(ops.PollEvents(since=since, paths=listed, wait_s=wait_s, limit=limit))
-
-    def recent_events(self, count: int = 50) -> Call[list[ChangeEvent]]:
-        return self.run(ops.RecentEvents(count=count))
-
-    def notices(self, session: str) -> Call[Notice | None]:
-        return self.run(ops.Notices(session=session))
-
-    def status(self, session: str) -> Call[SessionStatus]:
-        return self.run(ops.Status(session=session))
 
     # -- the service's own routes (no Client operation behind them) -------------------------------------------
     def session_status(self, session: str | None = None) -> Call[dict[str, Any]]:

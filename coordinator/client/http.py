@@ -46,13 +46,13 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
 
 from coordinator import arguments
-from coordinator.client.base import BoundSession, EventPage, SessionStatus, follow
+from coordinator.client.base import Client
 from coordinator.client.calls import (
     Call,
     Calls,
@@ -66,13 +66,7 @@ from coordinator.client.calls import (
 from coordinator.client.operations import Operation, build
 from coordinator.client.transport import PlainHttpTransport, Reply
 from coordinator.endpoint import UNIX_HOST, ServiceEndpoint, parse_service_url
-from coordinator.engine import ReadResult, WriteResult
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.git.commit import CommitResult
-from coordinator.history import HistoryEntry
-from coordinator.state.events import ChangeEvent, Notice
-from coordinator.state.leases import DEFAULT_TTL_S as DEFAULT_LEASE_TTL_S
-from coordinator.state.leases import Lease
 
 T = TypeVar("T")
 TokenSource = str | Mapping[str, str] | Callable[[str], str]
@@ -81,7 +75,7 @@ _USER_AGENT = "edit-coordinator-http-client"
 __all__ = ["HttpClient", "TokenSource", "build", "error_from"]
 
 
-class HttpClient:
+class HttpClient(Client):
     """A `coordinator.Client` that talks to `edit-coordinator serve` over HTTP (pooled keep-alive)."""
 
     def __init__(
@@ -183,84 +177,9 @@ class HttpClient:
     def backoff_s(self, value: float) -> None:
         self._rule.backoff_s = value
 
-    def run(self, op: Operation) -> Any:
+    def run(self, op: Operation[T]) -> T:
         """Send one declared operation (coordinator/client/operations.py) as the session it names."""
         return self._run(self.calls.run(op))
-
-    def session(self, session_id: str) -> BoundSession:
-        return BoundSession(self, session_id)
-
-    # -- files (each operation is described once, in `Calls`; `_run` sends it) -----------------------------
-    def read(self, session: str, path: str, offset: int | None = None, limit: int | None = None) -> ReadResult:
-        return self._run(self.calls.read(session, path, offset, limit))
-
-    def write(self, session: str, path: str, content: str) -> WriteResult:
-        return self._run(self.calls.write(session, path, content))
-
-    def edit(self, session: str, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
-        return self._run(self.calls.edit(session, path, old_string, new_string, replace_all))
-
-    def multi_edit(self, session: str, path: str, edits: Sequence[dict[str, Any]]) -> WriteResult:
-        return self._run(self.calls.multi_edit(session, path, edits))
-
-    def undo(self, session: str, path: str, version: int | None = None) -> WriteResult:
-        return self._run(self.calls.undo(session, path, version))
-
-    def redo(self, session: str, path: str) -> WriteResult:
-        return self._run(self.calls.redo(session, path))
-
-    def commit(self, session: str, message: str, include_others: bool = False) -> CommitResult:
-        return self._run(self.calls.commit(session, message, include_others))
-
-    def restore(
-        self, path: str, to_version: int | None = None, *, before_version: int | None = None, session: str | None = None
-    ) -> WriteResult:
-        """For people: the whole file back as it was, discarding every later version (needs the admin
-        token; the result's `discarded` lists them). Runs as `session` (default "operator")."""
-        return self._run(self.calls.restore(path, to_version, before_version=before_version, session=session))
-
-    def history(self, path: str, limit: int = 100) -> list[HistoryEntry]:
-        """Versions of `path`, newest first (any token: a session token sees every file's history)."""
-        return self._run(self.calls.history(path, limit))
-
-    # -- leases -------------------------------------------------------------------------------------------
-    def lease(
-        self, session: str, paths: str | Sequence[str], mode: str = "exclusive", ttl_s: float = DEFAULT_LEASE_TTL_S
-    ) -> list[Lease]:
-        return self._run(self.calls.lease(session, paths, mode, ttl_s))
-
-    def renew(self, session: str, lease_id: str | None = None, ttl_s: float = DEFAULT_LEASE_TTL_S) -> list[Lease]:
-        return self._run(self.calls.renew(session, lease_id, ttl_s))
-
-    def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
-        return self._run(self.calls.release(session, lease_id, pattern))
-
-    def leases(self, session: str | None = None) -> list[Lease]:
-        return self._run(self.calls.leases(session))
-
-    def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
-        """End a lease by id, or every lease of a session, whoever holds it (needs the admin token)."""
-        return self._run(self.calls.break_lease(lease_id, session))
-
-    # -- events, notices, status --------------------------------------------------------------------------
-    def poll_events(
-        self, since: str | None = None, paths: Sequence[str] | None = None, wait_s: float = 0.0, limit: int = 200
-    ) -> EventPage:
-        return self._run(self.calls.poll_events(since, paths, wait_s, limit))
-
-    def events(
-        self, since: str | None = None, paths: Sequence[str] | None = None, timeout_s: float | None = None
-    ) -> Iterator[ChangeEvent]:
-        return follow(self, since, paths, timeout_s)
-
-    def recent_events(self, count: int = 50) -> list[ChangeEvent]:
-        return self._run(self.calls.recent_events(count))
-
-    def notices(self, session: str) -> Notice | None:
-        return self._run(self.calls.notices(session))
-
-    def status(self, session: str) -> SessionStatus:
-        return self._run(self.calls.status(session))
 
     # -- the service ----------------------------------------------------------------------------------------
     def session_status(self, session: str | None = None) -> dict[str, Any]:
@@ -293,12 +212,6 @@ class HttpClient:
 
     def close(self) -> None:
         self._transport.close()
-
-    def __enter__(self) -> HttpClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- plumbing -----------------------------------------------------------------------------------------
     def _run(self, call: Call[T]) -> T:

@@ -1,54 +1,57 @@
 """Every operation of the `Client` interface, declared once: a frozen dataclass whose fields are its arguments.
 
-A declaration knows its arguments and their limits (pydantic `Annotated[..., Field(...)]`: the service
-validates a request body into the dataclass itself, and the OpenAPI request schema is the dataclass's JSON
-schema, under the name in `schema`), its result (`decode`: the service's JSON back into the result type;
-`answer`: the result as the service sends it), whether it mutates (a write: Idempotency-Key, refused while
-the service drains), who may call it (`auth`, `viewer`), its HTTP route (`route`: method, path, ok status,
-errors, tags, summary), the MCP / model-API tool that carries it (`tool`, None if none), and `apply`, its one
-execution against the engine (through `LocalClient`). The adapters are made from these:
+A declaration knows its arguments, their limits and defaults (pydantic `Annotated[..., Field(...)]`: the
+service validates a request body into the dataclass itself, and the OpenAPI request schema is the
+dataclass's JSON schema, under the name in `schema`; in process, `_check_count` reads the same bounds, and
+the clients' named methods take their defaults from the class, `ops.History.limit`), its result (`decode`:
+the service's JSON back into the result type; `answer`: the result as the service sends it), whether it
+mutates (a write: Idempotency-Key, refused while the service drains), who may call it (`auth`, `viewer`),
+its HTTP route (`route`: method, path, ok status, errors, tags, summary), the MCP / model-API tool that
+carries it (`tool`, None if none), and `apply`, its one execution against the engine (an `Engine`: the
+coordinator and the shape of the sessions it acts as; no client). The adapters are made from these:
 
 - the service's routes and OpenAPI document (server/routes.py: `Route.of(operation)`);
-- `HttpClient`'s requests (client/calls.py: `Calls.run(op)`; its named methods only build the declaration);
-- `LocalClient.run(op)` (client/local.py), `HttpClient.run(op)`, `AsyncClient.run(op)`.
+- `HttpClient`'s requests (client/calls.py: `Calls.run(op)`);
+- `LocalClient.run(op)` (`op.apply(engine, session)`), `HttpClient.run(op)`, `AsyncClient.run(op)`; the
+  named methods (`Client` in base.py, `AsyncClient` in aio.py) only build the declaration.
 
 Write options travel as fields: `policy` and `match` are arguments of the writes that take them, so one
 client (and one service) serves every combination.
 
-Adding an operation touches 4 places of its own: its declaration here (arguments, route, `apply`,
-`decode`), the one-line named method of each client CONTRACT.md names (local.py, calls.py, aio.py, the
-`Client` protocol in base.py), its tool spec if it is a tool (tools/), its docs; 6 on the count used before,
-which also counted the engine's method doing the work and the CLI command. Before
-the declarations it was 10 places in 8 files (engine method, LocalClient, `Calls` with a hand-built request,
-AsyncClient's dispatch, the request model, the route lambda, the tool spec and tool definition, the CLI, the
-docs). docs/architecture.md has the details.
-"""
+Adding an operation: its declaration here (with the engine method its `apply` calls), one line in `Client`
+(base.py) and one in `AsyncClient` (aio.py), one in `BoundSession` / `AsyncSession` if a session calls it,
+its tool (tools/) and its command (cli/) where it has them. `history` touches 8 places in 6 files
+(operations.py, engine/coordinator.py, client/base.py twice, client/aio.py twice,
+tools/coordination_tools.py, cli/history.py); docs/architecture.md has the details."""
 
 from __future__ import annotations
 
 import re
+import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field
 
 from coordinator.arguments import SESSION_PATTERN
-from coordinator.client.base import EventPage, SessionStatus
+from coordinator.client.results import EventPage, SessionStatus
 from coordinator.disk.fsio import MAX_PATH_CHARS
-from coordinator.engine import ReadResult, Session, WriteResult
-from coordinator.git.commit import CommitResult
+from coordinator.engine import CallOptions, Coordinator, ReadResult, Session, WriteResult
+from coordinator.engine.calls import DEFAULT_OPTIONS
+from coordinator.engine.options import Match, Policy
+from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.git.commit import CommitResult, commit_session
 from coordinator.history import HistoryEntry
 from coordinator.state.events import ChangeEvent, Notice
-from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, Lease
+from coordinator.state.leases import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, Lease, normalize_pattern, pattern_regex
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from coordinator.client.local import LocalClient
-
 _R = TypeVar("_R", bound="DataclassInstance")
+_T = TypeVar("_T")  # an operation's result type
 
 MAX_INT = 2**31 - 1
 CURSOR_PATTERN = r"^(\$|[0-9]{1,20}(-[0-9]{1,20})?)$"
@@ -192,7 +195,7 @@ def _leases_answer(found: list[Lease]) -> dict[str, Any]:
 _BODY_FIELDS: dict[type, tuple[str, ...]] = {}  # each declaration's field names, in order (`Operation.body`)
 
 
-class Operation:
+class Operation(Generic[_T]):
     """What every declaration has (see the module docstring). Subclasses are frozen dataclasses."""
 
     __pydantic_config__: ClassVar[ConfigDict] = _STRICT
@@ -207,19 +210,19 @@ class Operation:
     tool: ClassVar[str | None] = None
     result: ClassVar[Any]  # the result type (a dataclass, or a pydantic answer model named by the service)
 
-    def apply(self, client: LocalClient, session: str | None) -> Any:
+    def apply(self, engine: Engine, session: str | None) -> _T:
         """Run against the engine, acting as `session` (the service's acting session; in process the
         declaration's own)."""
         raise NotImplementedError
 
-    def answer(self, client: LocalClient, result: Any) -> Any:
+    def answer(self, engine: Engine, result: Any) -> Any:
         """The result as the service's JSON answer (before dataclasses are made plain)."""
         return result
 
     @classmethod
-    def decode(cls, data: dict[str, Any]) -> Any:
+    def decode(cls, data: dict[str, Any]) -> _T:
         """The service's JSON answer back into the result."""
-        return build(cls.result, data)
+        return build(cls.result, data)  # type: ignore[no-any-return]  # `result` is the type _T names
 
     def acting(self) -> str | None:
         """The session whose token carries the call (None: the admin token)."""
@@ -243,14 +246,52 @@ class Operation:
         return uuid.uuid4().hex if self.mutates else None
 
 
-def _engine(client: LocalClient, session: str | None, op: Any) -> Session:
-    """The engine session that runs `op` as `session`, with the op's write options over the client's."""
-    assert session is not None
-    return client.engine_session(session, getattr(op, "policy", None), getattr(op, "match", None))
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """What a declaration's `apply` runs against: the coordinator, and how the sessions it acts as are shaped
+    (`policy`, `match`: None takes the coordinator's; a write's own `policy` / `match` field wins;
+    `options`: engine/calls.py). `LocalClient` holds one; the service holds one per `CallOptions`."""
+
+    coord: Coordinator
+    policy: Policy | None = None
+    match: Match | None = None
+    options: CallOptions = DEFAULT_OPTIONS
+
+    def session(self, session: str | None, op: object = None) -> Session:
+        """The engine session that runs `op` as `session`, the op's write options over these."""
+        assert session is not None
+        policy = getattr(op, "policy", None) or self.policy
+        return self.coord.session(session, policy, getattr(op, "match", None) or self.match, options=self.options)
+
+    def shaped(self, options: CallOptions) -> Engine:
+        """The same engine, its sessions' calls shaped by `options`."""
+        return Engine(self.coord, self.policy, self.match, options)
+
+
+_BOUNDS: dict[tuple[type, str], Any] = {}
+
+
+def _most(op: type, name: str) -> Any:
+    """The upper bound (`Field(le=...)`) the declaration `op` gives its field `name`."""
+    found = _BOUNDS.get((op, name))
+    if found is None:
+        hint = typing.get_type_hints(op, include_extras=True)[name]
+        rules = (rule for info in getattr(hint, "__metadata__", ()) for rule in getattr(info, "metadata", ()))
+        found = _BOUNDS[op, name] = next(r.le for r in rules if getattr(r, "le", None) is not None)
+    return found
+
+
+def _check_count(op: Operation[Any], name: str) -> int:
+    """`op.<name>`, a whole number from 1 to the declaration's bound (in process nothing else checks it)."""
+    value = getattr(op, name)
+    most = _most(type(op), name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a whole number from 1 to {most}.")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
-class Read(Operation):
+class Read(Operation[ReadResult]):
     name: ClassVar[str] = "read"
     schema: ClassVar[str] = "ReadRequest"
     route: ClassVar[HttpRoute] = HttpRoute("POST", "/v1/read", "Read lines of a text file", (*_FILE_ERRORS, 409, 423))
@@ -263,18 +304,18 @@ class Read(Operation):
     session: SessionArg = None
     policy: PolicyArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> ReadResult:
-        return _engine(client, session, self).read(self.path, offset=self.offset, limit=self.limit)
+    def apply(self, engine: Engine, session: str | None) -> ReadResult:
+        return engine.session(session, self).read(self.path, offset=self.offset, limit=self.limit)
 
 
-class _Write(Operation):
+class _Write(Operation[_T]):
     mutates: ClassVar[bool] = True
     result: ClassVar[Any] = WriteResult
     route: ClassVar[HttpRoute]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Write(_Write):
+class Write(_Write[WriteResult]):
     name: ClassVar[str] = "write"
     schema: ClassVar[str] = "WriteRequest"
     route: ClassVar[HttpRoute] = HttpRoute("POST", "/v1/write", "Create or overwrite a file", _WRITE_ERRORS)
@@ -285,12 +326,12 @@ class Write(_Write):
     session: SessionArg = None
     policy: PolicyArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
-        return _engine(client, session, self).write(self.path, self.content)
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
+        return engine.session(session, self).write(self.path, self.content)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Edit(_Write):
+class Edit(_Write[WriteResult]):
     name: ClassVar[str] = "edit"
     schema: ClassVar[str] = "EditRequest"
     route: ClassVar[HttpRoute] = HttpRoute("POST", "/v1/edit", "Replace old_string with new_string", _WRITE_ERRORS)
@@ -304,8 +345,8 @@ class Edit(_Write):
     policy: PolicyArg = None
     match: MatchArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
-        s = _engine(client, session, self)
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
+        s = engine.session(session, self)
         return s.edit(self.path, self.old_string, self.new_string, replace_all=self.replace_all)
 
 
@@ -320,7 +361,7 @@ class EditItem:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MultiEdit(_Write):
+class MultiEdit(_Write[WriteResult]):
     # `edits`: EditItems from the service; from Python, the dicts the engine's argument rules check
     # (arguments.py owns that check, messages included). No docstring: see EditItem.
     name: ClassVar[str] = "multi_edit"
@@ -336,8 +377,8 @@ class MultiEdit(_Write):
     policy: PolicyArg = None
     match: MatchArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
-        return _engine(client, session, self).multi_edit(self.path, self.edit_dicts())
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
+        return engine.session(session, self).multi_edit(self.path, self.edit_dicts())
 
     def edit_dicts(self) -> list[dict[str, Any]]:
         return [e if isinstance(e, dict) else _item_dict(e) for e in self.edits]
@@ -354,7 +395,7 @@ def _item_dict(item: EditItem) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Undo(_Write):
+class Undo(_Write[WriteResult]):
     name: ClassVar[str] = "undo"
     schema: ClassVar[str] = "UndoRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -379,12 +420,12 @@ class Undo(_Write):
     session: SessionArg = None
     policy: PolicyArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
-        return _engine(client, session, self).undo(self.path, version=self.version)
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
+        return engine.session(session, self).undo(self.path, version=self.version)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Redo(_Write):
+class Redo(_Write[WriteResult]):
     name: ClassVar[str] = "redo"
     schema: ClassVar[str] = "RedoRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -396,12 +437,12 @@ class Redo(_Write):
     session: SessionArg = None
     policy: PolicyArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
-        return _engine(client, session, self).redo(self.path)
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
+        return engine.session(session, self).redo(self.path)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Commit(_Write):
+class Commit(_Write[CommitResult]):
     name: ClassVar[str] = "commit"
     schema: ClassVar[str] = "CommitRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -424,13 +465,15 @@ class Commit(_Write):
     ] = False
     session: SessionArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> CommitResult:
+    def apply(self, engine: Engine, session: str | None) -> CommitResult:
         assert session is not None
-        return client.commit_now(session, self.message, self.include_others)
+        engine.coord.session(session)  # validates the id
+        root = str(engine.coord.root)
+        return commit_session(root, session, self.message, include_others=self.include_others)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Restore(_Write):
+class Restore(_Write[WriteResult]):
     name: ClassVar[str] = "restore"
     schema: ClassVar[str] = "RestoreRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -464,14 +507,14 @@ class Restore(_Write):
         ),
     ] = None
 
-    def apply(self, client: LocalClient, session: str | None) -> WriteResult:
+    def apply(self, engine: Engine, session: str | None) -> WriteResult:
         # The service runs it as the acting session; in process, as the declaration's (default "operator").
         by = session or "operator"
-        return client.coord.restore(self.path, self.to_version, before_version=self.before_version, session=by)
+        return engine.coord.restore(self.path, self.to_version, before_version=self.before_version, session=by)
 
 
 @dataclass(frozen=True, kw_only=True)
-class History(Operation):
+class History(Operation[list[HistoryEntry]]):
     name: ClassVar[str] = "history"
     schema: ClassVar[str] = "HistoryRequest"
     # Any token: a session may see the history of every file of the repository (docs/http.md, "Tokens").
@@ -488,23 +531,23 @@ class History(Operation):
     path: PathArg
     limit: Annotated[int, Field(ge=1, le=10_000, description="Newest entries to return.")] = 100
 
-    def apply(self, client: LocalClient, session: str | None) -> list[HistoryEntry]:
-        return client.history_now(self.path, self.limit)
+    def apply(self, engine: Engine, session: str | None) -> list[HistoryEntry]:
+        return engine.coord.history(self.path)[: _check_count(self, "limit")]
 
-    def answer(self, client: LocalClient, result: list[HistoryEntry]) -> Any:
-        return {"path": client.coord.resolve(self.path).key, "entries": [e.to_dict() for e in result]}
+    def answer(self, engine: Engine, result: list[HistoryEntry]) -> Any:
+        return {"path": engine.coord.resolve(self.path).key, "entries": [e.to_dict() for e in result]}
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> list[HistoryEntry]:
         return [build(HistoryEntry, e) for e in data["entries"]]
 
 
-class _LeasesAnswered(Operation):
+class _LeasesAnswered(Operation[list[Lease]]):
     """A declaration whose result is a list of leases, answered as `{"leases": [...]}`."""
 
     result: ClassVar[Any] = list[Lease]
 
-    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
+    def answer(self, engine: Engine, result: list[Lease]) -> Any:
         return _leases_answer(result)
 
     @classmethod
@@ -530,8 +573,8 @@ class LeaseOp(_LeasesAnswered):
     ttl_s: TtlArg = DEFAULT_TTL_S
     session: SessionArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
-        return _engine(client, session, self).lease(self.paths, mode=self.mode, ttl_s=self.ttl_s)
+    def apply(self, engine: Engine, session: str | None) -> list[Lease]:
+        return engine.session(session, self).lease(self.paths, mode=self.mode, ttl_s=self.ttl_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -550,12 +593,12 @@ class Renew(_LeasesAnswered):
     ] = DEFAULT_TTL_S
     session: SessionArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
-        return _engine(client, session, self).renew(self.lease_id, ttl_s=self.ttl_s)
+    def apply(self, engine: Engine, session: str | None) -> list[Lease]:
+        return engine.session(session, self).renew(self.lease_id, ttl_s=self.ttl_s)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Release(Operation):
+class Release(Operation[int]):
     name: ClassVar[str] = "release"
     schema: ClassVar[str] = "ReleaseRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -569,10 +612,10 @@ class Release(Operation):
     pattern: Annotated[str | None, Field(max_length=MAX_PATH_CHARS, description="The leases on this pattern.")] = None
     session: SessionArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> int:
-        return _engine(client, session, self).release(self.lease_id, self.pattern)
+    def apply(self, engine: Engine, session: str | None) -> int:
+        return engine.session(session, self).release(self.lease_id, self.pattern)
 
-    def answer(self, client: LocalClient, result: int) -> Any:
+    def answer(self, engine: Engine, result: int) -> Any:
         return {"released": result}
 
     @classmethod
@@ -595,12 +638,12 @@ class Leases(_LeasesAnswered):
 
     session: str | None = None
 
-    def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
+    def apply(self, engine: Engine, session: str | None) -> list[Lease]:
         if self.session is None:
-            return client.coord.leases()
-        return _engine(client, self.session, self).leases()
+            return engine.coord.leases()
+        return engine.session(self.session, self).leases()
 
-    def answer(self, client: LocalClient, result: list[Lease]) -> Any:
+    def answer(self, engine: Engine, result: list[Lease]) -> Any:
         return {"leases": result}
 
 
@@ -619,15 +662,17 @@ class BreakLease(_LeasesAnswered):
         None
     )
 
-    def apply(self, client: LocalClient, session: str | None) -> list[Lease]:
-        return client.break_now(self.lease_id, self.session)
+    def apply(self, engine: Engine, session: str | None) -> list[Lease]:
+        if self.lease_id is None and self.session is None:
+            raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give the lease id or the session whose leases end.")
+        return engine.coord.break_lease(lease_id=self.lease_id, session=self.session)
 
 
-_POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
+POLL_SLACK_S = 10.0  # a long poll's read timeout: its wait plus this
 
 
 @dataclass(frozen=True, kw_only=True)
-class PollEvents(Operation):
+class PollEvents(Operation[EventPage]):
     name: ClassVar[str] = "poll_events"
     schema: ClassVar[str] = "EventsRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -658,10 +703,10 @@ class PollEvents(Operation):
     ] = 0.0
     limit: Annotated[int, Field(ge=1, le=1000)] = 200
 
-    def apply(self, client: LocalClient, session: str | None) -> EventPage:
-        return client.poll_now(self.since, self.paths, self.wait_s, self.limit)
+    def apply(self, engine: Engine, session: str | None) -> EventPage:
+        return _poll(engine.coord, self)
 
-    def answer(self, client: LocalClient, result: EventPage) -> Any:
+    def answer(self, engine: Engine, result: EventPage) -> Any:
         return result.to_dict()
 
     def body(self) -> dict[str, Any] | None:
@@ -677,11 +722,49 @@ class PollEvents(Operation):
 
     @property
     def read_timeout(self) -> float:
-        return self.wait_s + _POLL_SLACK_S
+        return self.wait_s + POLL_SLACK_S
+
+
+def _poll(coord: Coordinator, op: PollEvents) -> EventPage:
+    """Events after `op.since` ("$" or None: from now; "0": the oldest kept), waiting up to `op.wait_s` for
+    the first. The cursor moves past every event read, shown or filtered out."""
+    limit = _check_count(op, "limit")
+    wait: object = op.wait_s  # checked as it may come (JSON, a tool call): a bool is not a number here
+    most = _most(PollEvents, "wait_s")
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= most:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"wait_s must be between 0 and {most:.0f}.")
+    since = op.since
+    if since is not None and not CURSOR_RE.match(since):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"since must be '$' (from now), '0' (the oldest kept) or an event id such as '1700000000000-0', "
+            f"not {since[:40]!r}.",
+        )
+    cursor = since
+    if since is None or since == "$":
+        newest = coord.recent_events(1)
+        cursor = newest[-1].id if newest else "0-0"
+    got: list[ChangeEvent] = []
+    stream = coord.events(since=cursor, paths=None, timeout_s=max(float(wait), 0.001), stop=lambda: bool(got))
+    matchers = _matchers(coord, op.paths)
+    last = cursor
+    for event in stream:
+        last = event.id
+        if matchers is None or any(m.fullmatch(event.path) for m in matchers):
+            got.append(event)
+            if len(got) >= limit:
+                break
+    return EventPage(tuple(got), str(last))
+
+
+def _matchers(coord: Coordinator, paths: Sequence[str] | None) -> list[Any] | None:
+    if not paths:
+        return None
+    return [pattern_regex(normalize_pattern(p, coord.root)) for p in paths]
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecentEvents(Operation):
+class RecentEvents(Operation[list[ChangeEvent]]):
     name: ClassVar[str] = "recent_events"
     schema: ClassVar[str] = "RecentEventsRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -692,10 +775,10 @@ class RecentEvents(Operation):
 
     count: Annotated[int, Field(ge=1, le=1000)] = 50
 
-    def apply(self, client: LocalClient, session: str | None) -> list[ChangeEvent]:
-        return client.recent_now(self.count)
+    def apply(self, engine: Engine, session: str | None) -> list[ChangeEvent]:
+        return engine.coord.recent_events(_check_count(self, "count"))
 
-    def answer(self, client: LocalClient, result: list[ChangeEvent]) -> Any:
+    def answer(self, engine: Engine, result: list[ChangeEvent]) -> Any:
         return {"events": [e.to_dict() for e in result], "cursor": result[-1].id if result else "0-0"}
 
     @classmethod
@@ -704,7 +787,7 @@ class RecentEvents(Operation):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Notices(Operation):
+class Notices(Operation[Notice | None]):
     name: ClassVar[str] = "notices"
     schema: ClassVar[str] = "NoticesRequest"
     route: ClassVar[HttpRoute] = HttpRoute(
@@ -715,11 +798,11 @@ class Notices(Operation):
 
     session: SessionArg = None
 
-    def apply(self, client: LocalClient, session: str | None) -> Notice | None:
+    def apply(self, engine: Engine, session: str | None) -> Notice | None:
         assert session is not None
-        return client.coord.notices(session)
+        return engine.coord.notices(session)
 
-    def answer(self, client: LocalClient, result: Notice | None) -> Any:
+    def answer(self, engine: Engine, result: Notice | None) -> Any:
         if result is None:
             return {"notice": None}
         return {"notice": {"paths": list(result.paths), "writers": list(result.writers), "text": result.text}}
@@ -731,7 +814,7 @@ class Notices(Operation):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Status(Operation):
+class Status(Operation[SessionStatus]):
     """GET /v1/session: the service adds the token's role and expiry to what the engine knows."""
 
     name: ClassVar[str] = "status"
@@ -744,9 +827,10 @@ class Status(Operation):
 
     session: str | None = None
 
-    def apply(self, client: LocalClient, session: str | None) -> SessionStatus:
+    def apply(self, engine: Engine, session: str | None) -> SessionStatus:
         assert session is not None
-        return client.status_now(session)
+        leases = tuple(engine.session(session, self).leases())
+        return SessionStatus(session, engine.coord.state.last_seen(session), leases)
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> SessionStatus:
@@ -755,8 +839,8 @@ class Status(Operation):
 
 
 # In the order the service lists them (the OpenAPI document's order).
-OPERATIONS: tuple[type[Operation], ...] = (
+OPERATIONS: tuple[type[Operation[Any]], ...] = (
     Read, Write, Edit, MultiEdit, Undo, Redo, Commit, Restore, History, LeaseOp, Renew, Release, Leases,
     BreakLease, PollEvents, RecentEvents, Notices, Status,
 )  # fmt: skip
-BY_NAME: dict[str, type[Operation]] = {op.name: op for op in OPERATIONS}
+BY_NAME: dict[str, type[Operation[Any]]] = {op.name: op for op in OPERATIONS}

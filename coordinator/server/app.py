@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from coordinator.client import operations as ops
 from coordinator.client.local import LocalClient
-from coordinator.client.operations import Operation
+from coordinator.client.operations import Engine, Operation
 from coordinator.engine import CallOptions, LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history.footprint import FootprintMeter
@@ -104,7 +104,7 @@ class App:
         self.coord: Any = None  # Coordinator, opened at start-up (lifespan) or on first use
         # One client for every request: policy and match are fields of the write operations.
         self.client: Any = None  # LocalClient, made with the coordinator
-        self._shaped: dict[CallOptions, tuple[Any, Any]] = {}  # (client, client.with_options(...)), made once
+        self._shaped: dict[CallOptions, tuple[Any, Engine]] = {}  # (client, its engine shaped), made once
         self.idem: IdempotencyStore | None = None
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.max_concurrency, thread_name_prefix="ec-http"
@@ -420,12 +420,13 @@ class App:
         pool = self.poll_executor if long_poll else self.executor
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
-    def _shaped_client(self, options: CallOptions) -> Any:
-        """`self.client.with_options(options)`, made once per options (`_INLINE`, `_WAITING`)."""
+    def _shaped_client(self, options: CallOptions) -> Engine:
+        """The engine the declarations run against, its calls shaped by `options` (`_INLINE`, `_WAITING`),
+        made once per options."""
         client = self.client
         found = self._shaped.get(options)
         if found is None or found[0] is not client:
-            found = self._shaped[options] = (client, client.with_options(options))
+            found = self._shaped[options] = (client, client.engine.shaped(options))
         return found[1]
 
     async def _engine(self, fn: Callable[[CallOptions], Any]) -> Answer:
@@ -506,20 +507,20 @@ class App:
         session the request names (a viewer acts as none: its routes are inspection calls that take no
         session)."""
         session = None if p.is_viewer else self._acting_session(p, getattr(m, "session", None))
-        client, shaped = self.client, self._shaped_client
+        engine, shaped = self.client.engine, self._shaped_client
         if route.long_poll and m.wait_s > self.config.max_poll_wait_s:  # type: ignore[attr-defined]
             m = dataclasses.replace(m, wait_s=self.config.max_poll_wait_s)  # type: ignore[type-var]
         if route.mutating:
             assert session is not None  # no viewer route mutates (Route.viewer, checked by _authorize)
-            fn = lambda o: m.answer(client, m.apply(shaped(o), session))  # noqa: E731
+            fn = lambda o: m.answer(engine, m.apply(shaped(o), session))  # noqa: E731
             if "idempotency-key" not in h:
                 return await self._engine(fn)  # what `_mutate` does without the header, one frame fewer
             return await self._mutate(route, session, m, h, fn)
         if route.long_poll:
             return await self._run(
-                lambda: self._call_engine(lambda: m.answer(client, m.apply(client, session))), long_poll=True
+                lambda: self._call_engine(lambda: m.answer(engine, m.apply(engine, session))), long_poll=True
             )
-        return await self._engine(lambda o: m.answer(client, m.apply(shaped(o), session)))
+        return await self._engine(lambda o: m.answer(engine, m.apply(shaped(o), session)))
 
     async def op_undo(self, route: Route, p: Principal, m: ops.Undo, scope: Any, h: dict[str, str]) -> Answer:
         session = self._acting_session(p, m.session)
@@ -537,7 +538,7 @@ class App:
         newest write; a version written by another session needs the admin token."""
         if version is None:
             return
-        target = next((e for e in self.client.history(path, 10_000) if e.version == version), None)
+        target = next((e for e in self.coord.history(path) if e.version == version), None)
         if target is not None and target.session != session:
             raise ServiceError(
                 "forbidden",
@@ -547,15 +548,15 @@ class App:
 
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         op = ops.Leases(session=query_session(scope))
-        client = self.client
-        return await self._engine(lambda _: op.answer(client, op.apply(client, op.session)))
+        engine = self.client.engine
+        return await self._engine(lambda _: op.answer(engine, op.apply(engine, op.session)))
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
-        op, client = ops.Status(session=session), self.client
+        op, engine = ops.Status(session=session), self.client.engine
 
         def status(_: CallOptions) -> dict[str, Any]:
-            found = op.apply(client, session)
+            found = op.apply(engine, session)
             return {**found.to_dict(), "role": p.role, "token_expires_at": p.expires_at}
 
         return await self._engine(status)

@@ -56,7 +56,7 @@ def test_every_tool_the_declarations_name_is_in_the_tool_list_and_back() -> None
 
 def test_a_request_is_made_from_the_declaration_with_the_clients_write_options() -> None:
     calls = Calls(policy="rebase", match="flexible")
-    edit = calls.edit("s1", "a.py", "x", "y")
+    edit = calls.run(ops.Edit(path="a.py", old_string="x", new_string="y", session="s1"))
     assert (edit.method, edit.endpoint, edit.session) == ("POST", "/v1/edit", "s1")
     assert edit.body == {
         "path": "a.py",
@@ -70,19 +70,24 @@ def test_a_request_is_made_from_the_declaration_with_the_clients_write_options()
     assert edit.idempotent and edit.key is not None
     own = calls.run(ops.Edit(path="a.py", old_string="x", new_string="y", session="s1", match="exact"))
     assert own.body is not None and own.body["match"] == "exact"  # the call's own option wins
-    read = calls.read("s1", "a.py")
+    read = calls.run(ops.Read(path="a.py", session="s1"))
     assert read.body == {"path": "a.py", "session": "s1"}  # a read carries no write option
-    assert calls.write("s1", "a.py", "x").body == {"path": "a.py", "content": "x", "session": "s1", "policy": "rebase"}
-    lease = calls.lease("s1", "src/**")
+    assert calls.run(ops.Write(path="a.py", content="x", session="s1")).body == {
+        "path": "a.py",
+        "content": "x",
+        "session": "s1",
+        "policy": "rebase",
+    }
+    lease = calls.run(ops.LeaseOp(paths=["src/**"], session="s1"))
     assert lease.body == {"paths": ["src/**"], "mode": "exclusive", "ttl_s": 300.0, "session": "s1"}
     assert not lease.idempotent  # a lost grant must not be asked for again
-    restore = calls.restore("a.py", 2, session="s1")
+    restore = calls.run(ops.Restore(path="a.py", to_version=2, session="s1"))
     assert restore.session is None and restore.endpoint == "/v1/admin/restore"  # the admin token carries it
-    poll = calls.poll_events("0", wait_s=5.0)
+    poll = calls.run(ops.PollEvents(since="0", wait_s=5.0))
     assert poll.read_timeout == 15.0 and poll.session is None
-    leases = calls.leases("s1")
+    leases = calls.run(ops.Leases(session="s1"))
     assert (leases.method, leases.body, leases.params) == ("GET", None, {"session": "s1"})
-    unkeyed = Calls(idempotency_keys=False).write("s1", "a.py", "x")
+    unkeyed = Calls(idempotency_keys=False).run(ops.Write(path="a.py", content="x", session="s1"))
     assert unkeyed.key is None and not unkeyed.idempotent
 
 
