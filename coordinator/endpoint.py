@@ -11,19 +11,22 @@ client), read here once so that the forms and their refusals have one owner:
 A unix socket's path may hold at most 107 bytes (the kernel's `sun_path` is 108 with its closing NUL):
 `check_socket_path` refuses longer ones, for the service and for its clients alike.
 
-Standard library only, and a ground module (it imports nothing of the package but `errors`): a short-lived
-process such as a command hook sends its one request with `request_once` (a bare socket: neither http.client,
-nor dataclasses, nor httpx, pydantic or the engine are loaded on that path; https goes through http.client).
-The rules of an answer's head (`status_of`, `add_header`, `is_final`, `chunk_size`) live here, once, for
-`request_once` and for the clients' keep-alive transports (client/transport.py, client/async_http.py).
+Standard library only, and a ground module (it imports nothing of the package but `errors` and `http1`): a
+short-lived process such as a command hook sends its one request with `request_once` (a bare socket: neither
+http.client, nor dataclasses, nor httpx, pydantic or the engine are loaded on that path; https goes through
+http.client).
+Its answer is read by the package's one HTTP/1.1 answer parser (coordinator/http1.py), as the clients'
+keep-alive transports read theirs.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
+
+from coordinator.http1 import RECV_BYTES, AnswerParser
 
 if TYPE_CHECKING:
     import http.client
@@ -38,13 +41,9 @@ __all__ = [
     "MAX_UNIX_PATH_BYTES",
     "UNIX_PREFIX",
     "ServiceEndpoint",
-    "add_header",
     "check_socket_path",
-    "chunk_size",
-    "is_final",
     "parse_service_url",
     "request_once",
-    "status_of",
     "unix_url",
 ]
 
@@ -91,10 +90,6 @@ class ServiceEndpoint(NamedTuple):
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
 
-_MAX_LINE = 65536
-_MAX_ANSWER_BYTES = 64 * 1024 * 1024
-
-
 def request_once(
     endpoint: ServiceEndpoint, method: str, target: str, body: bytes | None, headers: dict[str, str], timeout: float
 ) -> tuple[int, bytes]:
@@ -113,64 +108,15 @@ def request_once(
     head = f"{method} {target} HTTP/1.1\r\nHost: {endpoint.host}\r\nConnection: close\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     head += f"Content-Length: {len(payload)}\r\n\r\n"
+    parser = AnswerParser(method)
     with endpoint.connect(timeout) as sock:
         sock.sendall(head.encode("latin-1") + payload)
-        with sock.makefile("rb") as rfile:
-            try:
-                return _read_answer(rfile)
-            except ValueError as exc:
-                raise OSError(f"the answer of {endpoint.describe()} cannot be read: {exc}") from None
-
-
-def _read_answer(rfile: Any) -> tuple[int, bytes]:
-    """The final answer's status and body, on a connection the service closes after it."""
-    while True:
-        _version, status = status_of(rfile.readline(_MAX_LINE))
-        headers: dict[str, str] = {}
-        while not add_header(headers, rfile.readline(_MAX_LINE)):
-            pass
-        if is_final(status):
-            break
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks: list[bytes] = []
-        while (size := chunk_size(rfile.readline(_MAX_LINE))) > 0:
-            chunks.append(rfile.read(size))
-            rfile.readline(_MAX_LINE)
-        return status, b"".join(chunks)
-    length = headers.get("content-length")
-    data = rfile.read(int(length) if length is not None else _MAX_ANSWER_BYTES)
-    if length is not None and len(data) != int(length):
-        raise ValueError("the answer was cut short")
-    return status, data
-
-
-def status_of(line: bytes) -> tuple[bytes, int]:
-    """An answer's status line: (HTTP version, status)."""
-    if not line:
-        raise ValueError("the connection closed before an answer")
-    version, _, rest = line.partition(b" ")
-    return version, int(rest[:3])
-
-
-def add_header(headers: dict[str, str], line: bytes) -> bool:
-    """Add one header line to `headers` (lower-case names); True at the blank line that ends the head."""
-    if line in (b"\r\n", b"\n"):
-        return True
-    if not line or len(headers) > 200:
-        raise ValueError("the answer's headers are cut short or too many")
-    name, _, value = line.partition(b":")
-    headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return False
-
-
-def is_final(status: int) -> bool:
-    """Not an interim (1xx) answer such as 100 Continue; 101 Switching Protocols is final."""
-    return status >= 200 or status == 101
-
-
-def chunk_size(line: bytes) -> int:
-    """The size of a chunk of a chunked body, from its size line (extensions ignored)."""
-    return int(line.split(b";", 1)[0].strip() or b"x", 16)
+        try:
+            while (got := parser.feed(sock.recv(RECV_BYTES))) is None:
+                pass
+        except ValueError as exc:
+            raise OSError(f"the answer of {endpoint.describe()} cannot be read: {exc}") from None
+    return got[0], got[2]
 
 
 def connect(key: tuple[str, int] | str, timeout: float | None) -> socket.socket:

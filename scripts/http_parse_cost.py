@@ -4,9 +4,10 @@
 
 One call's worth of HTTP work on the client, without a socket: the request head and body built, and an
 edit's answer as the service sends it (uvicorn's headers, a WriteResult of the usual size) parsed to
-status, headers and body. `ours` is `coordinator.client.transport` (`_read_reply` over a buffer, the
-request head as one string); `h11` is h11's client state machine doing the same (send Request, Data,
-EndOfMessage; receive_data; next_event to EndOfMessage; start_next_cycle). Rounds alternate the two so
+status, headers and body. `ours` is the package's parser (`coordinator.http1.AnswerParser`, fed the
+answer as one receive, as every transport feeds it; the request head as one string); `h11` is h11's client
+state machine doing the same (send Request, Data, EndOfMessage; receive_data; next_event to EndOfMessage;
+start_next_cycle). Rounds alternate the two so
 that load hits both alike; printed: the CPU per call of each (process time, best round) and the
 difference, to be set against an HTTP edit's CPU (`scripts/http_latency.py`, column http-project).
 h11 is already installed with httpx (httpcore depends on it), so using it would add no dependency.
@@ -15,14 +16,13 @@ h11 is already installed with httpx (httpcore depends on it), so using it would 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import time
 from collections.abc import Callable
 
 import h11
 
-from coordinator.client import transport
+from coordinator.http1 import AnswerParser
 
 _BODY = json.dumps(
     {
@@ -58,8 +58,8 @@ def ours(calls: int) -> float:
     for _ in range(calls):
         head = "POST /v1/edit HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in _HEADERS) + "\r\n"
         _ = head.encode() + _REQUEST_BODY
-        status, _headers, body, _close = transport._read_reply(io.BytesIO(_ANSWER), "POST")
-        assert status == 200 and body == _BODY
+        answer = AnswerParser("POST").feed(_ANSWER)
+        assert answer is not None and answer[0] == 200 and answer[2] == _BODY
     return (time.process_time() - t) / calls
 
 

@@ -33,7 +33,8 @@ import httpx
 from coordinator.client.calls import Call, Calls, headers_for, loads, payload_for, timeout_for
 from coordinator.client.http import HttpClient
 from coordinator.client.transport import PoolKey, Reply
-from coordinator.endpoint import add_header, chunk_size, describe, is_final, status_of
+from coordinator.endpoint import describe
+from coordinator.http1 import RECV_BYTES, Answer, AnswerParser
 
 T = TypeVar("T")
 
@@ -171,7 +172,7 @@ class AsyncPlainHttp:
             async with asyncio.timeout(timeout.get("write")):
                 await conn.writer.drain()
             async with asyncio.timeout(timeout.get("read")):
-                status, headers, content, will_close = await _read_reply(conn.reader, method)
+                status, headers, content, will_close = await _receive(conn.reader, method)
         except TimeoutError as exc:
             conn.close()
             raise httpx.ReadTimeout(f"no answer within the read timeout: {exc}") from exc
@@ -219,39 +220,9 @@ class AsyncPlainHttp:
                 conn.close()
 
 
-async def _read_reply(reader: asyncio.StreamReader, method: str) -> tuple[int, dict[str, str], bytes, bool]:
-    """Parse one HTTP/1.1 answer: (status, headers, body, connection closes). Raises ValueError (or
-    asyncio.IncompleteReadError) when the answer is malformed or cut short."""
-    version, status, headers = await _read_head(reader)
-    will_close = headers.get("connection", "").lower() == "close" or version == b"HTTP/1.0"
-    if method == "HEAD" or status in (204, 304):
-        return status, headers, b"", will_close
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, headers, await _read_chunked(reader), will_close
-    length = headers.get("content-length")
-    if length is not None:
-        return status, headers, await reader.readexactly(int(length)), will_close
-    return status, headers, await reader.read(), True  # delimited by the end of the connection
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[bytes, int, dict[str, str]]:
-    """The status line and headers of the final answer (1xx interim answers skipped; transport.py's rules)."""
-    while True:
-        version, status = status_of(await reader.readline())
-        headers: dict[str, str] = {}
-        while not add_header(headers, await reader.readline()):
-            pass
-        if is_final(status):
-            return version, status, headers
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        size = chunk_size(await reader.readline())
-        if size == 0:
-            while await reader.readline() not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(chunks)
-        chunks.append(await reader.readexactly(size))
-        await reader.readline()
+async def _receive(reader: asyncio.StreamReader, method: str) -> Answer:
+    """The answer to the request just sent (coordinator/http1.py parses it). ValueError: malformed or cut."""
+    parser = AnswerParser(method)
+    while (answer := parser.feed(await reader.read(RECV_BYTES))) is None:
+        pass
+    return answer

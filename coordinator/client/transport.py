@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from coordinator.endpoint import add_header, chunk_size, connect, describe, is_final, status_of
+from coordinator.endpoint import connect, describe
+from coordinator.http1 import RECV_BYTES, Answer, AnswerParser
 
 PoolKey = tuple[str, int] | str  # (host, port), or a unix socket's path (`coordinator.endpoint`)
 _IDLE_EXPIRY_S = 4.0  # under uvicorn's default keep-alive (5 s): a pooled connection is never stale
@@ -37,11 +38,10 @@ class Reply:
 
 
 class _Conn:
-    __slots__ = ("idle_since", "rfile", "sock", "timeout")
+    __slots__ = ("idle_since", "sock", "timeout")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.rfile = sock.makefile("rb")
         self.idle_since = 0.0
         self.timeout = sock.gettimeout()
 
@@ -52,12 +52,12 @@ class _Conn:
             self.timeout = timeout
 
     def close(self) -> None:
-        self.rfile.close()
         self.sock.close()
 
 
 class PlainHttpTransport(httpx.BaseTransport):
-    """HTTP/1.1 keep-alive transport for plain http:// on bare sockets, with a small response parser.
+    """HTTP/1.1 keep-alive transport for plain http:// on bare sockets, its answers read by the package's one parser
+    (coordinator/http1.py).
 
     Why not httpx's default transport here: it writes a request's headers and its body with two separate
     sends (so does `http.client`), and the service wakes up twice per call; this transport sends the request
@@ -113,7 +113,7 @@ class PlainHttpTransport(httpx.BaseTransport):
             conn.set_timeout(timeout.get("write"))
             conn.sock.sendall(payload)  # one send: request line, headers and body together
             conn.set_timeout(timeout.get("read"))
-            status, headers, content, will_close = _read_reply(conn.rfile, method)
+            status, headers, content, will_close = _receive(conn.sock, method)
         except TimeoutError as exc:
             conn.close()
             raise httpx.ReadTimeout(f"no answer within the read timeout: {exc}", request=request) from exc
@@ -162,49 +162,9 @@ class PlainHttpTransport(httpx.BaseTransport):
             self._tls.close()
 
 
-_MAX_LINE = 65536
-
-
-def _read_reply(rfile: Any, method: str) -> tuple[int, dict[str, str], bytes, bool]:
-    """Parse one HTTP/1.1 answer: (status, headers, body, connection closes). Raises ValueError when the
-    answer is malformed or cut short (the caller closes the connection)."""
-    version, status, headers = _read_head(rfile)
-    will_close = headers.get("connection", "").lower() == "close" or version == b"HTTP/1.0"
-    if method == "HEAD" or status in (204, 304):
-        return status, headers, b"", will_close
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, headers, _read_chunked(rfile), will_close
-    length = headers.get("content-length")
-    if length is not None:
-        n = int(length)
-        content = rfile.read(n)
-        if len(content) != n:
-            raise ValueError("the answer was cut short")
-        return status, headers, content, will_close
-    return status, headers, rfile.read(), True  # delimited by the end of the connection
-
-
-def _read_head(rfile: Any) -> tuple[bytes, int, dict[str, str]]:
-    """The status line and headers of the final answer (1xx interim answers, e.g. 100 Continue, skipped)."""
-    while True:
-        version, status = status_of(rfile.readline(_MAX_LINE))
-        headers: dict[str, str] = {}
-        while not add_header(headers, rfile.readline(_MAX_LINE)):
-            pass
-        if is_final(status):
-            return version, status, headers
-
-
-def _read_chunked(rfile: Any) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        size = chunk_size(rfile.readline(_MAX_LINE))
-        if size == 0:
-            while rfile.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(chunks)
-        chunk = rfile.read(size)
-        if len(chunk) != size:
-            raise ValueError("the answer was cut short")
-        chunks.append(chunk)
-        rfile.readline(_MAX_LINE)
+def _receive(sock: socket.socket, method: str) -> Answer:
+    """The answer to the request just sent (coordinator/http1.py parses it). ValueError: malformed or cut."""
+    parser = AnswerParser(method)
+    while (answer := parser.feed(sock.recv(RECV_BYTES))) is None:
+        pass
+    return answer
