@@ -145,3 +145,36 @@ def test_a_killed_agents_ticket_does_not_hold_the_others(served):
     read = event("post_read", "survivor", "toolu_r", file, tool_response=shown)
     assert httpx.post(f"{served.url}/v1/hooks/claude-code", json=read, headers=admin, timeout=30).json() == {}
     assert _pre_write(served, "survivor", file, "toolu_s0") == {}
+
+
+def _hook(served: ServerProcess, data: dict[str, Any]) -> dict[str, Any]:
+    admin = {"authorization": f"Bearer {token(admin=True)}"}
+    resp = httpx.post(f"{served.url}/v1/hooks/claude-code", json=data, headers=admin, timeout=30)
+    assert resp.status_code == 200
+    return dict(resp.json())
+
+
+def test_a_late_write_after_a_lapsed_ticket_is_repaired_and_both_sessions_are_told(served):
+    """Through a real `serve`: late's Edit is allowed, then stalls (a permission prompt); early waits out the
+    holder's grace (1 s), edits another line and is acknowledged; late's write then lands on its old view.
+    Nothing is lost: early's change is put back into late's result, the PostToolUse answer tells late, and
+    early's next hook answer carries a notice."""
+    file = served.root / "late.txt"
+    file.write_text("a = 1\nb = 2\nc = 3\n")
+    shown = {
+        "type": "text",
+        "file": {"filePath": str(file), "content": file.read_text(), "numLines": 3, "startLine": 1, "totalLines": 3},
+    }
+    for who in ("late", "early"):
+        assert _hook(served, event("post_read", who, f"r_{who}", file, tool_response=shown)) == {}
+    assert _hook(served, event("pre_edit", "late", "t_late", file)) == {}
+    seen = file.read_text()
+    assert _hook(served, event("pre_edit", "early", "t_early", file)) == {}  # after the grace, not refused
+    file.write_text(file.read_text().replace("c = 3", "c = 30"))
+    _hook(served, event("post_edit", "early", "t_early", file))
+    file.write_text(seen.replace("a = 1", "a = 10"))  # the late write, made on late's old view
+    told = _hook(served, event("post_edit", "late", "t_late", file))
+    assert "put back" in told["hookSpecificOutput"]["additionalContext"]
+    assert file.read_text() == "a = 10\nb = 2\nc = 30\n"
+    notice = _hook(served, event("post_read", "early", "r2_early", file, tool_response=shown))
+    assert "overwritten by a late edit of session late" in notice["hookSpecificOutput"]["additionalContext"]
