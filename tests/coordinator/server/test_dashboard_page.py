@@ -21,9 +21,12 @@ def _run(expression: str) -> object:
     script = html[html.index("<script>") + len("<script>") : html.index("</script>")]
     helpers = script[script.index("const hues = new Map();") : script.index("const chip = ")]
     last_seen = re.search(r"function lastSeen\(.*?\n}\n", script, re.S)
-    assert last_seen is not None
+    server_now = re.search(r"function serverNow\(\) \{.*?}\n", script)
+    assert last_seen is not None and server_now is not None
     stubs = "const el = (tag) => `<${tag}>`; const ago = (t) => `ago ${t}`;\n"
-    program = stubs + helpers + last_seen.group(0) + f"console.log(JSON.stringify({expression}));"
+    stubs += "const state = {snap: {now: 1000}, snapAt: Date.now() / 1000 - 5};\n"  # a snapshot 5 s old
+    program = stubs + helpers + last_seen.group(0) + server_now.group(0)
+    program += f"console.log(JSON.stringify({expression}));"
     out = subprocess.run(["node", "-e", program], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout)
 
@@ -48,3 +51,9 @@ def test_last_seen_is_never_older_than_the_last_change() -> None:
     assert _run("lastSeen(100, {last: {time: 250}})") == "ago 250"
     assert _run("lastSeen(300, {last: {time: 250}})") == "ago 300"
     assert _run("lastSeen(undefined, undefined)") == ""
+
+
+def test_the_clock_runs_on_between_snapshots() -> None:
+    """Times left and ages are counted from the service's clock run on since the last snapshot, so they tick."""
+    now = _run("serverNow()")
+    assert isinstance(now, float | int) and 1004.5 <= now < 1100
