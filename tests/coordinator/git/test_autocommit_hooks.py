@@ -14,6 +14,19 @@ from tests.coordinator.agents.hooking import Agent, payload, run
 from tests.coordinator.git.conftest import git
 
 
+def end(hooks: HookAdapter, data: dict) -> bool:
+    """The end event as the hook command hands it over: with the session's forwarded settings (its
+    environment's EDIT_COORDINATOR_AUTO_COMMIT), never read from the deciding process's own environment."""
+    import os
+
+    from coordinator.agents import claude_code
+    from coordinator.agents.core import forwarded
+
+    call = claude_code.parse(data)
+    assert call is not None
+    return hooks.handle(call._replace(settings=forwarded(os.environ))).allow
+
+
 def _two_sessions_edit(repo: Path, gcoord: Coordinator) -> HookAdapter:
     hooks = HookAdapter(gcoord)
     mine, theirs = Agent(hooks, repo, "mine"), Agent(hooks, repo, "theirs")
@@ -29,7 +42,7 @@ def test_session_end_commits_only_that_sessions_hooked_writes(repo, gcoord, monk
     monkeypatch.setenv(AUTO_COMMIT_ENV, "1")
     hooks = _two_sessions_edit(repo, gcoord)
     head = git(repo, "rev-parse", "HEAD")
-    assert run(hooks, payload(event, repo, session_id="mine")).allow
+    assert end(hooks, payload(event, repo, session_id="mine"))
     assert git(repo, "rev-parse", "HEAD") != head
     assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["a.py"]
     assert git(repo, "show", "HEAD:a.py").startswith("A1\n")
@@ -40,7 +53,7 @@ def test_off_by_default_nothing_is_committed(repo, gcoord, monkeypatch):
     monkeypatch.delenv(AUTO_COMMIT_ENV, raising=False)
     hooks = _two_sessions_edit(repo, gcoord)
     head = git(repo, "rev-parse", "HEAD")
-    assert run(hooks, payload("session_end", repo, session_id="mine")).allow
+    assert end(hooks, payload("session_end", repo, session_id="mine"))
     assert git(repo, "rev-parse", "HEAD") == head
 
 
@@ -56,7 +69,7 @@ def test_a_commit_of_hooked_writes_names_their_tool_calls_in_its_trailers(repo, 
     assert mine.edit("a.py", "a2\n", "A2\n").allow
     calls = [e.call for e in gcoord.history("a.py") if e.session == "mine"][::-1]  # oldest first
     assert len(calls) == 2 and all(c and c.startswith("toolu_mine_") for c in calls) and calls[0] != calls[1]
-    assert run(hooks, payload("session_end", repo, session_id="mine")).allow
+    assert end(hooks, payload("session_end", repo, session_id="mine"))
     trailers = git(repo, "log", "-1", "--format=%(trailers:only,unfold)").strip().splitlines()
     assert trailers == ["Coordinator-Session: mine", *(f"Coordinator-Tool-Call: {c}" for c in calls)]
 
