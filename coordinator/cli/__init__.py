@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "coordinator.cli.git",
     "coordinator.cli.agents_init",
     "coordinator.cli.hook",
+    "coordinator.cli.hookservice",
 )
 
 
@@ -45,7 +46,8 @@ def _epilog() -> str:
   {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match
 
 project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root (keys:
-  policy, match, durability, redis-url, server): below the flags and variables, above the built-in defaults.
+  policy, match, durability, redis-url, server, auto-commit): below the flags and variables, above the
+  built-in defaults.
   The root, unless --root is given: the nearest folder upwards holding .edit-coordinator/ or .git.
 
 {cmd_common.EXIT_STATUSES}

@@ -5,6 +5,7 @@ coordinator.agents.settings'; this module finds the files, prints and keeps the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -89,7 +90,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         return _check(args, root, plan, current, exists)
     record = _record_path(root, args.agent, args.scope)
     if args.remove:
-        return _remove(args, path, plan, current, exists, record)
+        return _remove(args, root, plan, current, exists, record)
     merged, changes, manifest = st.merge(current, plan)
     manifest.created_file = not exists
     if changes.any:
@@ -238,10 +239,12 @@ def _print_check(plan: Any, report: dict[str, list[str]], logged: list[str]) -> 
 
 
 def _remove(
-    args: argparse.Namespace, path: Path, plan: Any, current: dict[str, Any], exists: bool, record: Path
+    args: argparse.Namespace, root: Path, plan: Any, current: dict[str, Any], exists: bool, record: Path
 ) -> int:
+    """Take out what init added, and stop what the hooks started (the hook service, the embedded Redis)."""
     from coordinator.agents import settings as st
 
+    path = root / plan.path
     name = _NAMES[plan.agent]
     if not exists:
         print(f"{name}: there is no {plan.path}; nothing to remove.")
@@ -251,12 +254,19 @@ def _remove(
     if changes.any:
         if not cleaned and manifest is not None and manifest.created_file:
             path.unlink()
+            with contextlib.suppress(OSError):  # its folder (.claude/, .codex/, .gemini/) if init left it empty
+                path.parent.rmdir()
         else:
             st.save(path, st.render(cleaned, _indent(path)))
     record.unlink(missing_ok=True)
+    from coordinator.cli.hookservice import stop_all
+
+    stopped = stop_all(root)
     if args.json:
-        print(json.dumps({"settings": plan.path, "removed": changes.removed}, indent=2))
+        print(json.dumps({"settings": plan.path, "removed": changes.removed, "stopped": stopped}, indent=2))
         return 0
+    if stopped:
+        print(f"{name}: stopped {' and '.join(stopped)} (they start again on demand)")
     if not changes.any:
         print(f"{name}: {plan.path} holds nothing of edit-coordinator's; nothing changed.")
         return 0
@@ -365,8 +375,11 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
     from coordinator.errors import CoordinatorError
 
     out = []
-    if plan.path.endswith("settings.local.json") and not _git_ignored(root, plan.path):
-        out.append(f"{plan.path} names this machine's interpreter: add it to .gitignore so that it is not committed")
+    if not _git_ignored(root, plan.path):  # every agent's: .codex/ and .gemini/ settings are usually committed
+        out.append(
+            f"{plan.path} names this machine's interpreter and repository path: add it to .gitignore so that it "
+            "is not committed"
+        )
     if plan.agent == "claude-code":
         other = ".claude/settings.json" if plan.path.endswith("settings.local.json") else ".claude/settings.local.json"
         try:

@@ -116,6 +116,42 @@ def stop(root: str | os.PathLike[str], timeout: float = 10.0) -> bool:
     return True
 
 
+def stop_all(root: str | os.PathLike[str]) -> list[str]:
+    """Stop everything the repository at `root` started on its own: its hook service first (so that no hook
+    is answered by a service whose Redis is gone: the next hook starts both again), then its embedded Redis
+    server (its state persists in the state folder). What was stopped, by name."""
+    from coordinator.disk.layout import state_dir_of
+    from coordinator.state.embedded import stop_embedded_redis
+
+    stopped = ["hook service"] if stop(root) else []
+    folder = state_dir_of(root)
+    if folder.is_dir() and stop_embedded_redis(folder):
+        stopped.append("embedded Redis")
+    return stopped
+
+
+def register(sub: Any) -> None:
+    """`edit-coordinator stop [--root R]`."""
+    from coordinator.cli import common as cmd_common
+
+    p = sub.add_parser(
+        "stop",
+        help="stop what the repository started: its hook service and its embedded Redis",
+        description="Stop the repository's hook service (started by the agents' first hook) and its embedded "
+        "Redis server (its state persists in the state folder). Both start again on demand.",
+    )
+    cmd_common.add_root(p)
+    p.set_defaults(func=cmd_common.guarded(_cmd_stop))
+
+
+def _cmd_stop(args: Any) -> int:
+    from coordinator.cli import common as cmd_common
+
+    stopped = stop_all(cmd_common.real_root(args.root))
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
 def _alive(pid: int) -> bool:
     """Running (a zombie, exited but not yet reaped by its parent, is not)."""
     try:

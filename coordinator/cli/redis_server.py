@@ -30,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     folder = cmd_common.state_dir(args.root)
     if args.action == "stop":
+        from coordinator.cli import hookservice
+
+        # the hook service first: left running on a stopped Redis it would refuse every guarded edit; the next
+        # hook starts both again
+        hookservice.stop(folder.parent)
         print("stopped" if folder.is_dir() and stop_embedded_redis(folder) else "not running")
         return 0
     status = embedded_status(folder) if folder.is_dir() else None

@@ -311,3 +311,40 @@ def test_init_writes_mcp_tool_hooks_into_the_mcp_server(repo: Path) -> None:
     ):
         refused = run(repo, *args)
         assert refused.returncode == 2 and "[invalid_argument]" in refused.stderr, args
+
+
+def test_remove_stops_what_the_hooks_started_and_leaves_no_empty_folder(tmp_path: Path) -> None:
+    """init --remove takes out the hooks and stops the hook service and the embedded Redis (at 0effb2a both
+    outlived it: the service 30 min, Redis for good); a .claude/ that init made is not left empty. `redis
+    stop` takes the hook service with it (left running it would refuse every guarded edit), and `stop` stops
+    everything the repository started."""
+    from coordinator.cli import hookservice
+    from coordinator.state.embedded import embedded_status, stop_embedded_redis
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    state = repo / ".edit-coordinator"
+    try:
+        for agent in ("codex", "gemini"):  # settings that are usually committed: the same note as Claude Code's
+            done = run(repo, agent)
+            assert "names this machine's interpreter" in done.stdout, done.stdout
+        assert run(repo, "claude-code").returncode == 0
+        hookservice.start(str(repo))
+        assert hookservice.find_running(str(repo)) is not None and embedded_status(state) is not None
+        removed = run(repo, "claude-code", "--remove")
+        assert removed.returncode == 0 and "stopped hook service and embedded Redis" in removed.stdout, removed.stdout
+        assert not (repo / ".claude").exists()
+        assert not hookservice.stop(repo) and embedded_status(state) is None
+
+        hookservice.start(str(repo))
+        cli = [sys.executable, "-m", "coordinator.cli"]
+        subprocess.run([*cli, "redis", "stop", "--root", str(repo)], check=True, capture_output=True, timeout=60)
+        assert not hookservice.stop(repo) and embedded_status(state) is None
+        hookservice.start(str(repo))
+        done = subprocess.run([*cli, "stop", "--root", str(repo)], capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip() == "stopped: hook service, embedded Redis", done.stdout + done.stderr
+        assert not hookservice.stop(repo) and embedded_status(state) is None
+    finally:
+        hookservice.stop(repo)
+        stop_embedded_redis(state)
