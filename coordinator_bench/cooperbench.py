@@ -171,8 +171,15 @@ def schedule(pf: PairFiles, order: str) -> list[tuple[str, Op]]:
 # ---------------------------------------------------------------------------------------------------------
 def expected_matches(final: str, base_lines: list[str], blocks: list[Block]) -> bool:
     """Is `final` the base with `blocks` applied, each at its own place (identical blocks once; insertions
-    at one point in any order)?"""
-    uniq = list(dict.fromkeys(_slid_up(blocks, base_lines)))
+    at one point in any order), as the patches place them or with insertions slid up (`_slid_up`)?"""
+    return any(
+        _matches(final, base_lines, variant)
+        for variant in (blocks, _slid_up(blocks, base_lines), _slid_down(blocks, base_lines))
+    )
+
+
+def _matches(final: str, base_lines: list[str], blocks: list[Block]) -> bool:
+    uniq = list(dict.fromkeys(blocks))
     uniq.sort(key=lambda bl: (bl.a, bl.b > bl.a))
     segments: list[list[tuple[str, ...]]] = []  # each: alternatives' line lists to put in some order
     i = 0
@@ -213,6 +220,18 @@ def _slid_up(blocks: list[Block], base_lines: list[str]) -> list[Block]:
         a, new = bl.a, bl.new
         while bl.a == bl.b and new and a > 0 and a - 1 not in replaced and new[-1] == base_lines[a - 1]:
             a, new = a - 1, (base_lines[a - 1], *new[:-1])
+        out.append(Block(a, a, new) if bl.a == bl.b else bl)
+    return out
+
+
+def _slid_down(blocks: list[Block], base_lines: list[str]) -> list[Block]:
+    """`_slid_up`'s mirror: each insertion moved down while its first line equals the base line below it."""
+    replaced = {i for bl in blocks for i in range(bl.a, bl.b)}
+    out = []
+    for bl in blocks:
+        a, new = bl.a, bl.new
+        while bl.a == bl.b and new and a < len(base_lines) and a not in replaced and new[0] == base_lines[a]:
+            a, new = a + 1, (*new[1:], base_lines[a])
         out.append(Block(a, a, new) if bl.a == bl.b else bl)
     return out
 
@@ -444,7 +463,7 @@ def run(opts: RunOptions) -> dict[str, Any]:
         "summary": summarize(pairs, [m.name for m in opts.modes]),
     }
     opts.out.mkdir(parents=True, exist_ok=True)
-    (opts.out / "cooperbench.json").write_text(json.dumps(results, indent=1) + "\n")
+    (opts.out / "cooperbench.json").write_text(json.dumps(results, separators=(",", ":")) + "\n")
     return results
 
 
