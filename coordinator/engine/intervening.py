@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,8 @@ from coordinator.engine.options import KiB
 from coordinator.errors import CoordinatorError
 from coordinator.history import History
 from coordinator.state.views import ReadState
+from coordinator.text.codecs import decode_bytes
+from coordinator.text.rebase import diff_texts
 
 # How much of a history index tail is read to name the sessions behind intervening writes.
 _INTERVENING_TAIL_BYTES = 256 * KiB
@@ -124,19 +127,33 @@ class InterveningWrites:
                 return _Walk(found, newest, True, tail.whole, True)
         return _Walk(found, newest, False, tail.whole, False)
 
-    def by_itself_since(self, key: str, recorded: ReadState, session: str) -> bool:
-        """Did `session` itself write `key` since its view `recorded` (another call of the same session, in
-        another coroutine, thread or process)? Walks the history index back to the view's version (or the
-        view's time); True also when that point is not within the walk's reach (the cautious answer)."""
+    def made_by_itself(self, key: str, recorded: ReadState, session: str, hunks: Sequence[tuple[str, str]]) -> bool:
+        """Did `session` itself make one of `hunks` ((old text, new text) of whole lines) in a write of `key`
+        since its view `recorded` (another call of the same session, in another coroutine, thread or
+        process, racing with this one)? Walks the history index back to the view's version (or the view's
+        time), diffing each of the session's own writes on the way. True also when a write cannot be read
+        back, or the view's version is not within the walk's reach (the cautious answer)."""
         tail = self.history_store.tail(key, _INTERVENING_TAIL_BYTES)
         for e in tail.entries:  # newest first
             if e.after == recorded.hash:
                 return False
-            if e.session == session:
+            if e.session == session and self._entry_makes(key, e.before, e.after, hunks):
                 return True
             if e.before == recorded.hash or e.time < recorded.time - _INTERVENING_SLACK_S:
                 return False
         return not tail.whole
+
+    def _entry_makes(self, key: str, before: str | None, after: str | None, hunks: Sequence[tuple[str, str]]) -> bool:
+        if before is None or after is None:
+            return True
+        try:
+            old = decode_bytes(self.history_store.load(before, key)).text
+            new = decode_bytes(self.history_store.load(after, key)).text
+        except (CoordinatorError, OSError):
+            return True
+        spans = diff_texts(old, new)
+        made = {(old[x.a_start : x.a_start + x.a_len], new[x.b_start : x.b_start + x.b_len]) for x in spans}
+        return any(h in made for h in hunks)
 
     def detail(self, key: str, recorded: ReadState, session: str, exc: CoordinatorError) -> str:
         """A refused rebase's sentence naming who changed the file since the view (and its details)."""

@@ -26,12 +26,20 @@ class AlreadyMade(Exception):
     place. Nothing is written; the engine answers the edit as made (`Recorder.already_made`) and the
     session's view becomes what it read plus its own edit (`rebased.view`), as after a rebased edit."""
 
-    def __init__(self, key: str, rebased: rebase.RebaseOutcome, view_data: bytes, mtime_ns: int) -> None:
+    def __init__(
+        self,
+        key: str,
+        rebased: rebase.RebaseOutcome,
+        view_data: bytes,
+        mtime_ns: int,
+        hunks: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(key)
         self.key = key
         self.rebased = rebased
         self.view_data = view_data
         self.mtime_ns = mtime_ns
+        self.hunks = hunks  # the edit's own changes, (old lines, new lines): what was found already made
 
 
 class Rebaser:
@@ -119,7 +127,11 @@ class Rebaser:
             raise
         if rb.already:
             assert cur.st is not None
-            raise AlreadyMade(rp.key, rb, encode_text(rb.view, current.encoding), cur.st.st_mtime_ns)
+            own = rebase.diff_texts(base_text, rb.view)
+            hunks = tuple(
+                (base_text[x.a_start : x.a_start + x.a_len], rb.view[x.b_start : x.b_start + x.b_len]) for x in own
+            )
+            raise AlreadyMade(rp.key, rb, encode_text(rb.view, current.encoding), cur.st.st_mtime_ns, hunks)
         out = rb.outcome
         return WritePlan(
             new_data=encode_text(out.text, current.encoding),

@@ -115,7 +115,7 @@ class Recorder:
         next edit is carried over from there), and the result names who made the change."""
         recorded, key = pre.recorded, pre.rp.key
         assert recorded is not None
-        if self.intervening.by_itself_since(key, recorded, req.session):
+        if self.intervening.made_by_itself(key, recorded, req.session, made.hunks):
             raise CoordinatorError(
                 ErrorCode.STALE,
                 f"{pre.rp.shown} has been modified since you last read it, by another call of this same session "

@@ -293,9 +293,11 @@ def test_a_change_a_session_already_made_itself_is_refused_not_answered_as_made(
     err = refused(ErrorCode.STALE, a.edit, "f.py", "line 5\n", "five\n")
     assert err.details["reason"] == "made_by_this_session" and "(A)" in err.message
     assert (root / "f.py").read_bytes() == before
-    # the same change made by another session is answered as made
+    # the same change made by another session is answered as made, even after writes of the session's own
     c = rcoord.session("C")
     rcoord.state.record_read("C", "f.py", first_view)
+    assert c.edit("f.py", "line 18\n", "eighteen\n").rebased  # C's own write since its read
+    before = (root / "f.py").read_bytes()
     r = c.edit("f.py", "line 5\n", "five\n")
     assert r.already_made and "made by A" in r.message
     assert (root / "f.py").read_bytes() == before
