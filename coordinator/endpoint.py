@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 UNIX_PREFIX = "unix://"
 MAX_UNIX_PATH_BYTES = 107
 UNIX_HOST = "localhost"  # the Host header of a request on a unix socket (HTTP/1.1 requires one)
+HOOK_PATH = "/v1/hooks/{agent}"  # an agent's hook events (coordinator/server/hooks.py); the route table's entry
 
 __all__ = [
     "MAX_UNIX_PATH_BYTES",

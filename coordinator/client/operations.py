@@ -38,6 +38,7 @@ from pydantic import ConfigDict, Field
 from coordinator.arguments import SESSION_PATTERN
 from coordinator.client.results import EventPage, SessionStatus
 from coordinator.disk.fsio import MAX_PATH_CHARS
+from coordinator.endpoint import HOOK_PATH
 from coordinator.engine import CallOptions, Coordinator, ReadResult, Session, WriteResult
 from coordinator.engine.calls import DEFAULT_OPTIONS
 from coordinator.engine.options import Match, Policy
@@ -130,6 +131,15 @@ SHUTDOWN_ROUTE = HttpRoute(
 )
 HEALTH_ROUTE = HttpRoute(
     "GET", "/v1/health", "Liveness and Redis reachability (no token needed)", (503,), tags=("service",)
+)
+HOOK_ROUTE = HttpRoute(
+    "POST",
+    HOOK_PATH,
+    "An agent's hook event (claude-code, codex, gemini), answered as that agent's hook expects: always 200, "
+    "the decision in the body (?answer=command: a command hook's exit code and output; ?answer=plain: the "
+    "same as text); the event's session's token or the admin token",
+    (404,),
+    tags=("hooks",),
 )
 
 

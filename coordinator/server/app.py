@@ -45,12 +45,11 @@ from coordinator.server.common import (
     CONFIG_ENV,
     IDEM_RE,
     OPENAPI_PATH,
-    RETRY_AFTER_S,
     TRANSIENT_CODES,
     ServiceError,
     dumps,
+    error_answer,
     refusal,
-    status_for,
 )
 from coordinator.server.hooks import answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, WouldBlock
@@ -311,7 +310,7 @@ class App:
     async def _handle(self, route: Route, scope: dict[str, Any], receive: Any) -> Answer:
         headers = header_map(scope)
         # Authentication first: an unauthenticated request is answered before its body is even read.
-        principal = self._authenticate(headers.get("authorization"))
+        principal = self.authenticate(headers.get("authorization"))
         _authorize(route, principal)
         if route.mutating and self.draining:
             raise _shutting_down()
@@ -334,30 +333,11 @@ class App:
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _error(self, exc: ServiceError | CoordinatorError) -> Answer:
-        code = exc.code.value if isinstance(exc, CoordinatorError) else exc.code
-        extra: list[tuple[bytes, bytes]] = []
-        status = status_for(code)
-        if code in RETRY_AFTER_S:
-            extra.append((b"retry-after", str(RETRY_AFTER_S[code]).encode()))
-        if status == 401:
-            extra.append((b"www-authenticate", b'Bearer realm="edit-coordinator"'))
-        if status == 413:
-            extra.append((b"connection", b"close"))
-        return status, dumps(self._public(exc.to_dict())), extra
+        return error_answer(exc, self.config.root)
 
-    def _public(self, obj: Any) -> Any:
-        """Invariant 5: no server path leaves the service. The root's own path, wherever it appears in a
-        refusal (message or details), is replaced by the path relative to it."""
-        root = self.config.root.rstrip("/")
-        if isinstance(obj, str):
-            return obj.replace(root + "/", "").replace(root, ".") if root in obj else obj
-        if isinstance(obj, dict):
-            return {k: self._public(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self._public(v) for v in obj]
-        return obj
-
-    def _authenticate(self, header: str | None) -> Principal:
+    def authenticate(self, header: str | None) -> Principal:
+        """Who the Authorization header's bearer token is (verified once per token, then cached until it
+        expires); `unauthorized` when it is missing, malformed, forged or expired."""
         if not header:
             raise ServiceError(
                 "unauthorized",
@@ -634,7 +614,7 @@ class App:
         """GET /metrics: the admin or the viewer token (the figures describe the whole fleet; a session
         token acts for one session). The text exposition format is made in a thread: its gauges read Redis."""
         try:
-            principal = self._authenticate(header_map(scope).get("authorization"))
+            principal = self.authenticate(header_map(scope).get("authorization"))
             if not (principal.is_admin or principal.is_viewer):
                 message = f"{METRICS_PATH} needs the admin token or a viewer token; a session token cannot read it."
                 raise ServiceError("forbidden", message)

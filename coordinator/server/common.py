@@ -83,3 +83,31 @@ def dumps(obj: Any) -> bytes:
         return pydantic_core.to_json(obj, fallback=str)
     except pydantic_core.PydanticSerializationError:
         return pydantic_core.to_json(_scrub(obj), fallback=str)
+
+
+def error_answer(exc: ServiceError | CoordinatorError, root: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """A refusal as the service answers it: its status, its JSON body (paths made `public`), and the headers
+    its code asks for (Retry-After, WWW-Authenticate, Connection: close after a body too large)."""
+    code = exc.code.value if isinstance(exc, CoordinatorError) else exc.code
+    extra: list[tuple[bytes, bytes]] = []
+    status = status_for(code)
+    if code in RETRY_AFTER_S:
+        extra.append((b"retry-after", str(RETRY_AFTER_S[code]).encode()))
+    if status == 401:
+        extra.append((b"www-authenticate", b'Bearer realm="edit-coordinator"'))
+    if status == 413:
+        extra.append((b"connection", b"close"))
+    return status, dumps(public(exc.to_dict(), root)), extra
+
+
+def public(obj: Any, root: str) -> Any:
+    """Invariant 5: no server path leaves the service. The root's own path, wherever it appears in a
+    refusal (message or details), is replaced by the path relative to it."""
+    root = root.rstrip("/")
+    if isinstance(obj, str):
+        return obj.replace(root + "/", "").replace(root, ".") if root in obj else obj
+    if isinstance(obj, dict):
+        return {k: public(v, root) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [public(v, root) for v in obj]
+    return obj

@@ -38,8 +38,9 @@ from coordinator.agents.core import (
     fails_closed,
     settings_from_headers,
 )
+from coordinator.endpoint import HOOK_PATH
 from coordinator.errors import CoordinatorError
-from coordinator.server.common import ServiceError, dumps
+from coordinator.server.common import ServiceError, dumps, error_answer, public
 from coordinator.server.requests import header_map, read_body
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from coordinator.server.app import App
     from coordinator.server.routes import Answer
 
-HOOKS_PREFIX = "/v1/hooks/"
+HOOKS_PREFIX = HOOK_PATH.partition("{")[0]  # "/v1/hooks/": the route table's hook route, matched by prefix
 log = logging.getLogger("edit_coordinator.server")
 
 
@@ -60,9 +61,10 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
     agent = scope["path"][len(HOOKS_PREFIX) :]
     if agent not in FRONT_ENDS:
         known = ", ".join(sorted(FRONT_ENDS))
-        return app._error(ServiceError("not_found", f"There are no hooks for agent {agent[:60]!r}; known: {known}."))
+        message = f"There are no hooks for agent {agent[:60]!r}; known: {known}."
+        return error_answer(ServiceError("not_found", message), app.config.root)
     if scope["method"] != "POST":
-        return app._error(ServiceError("method_not_allowed", f"{scope['path']} accepts POST."))
+        return error_answer(ServiceError("method_not_allowed", f"{scope['path']} accepts POST."), app.config.root)
     module = front_end(agent)
     form = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("answer", [""])[0]
     call: ToolCall | None = None
@@ -75,7 +77,7 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         call = module.parse(payload)
         if call is not None:  # the session's own settings, sent by its hook client (never this process's)
             call = call._replace(settings=settings_from_headers(headers))
-        principal = app._authenticate(headers.get("authorization"))
+        principal = app.authenticate(headers.get("authorization"))
         decision = Decision(True) if call is None else await _decide(app, principal, call)
     except (ServiceError, CoordinatorError) as exc:
         decision = Decision.deny(_failed(exc.message), getattr(exc.code, "value", exc.code))
@@ -97,7 +99,7 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         return 200, dumps({**command, "code": decision.code}), []
     if form == "plain":
         return 200, plain_answer(answer, decision.code), [(b"content-type", b"text/plain; charset=utf-8")]
-    return 200, dumps(app._public(answer.body or {})), []
+    return 200, dumps(public(answer.body or {}, app.config.root)), []
 
 
 async def _decide(app: App, principal: Any, call: ToolCall) -> Decision:

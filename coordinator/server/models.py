@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from coordinator.client.operations import MAX_INT, MAX_PATH_CHARS, PathArg
 from coordinator.history import HistoryEntry
@@ -253,3 +253,14 @@ class ServerConfig:
             raise ValueError("idle_exit_s must be 0 (never) or a number of seconds")
         if self.max_path_chars > MAX_PATH_CHARS:
             raise ValueError(f"max_path_chars cannot exceed {MAX_PATH_CHARS}")
+
+
+class HookEvent(RootModel[dict[str, Any]]):
+    """The agent's hook payload as its hooks send it (Claude Code, Codex, Gemini CLI): session_id,
+    hook_event_name, tool_name, tool_input, ... (docs/agents/)."""
+
+
+class HookAnswer(RootModel[dict[str, Any]]):
+    """The agent's hook answer (for Claude Code's `http` hook: its JSON hook output); with ?answer=command,
+    `{"exit_code", "stdout", "stderr", "code"}`; with ?answer=plain, text: `EXIT_CODE CODE STDOUT_BYTES`, the
+    stdout, the stderr."""

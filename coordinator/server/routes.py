@@ -10,6 +10,7 @@ service's own routes (tokens, dashboard, health, shutdown) are declared here, wi
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ from coordinator.server.models import (
     EventsResponse,
     HealthResponse,
     HistoryResponse,
+    HookAnswer,
+    HookEvent,
     LeasesResponse,
     NoticesResponse,
     ReleaseResponse,
@@ -123,10 +126,15 @@ ROUTES: tuple[Route, ...] = (
           "(admin or viewer)", "admin", DiffRequest, DiffResponse, (*_AUTH_ERRORS, *_BODY_ERRORS, 404, 503),
           tags=("dashboard",), viewer=True),
     Route.service(ops.HEALTH_ROUTE, "health", "none", None, HealthResponse),
+    # Answered by server/hooks.py (the App matches its path by prefix): its refusals are in the body.
+    Route.service(ops.HOOK_ROUTE, "hook", "any", HookEvent, HookAnswer, query=(("answer", "^(command|plain)$"),),
+                  limited=False),
 )  # fmt: skip
+# The router's table: exact paths. A path with a {parameter} (the hook route) is matched by its handler.
 ROUTE_BY_PATH: dict[str, dict[str, Route]] = {}
 for _r in ROUTES:
-    ROUTE_BY_PATH.setdefault(_r.path, {})[_r.method] = _r
+    if "{" not in _r.path:
+        ROUTE_BY_PATH.setdefault(_r.path, {})[_r.method] = _r
 
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
@@ -210,6 +218,10 @@ def _operation(route: Route, schemas: _Schemas, error_ref: dict[str, str]) -> di
     if route.auth == "none":
         op["security"] = []
     params: list[dict[str, Any]] = [_IDEMPOTENCY_PARAM] if route.mutating else []
+    params += [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"\{(\w+)\}", route.path)
+    ]
     params += [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string", "pattern": pattern}}
         for name, pattern in route.query

@@ -35,3 +35,21 @@ def test_plain_result_is_its_fields_in_order() -> None:
 
 def test_special_paths_are_no_routes() -> None:
     assert not set(app_module._SPECIAL_PATHS) & ROUTE_BY_PATH.keys()
+
+
+def test_the_hook_route_is_in_the_route_table_and_the_openapi_document() -> None:
+    """`POST /v1/hooks/{agent}` is declared once (endpoint.HOOK_PATH): ROUTES and the OpenAPI document carry
+    it, server/hooks.py answers the paths it names, and the hook module uses only the App's public face."""
+    import re
+
+    from coordinator.endpoint import HOOK_PATH
+    from coordinator.server import hooks
+    from coordinator.server.routes import ROUTES, openapi_document
+    from tests import REPO_ROOT
+
+    (hook,) = [r for r in ROUTES if r.path == HOOK_PATH]
+    assert (hook.method, hook.name, hook.auth, hook.viewer) == ("POST", "hook", "any", False)
+    post = openapi_document()["paths"][HOOK_PATH]["post"]
+    assert [(p["name"], p["in"]) for p in post["parameters"]] == [("agent", "path"), ("answer", "query")]
+    assert hooks.is_hook_path(HOOK_PATH.format(agent="claude-code")) and HOOK_PATH not in ROUTE_BY_PATH
+    assert not re.search(r"\bapp\._", (REPO_ROOT / "coordinator" / "server" / "hooks.py").read_text())
