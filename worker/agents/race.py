@@ -33,17 +33,26 @@ def race(box: Sandbox, sessions: int = 4, rounds: int = 5, timeout: float = 300.
     `rounds` increments (after a refusal or failure it reads again, up to 6 calls per increment)."""
     tools = Tools(box.agent, box.repo)
     runs: list[AgentRun | None] = [None] * sessions
+    errors: list[BaseException] = []
 
     def one(i: int) -> None:
-        runs[i] = run_agent(box, incrementer(tools, RACE_FILE, rounds, rounds * 6), timeout=timeout)
+        try:
+            runs[i] = run_agent(box, incrementer(tools, RACE_FILE, rounds, rounds * 6), timeout=timeout)
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
     done = tuple(r for r in runs if r is not None)
-    reported = sum(increments_done(tools, r.server.conversations()[-1]) for r in done if r.server.conversations())
+    for r in done:
+        if not r.server.conversations():
+            raise RuntimeError(f"a {box.agent} session made no model request (exit {r.returncode}): {r.stderr[-2000:]}")
+    reported = sum(increments_done(tools, r.server.conversations()[-1]) for r in done)
     found = COUNTER.search((box.repo / RACE_FILE).read_text())
     landed = int(found.group(1)) if found else 0
     return RaceResult(box.agent, box.hooked, sessions, rounds, reported, landed, done)
