@@ -199,7 +199,7 @@ def ask(agent: str, root: str, raw: bytes, timeout: float) -> tuple[int, bytes, 
             raise HookFailure(f"the hook service on {sock_path} cannot be reached ({_describe(exc)}).") from None
         try:
             sock.sendall(head.encode("latin-1") + raw)
-            data = _receive(sock)
+            data = _receive(sock, timeout)
         except OSError as exc:
             raise HookFailure(f"the hook service on {sock_path} did not answer ({_describe(exc)}).") from None
     finally:
@@ -232,16 +232,59 @@ def _read_token(path: str) -> str | None:
     return token if token and token.isprintable() else None
 
 
-def _receive(sock: _socket.socket) -> bytes:
-    """Everything the service sends until it closes the connection (`Connection: close`)."""
+def _receive(sock: _socket.socket, timeout: float) -> bytes:
+    """Everything the service sends until it closes the connection (`Connection: close`), waited for up to
+    `timeout` in slices of a second; between them the client ends itself once its agent is gone (`Lineage`),
+    rather than living on re-parented, waiting for an answer nobody will read."""
+    import time  # built into the interpreter: no file is read
+
+    lineage = Lineage()
+    deadline = time.monotonic() + timeout
     parts: list[bytes] = []
     size = 0
-    while chunk := sock.recv(65536):
+    sock.settimeout(min(timeout, 1.0))
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            if not lineage.intact():
+                posix._exit(BLOCK_EXIT)  # the agent is gone: nobody reads this answer
+            continue
+        if not chunk:
+            return b"".join(parts)
         parts.append(chunk)
         size += len(chunk)
         if size > _MAX_ANSWER_BYTES:
             raise HookFailure("the hook service's answer is too large.")
-    return b"".join(parts)
+
+
+class Lineage:
+    """This process's parent and grandparent as they were at its start: the agent runs a hook through a
+    shell (`sh -c 'CLIENT ... || ...'`), so when the agent dies the shell is re-parented, and when the shell
+    dies the client is. `intact()`: both links still hold."""
+
+    def __init__(self) -> None:
+        self.parent = posix.getppid()
+        self.grandparent = _parent_of(self.parent)
+
+    def intact(self) -> bool:
+        return posix.getppid() == self.parent and _parent_of(self.parent) == self.grandparent
+
+
+def _parent_of(pid: int) -> int:
+    """The parent of `pid` from /proc (0 when it cannot be read: then it stays 0 and nothing is concluded)."""
+    try:
+        fd = posix.open(f"/proc/{pid}/stat", posix.O_RDONLY | posix.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        stat = posix.read(fd, 4096)
+    finally:
+        posix.close(fd)
+    fields = stat.rpartition(b")")[2].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
 
 
 def parse_answer(data: bytes) -> tuple[int, bytes, bytes, bytes]:

@@ -5,7 +5,8 @@ on a unix socket instead of opening a coordinator in its own process (~1-2 s of 
 Files, in the state folder's `hook-service/` (disk/layout.py): `sock` (the service's socket, mode 0600),
 `token` (an admin token for it, mode 0600, minted from the repository's secret by the hook that started
 it), `pid`, `log` and `start.lock` (held while one hook starts it: the others wait for it, then use it).
-The service stops by itself after `IDLE_EXIT_S` without a hook call, or once the repository's folder is gone
+The service stops by itself after `IDLE_EXIT_S` without a hook call, at the SessionEnd of the last session it
+serves, or once the repository's folder is gone
 (`serve --idle-exit`), or when stopped (`stop(root)`, or `kill $(cat .edit-coordinator/hook-service/pid)`); a
 hook that finds its socket dead starts a new one. $EDIT_COORDINATOR_HOOK_SERVICE=0 keeps hooks in their own process.
 
@@ -26,7 +27,8 @@ from coordinator.endpoint import MAX_UNIX_PATH_BYTES, UNIX_HOST, ServiceEndpoint
 SWITCH_ENV = "EDIT_COORDINATOR_HOOK_SERVICE"
 TOKEN_TTL_S = 30 * 24 * 3600.0  # the service's token; a refused one is minted again (`start(refresh=True)`)
 START_TIMEOUT_S = 60.0
-IDLE_EXIT_S = 1800.0  # the service stops after half an hour without a hook call (or once its repository goes)
+IDLE_EXIT_S = 600.0  # the service stops after 10 min without a hook call, at the SessionEnd of the last session
+# it serves (coordinator/server/hooks.py), or once its repository goes
 
 
 def enabled() -> bool:

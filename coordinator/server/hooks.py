@@ -94,6 +94,9 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
     if _config_changed(app):  # after this answer, which the running calls' settings still give
         log.info("the project config of %s changed: the hook service stops; the next hook starts it", app.config.root)
         os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)  # graceful: running calls finish
+    elif _last_session_ended(app, call):
+        log.info("the last session of %s ended: the hook service stops; the next hook starts it", app.config.root)
+        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)
     if form == "command":
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []
@@ -110,6 +113,28 @@ async def _decide(app: App, principal: Any, call: ToolCall) -> Decision:
     hooks = _adapter(app)
     decision: Decision = await loop.run_in_executor(app.executor, lambda: hooks.handle(call))
     return decision
+
+
+# -- the on-demand hook service stops when the last session it serves ends -----------------------------------
+
+_live: dict[str, float] = {}  # session -> when its last event came (monotonic), until its SessionEnd
+
+
+def _last_session_ended(app: App, call: ToolCall | None) -> bool:
+    """Whether `call` is the SessionEnd of the last live session of a repository's hook service (one started
+    on demand, `idle_exit_s` > 0). A session is live from its events until its SessionEnd (its subagents'
+    with it), or until it has been silent for the idle time; a session this service never heard from is
+    not known, and its next hook starts the service again."""
+    if app.config.idle_exit_s <= 0 or call is None:
+        return False
+    now = time.monotonic()
+    if call.event != "SessionEnd":
+        _live[call.session] = now
+        return False
+    top = call.session.split("/")[0]
+    for session in [s for s in _live if s == top or s.startswith(top + "/")]:
+        del _live[session]
+    return not any(now - seen < app.config.idle_exit_s for seen in _live.values())
 
 
 # -- the on-demand hook service restarts when its project config changes ----------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -456,3 +457,76 @@ def test_an_event_over_the_services_limit_is_refused_as_too_large(tmp_path: Path
         s.close()
     assert done.returncode == 2 and b"too large" in done.stderr and b"BrokenPipe" not in done.stderr
     assert s.requests == []
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rpartition(b")")[2].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_a_hook_client_dies_with_its_agent(tmp_path: Path) -> None:
+    """The agent runs the hook through a shell; killed while the hook waits on the service, the client
+    notices within a second (its shell re-parented) and ends, instead of living on (at 0effb2a: re-parented
+    to pid 1 until the service answered or its 30 s timeout)."""
+    s = StandIn(tmp_path, None)  # takes the request and answers nothing for 10 s
+    command = shlex.join([sys.executable, "-I", "-S", str(CLIENT), "codex", "--root", str(tmp_path)]) + " || exit 2"
+    agent_code = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen(['/bin/sh', '-c', {command!r}], stdin=subprocess.PIPE)\n"
+        'p.stdin.write(b\'{"hook_event_name": "PreToolUse"}\'); p.stdin.close()\n'
+        "print(p.pid, flush=True); time.sleep(60)\n"
+    )
+    agent = subprocess.Popen([sys.executable, "-c", agent_code], stdout=subprocess.PIPE)
+    try:
+        assert agent.stdout is not None
+        shell = int(agent.stdout.readline())
+        deadline = time.monotonic() + 30
+        while not s.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (client,) = _children(shell)
+        agent.kill()
+        agent.wait()
+        deadline = time.monotonic() + 8  # well before the stand-in gives up (10 s) or the client's timeout (30 s)
+        while hookservice._alive(client) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not hookservice._alive(client)
+    finally:
+        agent.kill()
+        s.close()
+
+
+def test_the_hook_service_stops_when_its_last_session_ends(real_redis_root: Path) -> None:
+    """At 0effb2a the service stayed 30 min after every session had ended. Now the SessionEnd of the last
+    live session stops it (a subagent ends with its session); the next hook starts it again."""
+    root = real_redis_root
+    (root / ".git").mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    folder = hook_service_dir(root / STATE_DIR_NAME)
+
+    def read(session: str) -> Any:
+        return payload("post_read", root, session_id=session, tool_use_id=f"{session}-r",
+                       tool_input__file_path=str(root / "a.py"))  # fmt: skip
+
+    try:
+        hookservice.start(str(root))
+        first = int((folder / "pid").read_text())
+        for event in (read("s1"), read("s2"), read("s1") | {"agent_id": "sub-1"}):
+            assert fast(root, event).returncode == 0
+        assert fast(root, payload("session_end", root, session_id="s1")).returncode == 0
+        assert fast(root, read("s2")).returncode == 0  # s2 is still live: the same service answers
+        assert int((folder / "pid").read_text()) == first and hookservice._alive(first)
+        assert fast(root, payload("session_end", root, session_id="s2")).returncode == 0
+        deadline = time.monotonic() + 60
+        while hookservice._alive(first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not hookservice._alive(first)
+    finally:
+        hookservice.stop(root)
