@@ -27,7 +27,7 @@ from coordinator.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from coordinator import tools
-    from coordinator.client import BoundSession, Client, EventPage, InProcessClient, LocalClient, SessionStatus
+    from coordinator.client import BoundSession, Client, EventPage, LocalClient, SessionStatus
     from coordinator.client.aio import AsyncClient, AsyncSession
     from coordinator.client.http import HttpClient
     from coordinator.engine import Coordinator, EditResult, ReadResult, Session, WriteResult
@@ -49,7 +49,6 @@ _LAZY = {
     "EventPage": "coordinator.client",
     "HistoryEntry": "coordinator.history",
     "HttpClient": "coordinator.client.http",
-    "InProcessClient": "coordinator.client",
     "LocalClient": "coordinator.client",
     "ReadResult": "coordinator.engine",
     "Session": "coordinator.engine",
@@ -69,7 +68,6 @@ __all__ = [
     "EventPage",
     "HistoryEntry",
     "HttpClient",
-    "InProcessClient",
     "LocalClient",
     "ReadResult",
     "Session",

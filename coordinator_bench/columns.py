@@ -119,13 +119,13 @@ def make_bench_client(spec: ClientSpec) -> FileClient:
     agents and the raw loop call (`worker.client.FileClient`), which the baselines implement too."""
     policy = getattr(spec, "policy", "strict")
     if spec.kind == KIND_COORDINATOR:
-        from worker.client import InProcessClient
+        from coordinator.client import LocalClient
 
         assert spec.root is not None
         options: dict[str, Any] = {"durability": spec.durability, "lock_timeout": spec.lock_timeout}
         if policy != "strict":
             options["policy"] = policy
-        return InProcessClient.open(spec.root, spec.redis_url, **options)
+        return LocalClient.open(spec.root, spec.redis_url, **options)
     if spec.kind == KIND_HTTP and getattr(spec, "http_client", "project") == "plain":
         from coordinator_bench.plainhttp import PlainHttpClient
 
@@ -162,7 +162,7 @@ def available_policies(redis_url: str) -> list[str]:
 
 def http_available() -> bool:
     """True when the HTTP service and its client are installed."""
-    for module in ("coordinator.server", "worker.http_client", "uvicorn", "httpx"):
+    for module in ("coordinator.server", "coordinator.client.http", "uvicorn", "httpx"):
         try:
             if importlib.util.find_spec(module) is None:
                 return False

@@ -1,16 +1,12 @@
-"""The worker fleet's client interface: `coordinator.Client` and its in-process transport, under the names
-the fleet has always imported (`worker.client.Client`, `worker.client.InProcessClient`), and `FileClient`,
-the part of it the fleet's agents and oracle call (which the unsafe baseline implements too)."""
+"""`FileClient`: the part of `coordinator.Client` the worker fleet's agents and oracle call (which the unsafe
+baseline implements too)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from coordinator.client import Client, LocalClient
 from coordinator.engine import ReadResult, WriteResult
-
-InProcessClient = LocalClient
 
 
 class FileClient(Protocol):
@@ -32,4 +28,4 @@ class FileClient(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Client", "FileClient", "InProcessClient"]
+__all__ = ["FileClient"]

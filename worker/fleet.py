@@ -68,7 +68,7 @@ from worker.stats import percentile
 if TYPE_CHECKING:
     from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
-    from worker.http_client import HttpClient
+    from coordinator.client.http import HttpClient
 
 StartMethod = Literal["fork", "spawn", "forkserver"]  # multiprocessing's start methods (Linux)
 
@@ -144,23 +144,23 @@ class ClientSpec:
 
 
 def http_client_class() -> type[HttpClient]:
-    """`worker.http_client.HttpClient`, imported on first use; a clear error if it is not installed."""
+    """`coordinator.client.http.HttpClient`, imported on first use; a clear error if it is not installed."""
     try:
-        from worker import http_client
+        from coordinator.client import http
     except ImportError as exc:
         raise RuntimeError(
-            "--url needs worker.http_client.HttpClient, which this installation does not have "
+            "--url needs coordinator.client.http.HttpClient, which this installation does not have "
             f"({exc}). Run without --url to use the coordinator in-process."
         ) from exc
-    return http_client.HttpClient
+    return http.HttpClient
 
 
 def make_client(spec: ClientSpec) -> FileClient:
     if spec.kind == "coordinator":
-        from worker.client import InProcessClient
+        from coordinator.client import LocalClient
 
         assert spec.root is not None
-        return InProcessClient.open(
+        return LocalClient.open(
             spec.root,
             spec.redis_url,
             durability=spec.durability,
@@ -323,10 +323,6 @@ def worker_main(
 # The entry point of a worker process: called as target(spec, shared) in the child. It must be picklable
 # (a module-level function, or a functools.partial of one), since workers start from a fork server.
 WorkerTarget = Callable[[WorkerSpec, SharedState], None]
-
-# Old names, kept working.
-_Shared = SharedState
-_worker_main = worker_main
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -16,9 +16,7 @@ from coordinator.client.local import LocalClient
 if TYPE_CHECKING:
     from coordinator.client.http import HttpClient
 
-InProcessClient = LocalClient
-
-__all__ = ["BoundSession", "Client", "EventPage", "HttpClient", "InProcessClient", "LocalClient", "SessionStatus"]
+__all__ = ["BoundSession", "Client", "EventPage", "HttpClient", "LocalClient", "SessionStatus"]
 
 
 def __getattr__(name: str) -> Any:

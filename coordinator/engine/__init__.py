@@ -43,30 +43,15 @@ anything is written, and the general path), the `LeaseGate` (leasing.py), the `R
 (reading.py). A `Session` (session.py) calls only their public methods; its `CallOptions` (calls.py) travel
 with it (`Coordinator.session(..., options=)`, `Session.with_options`). Other modules: results
 (ReadResult, WriteResult), plan (CurrentFile, WritePlan: the public types of `Coordinator.check_then_write`;
-`_view_refusal`, the staleness rule), caches, steps (what a call carries between the steps).
+the staleness rule), caches, steps (what a call carries between the steps).
 """
 
 from coordinator.arguments import POLICIES
-from coordinator.arguments import check_policy as _check_policy
-from coordinator.arguments import check_session_id as _check_session_id
-from coordinator.arguments import check_text as _check_text
-from coordinator.arguments import opt_int as _opt_int
-from coordinator.engine.caches import _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import CallOptions, LockBusy, PostWriteHook
 from coordinator.engine.coordinator import Coordinator
-from coordinator.engine.intervening import _Intervening, _Walk
 from coordinator.engine.leasing import LEASE_SNAPSHOT_S
 from coordinator.engine.options import Durability, KiB, MiB, Policy, StateCheck
-from coordinator.engine.plan import (
-    CurrentFile,
-    WritePlan,
-    _CachedViewRefused,
-    _changed_lines,
-    _check_view,
-    _Current,
-    _Missing,
-    _Plan,
-)
+from coordinator.engine.plan import CurrentFile, WritePlan
 from coordinator.engine.results import EditResult, ReadResult, WriteResult
 from coordinator.engine.session import Session
 
@@ -88,19 +73,4 @@ __all__ = [
     "StateCheck",
     "WritePlan",
     "WriteResult",
-    "_CachedViewRefused",
-    "_Current",
-    "_Intervening",
-    "_Missing",
-    "_Plan",
-    "_RefusalCounts",
-    "_TextCache",
-    "_ViewCache",
-    "_Walk",
-    "_changed_lines",
-    "_check_policy",
-    "_check_session_id",
-    "_check_text",
-    "_check_view",
-    "_opt_int",
 ]

@@ -1,8 +1,6 @@
 """The types of the check-then-write, public: the file as found under the lock (`CurrentFile`) and what a
 transform decided (`WritePlan`). A caller of `Coordinator.check_then_write` writes a transform
 `CurrentFile -> WritePlan`; the engine's own operations (write, edit, multi_edit, undo) are such transforms.
-
-The old private names `_Current` and `_Plan` are kept as aliases.
 """
 
 from __future__ import annotations
@@ -83,10 +81,6 @@ def clean_digest(cur: CurrentFile, plan: WritePlan, new_digest: str | None) -> s
         return None
     a = plan.first_offset
     return new_digest if clean_splice(plan.new_data, plan.new_text[a : a + plan.inserted_len]) else None
-
-
-_Current = CurrentFile
-_Plan = WritePlan
 
 
 class _CachedViewRefused(Exception):

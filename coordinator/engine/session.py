@@ -11,7 +11,7 @@ from coordinator.arguments import opt_int as _opt_int
 from coordinator.disk import fsio
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.options import Match, Policy
-from coordinator.engine.plan import _Current, _Missing, _Plan
+from coordinator.engine.plan import CurrentFile, WritePlan, _Missing
 from coordinator.engine.results import ReadResult, WriteResult, evolve, set_message
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
@@ -94,13 +94,13 @@ class Session:
         """Create or overwrite a file. An existing file must have been read, and be unchanged since."""
         content = _check_text(content, "content", self.coord.max_file_bytes)
 
-        def transform(cur: _Current) -> _Plan:
+        def transform(cur: CurrentFile) -> WritePlan:
             encoding = cur.decoded().encoding if cur.exists else Encoding.UTF8
             if cur.exists and self.coord.placeholders == "refuse":
                 old = cur.decoded().text
                 check_placeholder(old, old, content, what="content")
             new = encode_text(content, encoding)
-            return _Plan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
+            return WritePlan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
 
         return self.coord.writer.check_then_write(
             self.id,
@@ -134,7 +134,7 @@ class Session:
         match = self.match
         one = specs[0] if len(specs) == 1 else None
 
-        def transform(cur: _Current) -> _Plan:
+        def transform(cur: CurrentFile) -> WritePlan:
             if not cur.exists:
                 if not creating:
                     raise _Missing
@@ -147,9 +147,9 @@ class Session:
                     if direct is not None:
                         new_text = direct[0]
                         data = encode_text(new_text, encoding)  # clean content is UTF-8: its text's UTF-8
-                        return _Plan(data, new_text, 1, direct[1], len(one.new_string), _spliced=cur._clean)
+                        return WritePlan(data, new_text, 1, direct[1], len(one.new_string), _spliced=cur._clean)
             out = semantics.apply_edits(text, specs, match) if len(specs) > 1 else _one(text, specs[0], match)
-            return _Plan(
+            return WritePlan(
                 new_data=encode_text(out.text, encoding),
                 new_text=out.text,
                 replacements=out.replacements,
@@ -208,7 +208,7 @@ class Session:
         operation = undoing.operation_for(target)
         what = f"the {operation} of version {target.version}"
 
-        def transform(cur: _Current) -> _Plan:
+        def transform(cur: CurrentFile) -> WritePlan:
             if target.after is not None and after is None and cur.digest != target.after:
                 raise CoordinatorError(
                     ErrorCode.STALE,
@@ -221,16 +221,16 @@ class Session:
                 before, after if after is not None else data, data, cur.digest, target.after, rp.shown, what
             )
             if new is None:
-                return _Plan(new_data=None)
+                return WritePlan(new_data=None)
             try:
                 text: str | None = decode_bytes(new).text
             except CoordinatorError:
                 text = None
             if carried is None:  # the file is as that write left it: swapped back whole
                 first, length = _region(cur, text)
-                return _Plan(new_data=new, new_text=text, first_offset=first, inserted_len=length)
+                return WritePlan(new_data=new, new_text=text, first_offset=first, inserted_len=length)
             nearby = tuple((c.first, c.last) for c in carried.nearby if c.last >= c.first)
-            return _Plan(
+            return WritePlan(
                 new_data=new,
                 new_text=text,
                 first_offset=carried.first_offset,
@@ -272,11 +272,11 @@ class Session:
         digest, label, discarded = _restore_point(entries, rp.shown, to_version, before_version)
         content = None if digest is None else self.coord.history_store.load(digest, rp.key)
 
-        def transform(cur: _Current) -> _Plan:
+        def transform(cur: CurrentFile) -> WritePlan:
             if content is None:
                 if not cur.exists:
                     raise CoordinatorError(ErrorCode.NO_CHANGE, f"{rp.shown} is already absent, as {label}.")
-                return _Plan(new_data=None)
+                return WritePlan(new_data=None)
             if cur.exists and cur.data == content:
                 raise CoordinatorError(ErrorCode.NO_CHANGE, f"{rp.shown} already has its content {label}.")
             try:
@@ -284,7 +284,7 @@ class Session:
             except CoordinatorError:
                 text = None
             first, length = _region(cur, text)
-            return _Plan(new_data=content, new_text=text, first_offset=first, inserted_len=length)
+            return WritePlan(new_data=content, new_text=text, first_offset=first, inserted_len=length)
 
         def finish(res: WriteResult) -> WriteResult:
             what = "removed (it did not exist then)" if res.hash is None else "restored"
@@ -309,7 +309,7 @@ class Session:
         )
 
 
-def _region(cur: _Current, new_text: str | None) -> tuple[int, int]:
+def _region(cur: CurrentFile, new_text: str | None) -> tuple[int, int]:
     """(first_offset, inserted_len) of a whole-content swap (undo, redo, restore): the lines that differ
     from the file as found, so the snippet and the history's line range show the change, not the file."""
     if new_text is None:

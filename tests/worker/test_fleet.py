@@ -263,11 +263,11 @@ def test_plans_are_exact_replacements_of_unique_text() -> None:
 
 
 def test_agent_retries_stale_edits_until_acknowledged(coord, root: Path) -> None:  # type: ignore[no-untyped-def]
-    from worker.client import InProcessClient
+    from coordinator.client import LocalClient
 
     (root / "stress").mkdir()
     (root / "stress/c00.txt").write_text(counters_text("c00", ["s00", "s01"]))
-    client = InProcessClient(coord)
+    client = LocalClient(coord)
     rec0, rec1 = Recorder(None), Recorder(None)
     ctl0, ctl1 = LocalControl(edits=5), LocalControl(edits=5)
     files = ("stress/c00.txt",)
@@ -360,7 +360,7 @@ def test_oracle_lives_in_its_own_module_and_old_names_still_work() -> None:
 
     for name in ("verify", "check_recovery", "pair_ops", "OracleReport", "Op", "local_reader", "MUTATING_OPS"):
         assert getattr(fleet, name) is getattr(oracle, name)
-    assert fleet._worker_main is fleet.worker_main and fleet._Shared is fleet.SharedState
+    assert not hasattr(fleet, "_worker_main") and not hasattr(fleet, "_Shared")  # old aliases, removed
 
 
 def test_judge_counts_finds_lost_and_phantom_increments(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(coordinator.__all__) == sorted(
         ["AsyncClient", "AsyncSession", "BoundSession", "Client", "Coordinator", "CoordinatorError", "EditResult",
          "ErrorCode", "EventPage",
-         "HistoryEntry", "HttpClient", "InProcessClient", "LocalClient", "ReadResult", "Session", "SessionStatus",
+         "HistoryEntry", "HttpClient", "LocalClient", "ReadResult", "Session", "SessionStatus",
          "WriteResult", "tools"]
     )  # fmt: skip
     for name in coordinator.__all__:
@@ -49,11 +49,9 @@ def test_public_names_are_pinned() -> None:
                    "release", "leases", "poll_events", "events", "recent_events", "notices", "status",
                    "close"):  # fmt: skip
         assert callable(getattr(Client, method)), method
-    from worker.client import Client as WorkerClient
-    from worker.client import InProcessClient
-    from worker.http_client import HttpClient as WorkerHttpClient
-
-    assert WorkerClient is Client and InProcessClient is LocalClient and WorkerHttpClient is HttpClient
+    assert issubclass(LocalClient, Client) and issubclass(HttpClient, Client)
+    for gone in ("InProcessClient",):  # old names: not part of the contract (CONTRACT.md), removed
+        assert not hasattr(coordinator, gone) and not hasattr(coordinator.client, gone)
     for fn in ("definitions", "dispatch", "adispatch", "ToolResult"):
         assert callable(getattr(coordinator.tools, fn)), fn
 

@@ -11,7 +11,7 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode, arguments
 from coordinator.disk.locks import LockManager
-from coordinator.engine import CallOptions, CurrentFile, LockBusy, WritePlan, WriteResult, _Current, _Plan
+from coordinator.engine import CallOptions, CurrentFile, LockBusy, WritePlan, WriteResult
 from coordinator.history import content_hash
 
 
@@ -22,7 +22,6 @@ def _other_holder(coord: Coordinator) -> LockManager:
 
 # ------------------------------------------------------------------------------------ public check_then_write
 def test_check_then_write_takes_public_types_and_sees_the_bytes_on_disk(coord: Coordinator, root: Path) -> None:
-    assert _Current is CurrentFile and _Plan is WritePlan  # the old names keep working
     (root / "log.txt").write_text("one\n")
     s = coord.session("s")
     s.read("log.txt")

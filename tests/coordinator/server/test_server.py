@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode
+from coordinator.client import Client, HttpClient, LocalClient
 from coordinator.disk.locks import LockManager
 from coordinator.engine import ReadResult, WriteResult
 from coordinator.server import (
@@ -38,8 +39,6 @@ from coordinator.server import (
 )
 from coordinator.state.embedded import stop_embedded_redis
 from tests import REPO_ROOT
-from worker.client import Client, InProcessClient
-from worker.http_client import HttpClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
 pytest.importorskip("uvicorn", reason="the HTTP service needs uvicorn")
@@ -262,7 +261,7 @@ def test_same_results_and_errors_as_in_process(served: ServerProcess, tmp_path: 
     (served.root / name).write_text(text)
     (served.root / "sub").mkdir(exist_ok=True)
     try:
-        with InProcessClient.open(str(local_root), durability="none") as local:
+        with LocalClient.open(str(local_root), durability="none") as local:
             expected = _script(local, "parity", name)
     finally:
         stop_embedded_redis(local_root / ".edit-coordinator")
