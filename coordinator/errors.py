@@ -183,7 +183,7 @@ _LIBRARY_ROWS = (
 
 _SERVICE_ROWS = (
     # Raised by clients only (`HttpClient`, and the adapters over it), under the library code
-    # `invalid_argument` (the client's configuration needs changing; the library's codes are CONTRACT.md's):
+    # `invalid_argument` (the client's configuration needs changing; the library's codes are `ErrorCode`'s):
     # the service never answers with it. Its status is what a gateway (an MCP server forwarding to the
     # service) would answer: 502.
     CodeInfo("tls_untrusted", 502, "the coordinator service's TLS certificate is not trusted here (not signed "

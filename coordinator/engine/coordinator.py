@@ -70,7 +70,7 @@ class Coordinator:
         (`// ... rest of code ...`) where the file had code (placeholders.py); "allow" writes it literally.
     events: publish a change event per write (on the post-write pipeline; no extra round trip).
     notices: let results say which other files the session read have changed since (see events.py).
-    state_check: where the session's view comes from before a write (DESIGN.md invariant 4: the decision
+    state_check: where the session's view comes from before a write (docs/engine.md, "How it works": the decision
         is made against the bytes on disk; losing Redis may only cause refusals).
         "cached" (default): a view this process holds (it recorded it at the session's last read or write
         here) is used without asking Redis, so an edit whose view is held makes no round trip before the
@@ -286,7 +286,7 @@ class Coordinator:
         policy: this session's policy ("strict" or "rebase"); None takes the coordinator's.
         match: this session's matching ("exact" or "flexible"); None takes the coordinator's.
         options: how its calls are shaped (calls.py: `wait_for_lock=False` raises LockBusy where a file's
-            lock is taken, `post_write` rides each landed write's record); also `Session.with_options`.
+            lock is taken); also `Session.with_options`.
         """
         _check_session_id(session_id)
         if policy is not None:

@@ -1,6 +1,6 @@
 """Redis connections: one URL grammar, one client factory, one error translator.
 
-URLs (CONTRACT.md):
+URLs (docs/engine.md, "Redis deployments and hosts"):
     redis://[user:pass@]host:port[/db]      one server (TCP); rediss:// the same over TLS
     unix:///path/to/redis.sock[?db=N]       one server (unix socket)
     redis+sentinel://[user:pass@]h:p[,h:p...]/SERVICE[/db]   the primary that Sentinel names for SERVICE

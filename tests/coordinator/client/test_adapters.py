@@ -29,7 +29,8 @@ REPO = REPO_ROOT
 
 
 def test_public_names_are_pinned() -> None:
-    """`coordinator.__all__` is exactly this list, and every name of CONTRACT.md's Python API is there."""
+    """`coordinator.__all__` is exactly this list, and every name of the public Python API (docs/engine.md,
+    "Library") is there."""
     assert sorted(coordinator.__all__) == sorted(
         ["AsyncClient", "AsyncSession", "BoundSession", "Client", "Coordinator", "CoordinatorError", "EditResult",
          "ErrorCode", "EventPage",
@@ -50,7 +51,7 @@ def test_public_names_are_pinned() -> None:
                    "close"):  # fmt: skip
         assert callable(getattr(Client, method)), method
     assert issubclass(LocalClient, Client) and issubclass(HttpClient, Client)
-    for gone in ("InProcessClient",):  # old names: not part of the contract (CONTRACT.md), removed
+    for gone in ("InProcessClient",):  # an old name, removed
         assert not hasattr(coordinator, gone) and not hasattr(coordinator.client, gone)
     for fn in ("definitions", "dispatch", "adispatch", "ToolResult"):
         assert callable(getattr(coordinator.tools, fn)), fn
