@@ -375,6 +375,11 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
     from coordinator.errors import CoordinatorError
 
     out = []
+    if plan.agent == "gemini":
+        out.append(_GEMINI_SUBFOLDER_NOTE.format(root=root))
+        untrusted = gemini_trust(root)
+        if untrusted:
+            out.append(untrusted)
     if not _git_ignored(root, plan.path):  # every agent's: .codex/ and .gemini/ settings are usually committed
         out.append(
             f"{plan.path} names this machine's interpreter and repository path: add it to .gitignore so that it "
@@ -389,6 +394,47 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
         if st.ours(theirs, plan.agent):
             out.append(f"{other} holds edit-coordinator hooks too: Claude Code would run both; remove one")
     return out
+
+
+_GEMINI_SUBFOLDER_NOTE = (
+    "start Gemini CLI at the repository's top ({root}): started from a subfolder it loads no "
+    ".gemini/settings.json of the repository, so no hook runs and nothing says so"
+)
+
+
+def gemini_trust(root: Path, home: Path | None = None) -> str | None:
+    """Why Gemini CLI would not trust `root` (None: it does, or trust is switched off): it runs only in a
+    trusted folder (else `-p` exits 55, and a session loads no project settings, hooks included). The rule
+    of ~/.gemini/trustedFolders.json: the nearest entry at or above the folder decides; TRUST_FOLDER trusts
+    that folder and below, TRUST_PARENT its parent and below, DO_NOT_TRUST refuses."""
+    home = home if home is not None else Path.home()
+    try:
+        user = json.loads((home / ".gemini" / "settings.json").read_text(encoding="utf-8"))
+        security = user.get("security", {}) if isinstance(user, dict) else {}
+        if security.get("folderTrust", {}).get("enabled") is False:
+            return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    where = home / ".gemini" / "trustedFolders.json"
+    try:
+        rules = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rules = {}
+    best: tuple[int, str] | None = None
+    for path, level in rules.items() if isinstance(rules, dict) else ():
+        folder = os.path.dirname(path) if level == "TRUST_PARENT" else path
+        folder = os.path.realpath(folder)
+        covers = str(root) == folder or str(root).startswith(folder.rstrip("/") + "/")
+        if covers and (best is None or len(folder) > best[0]):
+            best = (len(folder), str(level))
+    if best is not None and best[1] in ("TRUST_FOLDER", "TRUST_PARENT"):
+        return None
+    said = "refuses it (DO_NOT_TRUST)" if best is not None else "does not name it"
+    return (
+        f"Gemini CLI does not trust {root}: {where} {said}, and in an untrusted folder Gemini CLI loads no "
+        f"project settings (no hooks; with -p it exits 55). Trust it: start gemini there and accept, or add "
+        f'"{root}": "TRUST_FOLDER" to {where}'
+    )
 
 
 def _git_ignored(root: Path, rel: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -348,3 +349,29 @@ def test_remove_stops_what_the_hooks_started_and_leaves_no_empty_folder(tmp_path
     finally:
         hookservice.stop(repo)
         stop_embedded_redis(state)
+
+
+def test_gemini_folder_trust_is_reported(tmp_path: Path) -> None:
+    """Gemini CLI loads no project settings (no hooks) in a folder it does not trust, and says nothing:
+    init gemini reports it, and that it must be started at the repository's top."""
+    from coordinator.cli.agents_init import gemini_trust
+
+    home, repo = tmp_path / "home", tmp_path / "work" / "repo"
+    (home / ".gemini").mkdir(parents=True)
+    repo.mkdir(parents=True)
+    trusted = home / ".gemini" / "trustedFolders.json"
+    assert "does not name it" in str(gemini_trust(repo, home))
+    trusted.write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    assert gemini_trust(repo, home) is None
+    trusted.write_text(json.dumps({str(repo / "x"): "TRUST_PARENT"}))
+    assert gemini_trust(repo, home) is None
+    trusted.write_text(json.dumps({str(tmp_path): "TRUST_FOLDER", str(repo): "DO_NOT_TRUST"}))
+    assert "DO_NOT_TRUST" in str(gemini_trust(repo, home))
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": False}}}))
+    assert gemini_trust(repo, home) is None
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator.cli", "init", "gemini", "--root", str(repo)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path / "empty-home")},
+    )  # fmt: skip
+    assert "Gemini CLI does not trust" in done.stdout and "from a subfolder" in done.stdout, done.stdout
