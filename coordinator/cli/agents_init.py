@@ -202,8 +202,15 @@ def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, A
     if not exists:
         missing += [f"deny rule {r}" for r in plan.deny]
     problems = [*_broken_programs(current, plan.agent), *_disabled(root, plan.agent, current)]
+    if plan.agent == "codex" and exists:
+        from coordinator.cli import codex_trust
+
+        untrusted, trust_notes = codex_trust.problems(root, lambda command: st.is_ours({"command": command}, "codex"))
+        problems += untrusted
     target = _target(args, root)
     notes = [*_old_commands(current, plan.agent), *_warnings(root, plan, current)]
+    if plan.agent == "codex" and exists:
+        notes += trust_notes
     if target.server is not None:
         problems += _unreachable(target.server)
         if not os.environ.get(target.token_env):
