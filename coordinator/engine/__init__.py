@@ -13,7 +13,7 @@ named steps):
    view; decode, match, replace, encode; record the pre-image and the index entry in history; write a
    temporary file and rename it over P.
 4. After the lock (record.py): record S's new view, P's version and the change event in Redis, in one
-   round trip with the notices, a lease refresh when due, and the caller's post-write hook.
+   round trip with the notices and a lease refresh when due.
 
 Staleness rule: S's view is current iff the hash of the file now equals the hash S recorded at its last
 read or write of P. mtime and size are recorded and reported but never decide: a touched file with the
@@ -47,7 +47,7 @@ the staleness rule), caches, steps (what a call carries between the steps).
 """
 
 from coordinator.arguments import POLICIES
-from coordinator.engine.calls import CallOptions, LockBusy, PostWriteHook
+from coordinator.engine.calls import CallOptions, LockBusy
 from coordinator.engine.coordinator import Coordinator
 from coordinator.engine.leasing import LEASE_SNAPSHOT_S
 from coordinator.engine.options import Durability, KiB, MiB, Policy, StateCheck
@@ -67,7 +67,6 @@ __all__ = [
     "LockBusy",
     "MiB",
     "Policy",
-    "PostWriteHook",
     "ReadResult",
     "Session",
     "StateCheck",

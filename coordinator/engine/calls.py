@@ -1,7 +1,7 @@
-"""How a caller shapes one engine call: waiting for a busy lock, and commands that ride the post-write
-round trip. For the HTTP service (and any caller with an event loop); library users need none of it.
+"""How a caller shapes one engine call: whether it waits for a busy lock. For the HTTP service (and any
+caller with an event loop); library users need none of it.
 
-    session = coord.session(id, options=CallOptions(wait_for_lock=False, post_write=hook))
+    session = coord.session(id, options=CallOptions(wait_for_lock=False))
     try:
         result = session.edit(path, old, new)        # the lock was free: done inline
     except LockBusy as busy:
@@ -14,35 +14,20 @@ called once from any thread, continues this same call from the lock on, waiting 
 lock timeout), and returns what the call would have returned, or raises its CoordinatorError. The options
 travel with the session that makes the call (no state of the thread); the resumed call waits for the
 lock whatever thread it runs on.
-
-`post_write`: a `PostWriteHook` whose `queue(pipe, result)` adds Redis commands to the engine's post-write
-pipeline (the one round trip that records the write), given the result as the caller will see it except
-for its notice (which comes from that same round trip); `done(replies)` then gets the replies of exactly
-those commands (exceptions for commands that failed), or None when the round trip failed (the write
-stands; the result carries a warning). The hook is used for writes that landed, never for refusals.
-A hook must not raise; if it does, the write still stands and its result carries a warning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from coordinator.engine.results import WriteResult
+    pass
 
-__all__ = ["CallOptions", "LockBusy", "PostWriteHook"]
+__all__ = ["CallOptions", "LockBusy"]
 
 _T = TypeVar("_T")
-
-
-class PostWriteHook(Protocol):
-    """Extra commands on the engine's post-write round trip (see the module docstring)."""
-
-    def queue(self, pipe: Any, result: WriteResult) -> None: ...
-
-    def done(self, replies: list[Any] | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +35,6 @@ class CallOptions:
     """How a session's engine calls are shaped (`Coordinator.session(..., options=)`, `Session.with_options`)."""
 
     wait_for_lock: bool = True
-    post_write: PostWriteHook | None = None
 
 
 DEFAULT_OPTIONS = CallOptions()

@@ -1,20 +1,19 @@
 """Step 4 of the check-then-write, after the lock: record the write in Redis and report it.
 
 One round trip: the session's new view, the path's version and content hash (SET, HSET), the session
-registry now and then, the refusal counts of this process, the change event, the notice lookups, and the
-caller's post-write hook (calls.py), all on one pipeline. Losing it only costs a refusal later: the
+registry now and then, the refusal counts of this process, the change event, the notice lookups and a lease
+refresh when due, all on one pipeline. Losing it only costs a refusal later: the
 session's next edit is judged against a view that Redis no longer confirms.
 
 Decision: the record is sent when the write is done, not deferred to the session's next call: deferring
 would leave other processes and sessions without the new version, its event and the writer's view for an
 unbounded time (an agent may never call again), and notices, `watch`, the HTTP idempotency record and
 another process of the same session all read them. What is overlapped is the wait: when none of the
-replies is needed (no post-write hook, no notice lookup, no lease refresh: the common case), the commands
+replies is needed before the result is made (no notice lookup: the common case), the commands
 go out on the state store's lane (coordinator/state/lane.py) before the snippet, the result and the
 message are made, and the replies are read after, before the call returns (`_start_record`). The server
 runs the record while this thread works; a failure is still reported in this very result. Otherwise the
-round trip is made once the result is drafted (`_record`), since the hook is shown the result and the
-notice and the lease snapshot come from the replies.
+round trip is made once the result is drafted (`_record`), since the notice comes from the replies.
 
 Invariant 3, enforced here: a write that landed is never reported as failed. Nothing after the rename may
 raise out of `after_lock`: a Redis failure (or anything unexpected, even a bug) becomes a warning in the
@@ -31,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from coordinator.disk import fsio
 from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
-from coordinator.engine.calls import PostWriteHook
 from coordinator.engine.intervening import InterveningWrites, _Intervening
 from coordinator.engine.leasing import NOT_DUE, LeaseGate
 from coordinator.engine.results import WriteResult, evolve, result_of
@@ -341,12 +339,12 @@ class Recorder:
     def _start_record(
         self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
     ) -> Callable[[], tuple[str, ...]] | None:
-        """The record sent before the result is made, when the result needs none of its replies (no
-        post-write hook, no notice lookups): the server runs it while this thread renders the snippet and
+        """The record sent before the result is made, when the result needs none of its replies (no notice
+        lookups): the server runs it while this thread renders the snippet and
         the message (redislane's `start`). A lease refresh due rides it too, last: its reply is handed to
         the lease gate when the replies are read. Returns what reads the replies and gives the result's
         warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
-        if rs is None or req.options.post_write is not None or riders.notice is not None:
+        if rs is None or riders.notice is not None:
             return None
         key, version, lease = pre.rp.key, written.version, riders.lease
         event = (
@@ -387,10 +385,8 @@ class Recorder:
     ) -> tuple[str, tuple[str, ...]]:
         """The one post-write round trip. Returns the notice and the warnings for the result."""
         key, session, version = pre.rp.key, req.session, written.version
-        hook = req.options.post_write
-        span = [0, 0, -1]  # the hook's replies [0:1], the lease refresh's reply [2] (-1: none)
-        shown = req.finish(draft) if hook is not None else None  # the hook is shown the result as returned
-        extra = _riding(self._record_extra(req, key, version, now, written), hook, shown, riders, span)
+        lease_at = [-1]  # where the lease refresh's reply is (-1: none)
+        extra = _riding(self._record_extra(req, key, version, now, written), riders, lease_at)
         try:
             if rs is not None:
                 replies = self._state_call(
@@ -405,11 +401,9 @@ class Recorder:
                     lambda: self.state.record_removal(session, key, version, req.operation, extra)
                 )
         except Exception as exc:
-            _hook_done(hook, None)
             return "", _unrecorded(key, exc)
-        _hook_done(hook, replies[span[0] : span[1]])
-        if span[2] >= 0:
-            riders.apply_leases(replies[span[2]])
+        if lease_at[0] >= 0:
+            riders.apply_leases(replies[lease_at[0]])
         return riders.notice_finish(replies), ()
 
     def _record_extra(self, req: _Request, key: str, version: int, when: float, written: _Written) -> Extra:
@@ -486,26 +480,17 @@ class _Riders:
 _NOTHING_RIDES = _Riders(None, _no_notice, *NOT_DUE)
 
 
-def _riding(
-    record_extra: Extra, hook: PostWriteHook | None, shown: WriteResult | None, riders: _Riders, span: list[int]
-) -> Extra:
-    """`record_extra` plus what rides the full round trip: the lease refresh, the caller's hook (shown the
-    result `shown`) and the notice lookups (last: their replies are read from the end). `span` gets where
-    the hook's replies are ([0:1]) and the lease refresh's ([2]), counted from the first of these."""
+def _riding(record_extra: Extra, riders: _Riders, lease_at: list[int]) -> Extra:
+    """`record_extra` plus what rides the full round trip: the lease refresh and the notice lookups (last:
+    their replies are read from the end). `lease_at[0]` gets where the lease refresh's reply is, counted from
+    the first of these."""
 
     def extra(pipe: Any) -> None:
         base = len(pipe)
         record_extra(pipe)
         if riders.lease is not None:
-            span[2] = len(pipe) - base
+            lease_at[0] = len(pipe) - base
             riders.lease(pipe)
-        if hook is not None and shown is not None:
-            span[0] = span[1] = len(pipe) - base
-            try:
-                hook.queue(pipe, shown)
-            except Exception:
-                log.exception("a post-write hook failed to queue its commands")
-            span[1] = len(pipe) - base
         if riders.notice is not None:
             riders.notice(pipe)
 
@@ -526,12 +511,3 @@ def _unrecorded(key: str, exc: Exception) -> tuple[str, ...]:
     if not isinstance(exc, CoordinatorError):
         log.warning("recording the write of %s failed: %r", key, exc)
     return (UNRECORDED_WARNING,)
-
-
-def _hook_done(hook: PostWriteHook | None, replies: list[Any] | None) -> None:
-    if hook is None:
-        return
-    try:
-        hook.done(replies)
-    except Exception:
-        log.exception("a post-write hook failed on its replies")

@@ -27,9 +27,8 @@ under the lock for both the reconcile and the new entry. The text of the content
 kept by its hash: proving that its bytes decode to exactly that text (no byte order mark, no control
 byte) scans them as the decode does, and with a regular expression it cost more instructions than the
 decode it saved. Call options are the general path's too: a busy lock under `wait_for_lock=False` is
-handed over (the general path raises LockBusy, whose resume waits), and a post-write hook rides the
-record (`Recorder.after_lock`). The HTTP service makes every call with
-both options (it runs calls inline on its event loop), so it takes this path as well.
+handed over (the general path raises LockBusy, whose resume waits). The HTTP service makes every call
+with `wait_for_lock=False` (it runs calls inline on its event loop), so it takes this path as well.
 
 One owner per decision: the common path makes none of its own. Every rule is applied by the function the
 general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `fsio.read_at` and
@@ -190,12 +189,11 @@ class CheckThenWrite:
         operation: recorded in history and events ("write", "edit", "multi_edit", "undo", ...).
         policy "rebase" with `specs` (the edits of an edit / multi_edit): a file that changed since the
             session's view is not refused outright; the edits are carried over if they can be (rebase.py).
-        finish: turns the engine's result into the one returned (a Session sets its message here); applied
-            also to the result a post-write hook sees (see calls.py).
+        finish: turns the engine's result into the one returned (a Session sets its message here).
         match: the edits' matching rule ("exact" or "flexible"), used when they are rebased.
         reverts: an undo or redo, the version whose change it reverts (kept in the history entry).
 
-        options: how the caller shapes the call (calls.py: a busy lock raising LockBusy, a post-write hook).
+        options: how the caller shapes the call (calls.py: a busy lock raising LockBusy).
 
         A refusal made against this process's cached view of the session is checked once more against Redis
         (another process of the same session may have read or written since).

@@ -1,4 +1,4 @@
-"""The check-then-write's public surface: its types, the busy-lock hook, the post-write hook, the argument
+"""The check-then-write's public surface: its types, the busy-lock hook, the argument
 rules (single process; fakeredis unless a real server is needed)."""
 
 from __future__ import annotations
@@ -154,67 +154,6 @@ def test_options_belong_to_the_session_view_not_the_thread(coord: Coordinator, r
     assert s.options.wait_for_lock and not nowait.options.wait_for_lock  # the session kept its own
 
 
-# ------------------------------------------------------------------------------------------ post-write hook
-class _Recorder:
-    def __init__(self, fail: bool = False) -> None:
-        self.queued: list[WriteResult] = []
-        self.replies: list[list[Any] | None] = []
-        self.fail = fail
-
-    def queue(self, pipe: Any, result: WriteResult) -> None:
-        self.queued.append(result)
-        pipe.set("hook:answer", result.message.encode())
-        pipe.incr("hook:count")
-        if self.fail:
-            raise RuntimeError("a broken hook")
-
-    def done(self, replies: list[Any] | None) -> None:
-        self.replies.append(replies)
-
-
-def test_post_write_hook_rides_the_write_and_gets_its_replies(root: Path) -> None:
-    import fakeredis
-
-    r = fakeredis.FakeRedis()
-    with Coordinator(root, redis_client=r, durability="none", notices=False) as coord:
-        (root / "f.txt").write_text("a\n")
-        s = coord.session("s")
-        s.read("f.txt")
-        hook = _Recorder()
-        hooked = s.with_options(CallOptions(post_write=hook))
-        res = hooked.edit("f.txt", "a", "b")
-        with pytest.raises(CoordinatorError):
-            hooked.edit("f.txt", "zzz", "y")  # a refusal: the hook is not used
-    assert hook.replies == [[True, 1]]
-    assert r.get("hook:answer") == res.message.encode()  # the result as the caller sees it
-    assert len(hook.queued) == 1 and hook.queued[0].version == res.version
-
-
-def test_a_failing_hook_never_fails_the_write(coord: Coordinator, root: Path) -> None:
-    (root / "f.txt").write_text("a\n")
-    s = coord.session("s")
-    s.read("f.txt")
-    hook = _Recorder(fail=True)
-    res = s.with_options(CallOptions(post_write=hook)).edit("f.txt", "a", "b")
-    assert (root / "f.txt").read_text() == "b\n" and res.version == 1 and not res.warnings
-    s.edit("f.txt", "b", "c")  # the write itself was recorded
-
-
-def test_hook_gets_none_when_the_round_trip_fails(coord: Coordinator, root: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    (root / "f.txt").write_text("a\n")
-    s = coord.session("s")
-    s.read("f.txt")
-
-    def down(*a: Any, **kw: Any) -> Any:
-        raise CoordinatorError(ErrorCode.STATE_UNAVAILABLE, "down")
-
-    monkeypatch.setattr(coord.state, "record_write", down)
-    hook = _Recorder()
-    res = s.with_options(CallOptions(post_write=hook)).edit("f.txt", "a", "b")
-    assert hook.replies == [None]
-    assert (root / "f.txt").read_text() == "b\n" and res.warnings  # written, and said so
-
-
 # ------------------------------------------------------------------------------- nothing after the rename fails
 @pytest.mark.parametrize("step", ["record_write", "start_record_write", "the replies"])
 def test_an_unexpected_error_after_the_rename_is_a_warning_not_a_failure(
@@ -301,15 +240,14 @@ def test_argument_rules_are_one_module_the_engine_uses(coord: Coordinator, root:
 
 
 def test_a_resumed_call_keeps_the_options_it_started_with(coord: Coordinator, root: Path) -> None:
-    """The post-write hook of the session view the call started on rides the resumed call too, on any thread."""
+    """The call resumed on another thread is the call that started: its result, recorded once."""
     (root / "f.txt").write_text("a\n")
     s = coord.session("s")
     s.read("f.txt")
-    hook = _Recorder()
     other = _other_holder(coord)
     held = other.acquire("f.txt")
     with pytest.raises(LockBusy) as ei:
-        s.with_options(CallOptions(wait_for_lock=False, post_write=hook)).edit("f.txt", "a", "b")
+        s.with_options(CallOptions(wait_for_lock=False)).edit("f.txt", "a", "b")
     held.release()
     other.close()
     out: list[WriteResult] = []
@@ -317,7 +255,7 @@ def test_a_resumed_call_keeps_the_options_it_started_with(coord: Coordinator, ro
     worker.start()
     worker.join(timeout=30)
     assert out and out[0].version == 1 and (root / "f.txt").read_text() == "b\n"
-    assert hook.replies == [[True, 1]] and hook.queued[0].message == out[0].message
+    assert [e.version for e in coord.history("f.txt")] == [1]
 
 
 def test_a_resumed_call_never_raises_lock_busy_again(

@@ -187,24 +187,9 @@ def test_a_stale_view_is_refused_once_through_the_hand_over(
     assert (root / "f.txt").read_bytes() == TEXT.replace(b"x = 1\nx = 1", b"x = 1\nx = 3")
 
 
-class _Hook:
-    """A post-write hook that sets a key to the result's hash and keeps what it was shown and given."""
-
-    def __init__(self) -> None:
-        self.shown: list[str | None] = []
-        self.replies: list[Any] = []
-
-    def queue(self, pipe: Any, result: WriteResult) -> None:
-        self.shown.append(result.hash)
-        pipe.execute_command("SET", "hooked", result.hash or "")
-
-    def done(self, replies: list[Any] | None) -> None:
-        self.replies.append(replies)
-
-
-def _with_options(call: Call, hook: _Hook | None, wait_for_lock: bool) -> Call:
+def _with_options(call: Call, wait_for_lock: bool) -> Call:
     def run(s: Session, p: str) -> Any:
-        return call(s.with_options(CallOptions(wait_for_lock=wait_for_lock, post_write=hook)), p)
+        return call(s.with_options(CallOptions(wait_for_lock=wait_for_lock)), p)
 
     return run
 
@@ -213,20 +198,16 @@ def _with_options(call: Call, hook: _Hook | None, wait_for_lock: bool) -> Call:
 def test_a_sessions_call_options_take_the_hot_path_too(
     wait_for_lock: bool, pair: tuple[Coordinator, Coordinator], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The HTTP service's calls (a hook, not waiting for the lock) take the hot path when the lock is free,
-    and the hook rides the record there as on the general path."""
+    """The HTTP service's calls (not waiting for the lock) take the hot path when the lock is free."""
     monkeypatch.setattr(leasing, "LEASE_SNAPSHOT_S", 3600.0)  # no lease here: see the test above
-    hooks = [_Hook(), _Hook()]
-    calls = iter(hooks)
 
     def call(s: Session, p: str) -> Any:
-        return _with_options(lambda s, p: s.edit(p, "return 'a'", "return 'b'"), next(calls), wait_for_lock)(s, p)
+        return _with_options(lambda s, p: s.edit(p, "return 'a'", "return 'b'"), wait_for_lock)(s, p)
 
     (kind, done), spy = _run_both(pair, monkeypatch, TEXT, call)
     assert kind == "done" and (spy.taken, spy.handed, spy.raised) == (1, 0, 0)
-    for hook, coord in zip(hooks, pair, strict=True):
-        assert hook.shown == [done["hash"]] and hook.replies == [[True]]
-        assert coord.state.r.get("hooked") == done["hash"].encode()
+    for coord in pair:
+        assert coord.history("f.txt")[0].after == done["hash"]  # recorded by the hot path
 
 
 def test_a_busy_lock_not_waited_for_is_handed_over_to_lock_busy(
