@@ -15,7 +15,6 @@ import redis.connection
 from coordinator import Coordinator, CoordinatorError, ErrorCode
 from coordinator.disk.layout import redis_dir, state_dir_of
 from coordinator.engine import leasing
-from coordinator.state import connection as redisconn
 
 
 def test_cached_is_the_default() -> None:
@@ -124,7 +123,7 @@ def _count_sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sends[0] += 1
 
     monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
-    monkeypatch.setattr(redisconn, "count_round_trip", counting_lane_send)
+    monkeypatch.setattr("coordinator.state.connection.count_round_trip", counting_lane_send)
     return sends
 
 
