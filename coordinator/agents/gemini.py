@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from typing import Any
 
@@ -72,6 +73,8 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     path = next((tool_input[f] for f in _PATH_FIELDS if isinstance(tool_input.get(f), str) and tool_input[f]), None)
     if path is None:
         raise PayloadError(f"the {event} payload of {tool} has no tool_input.file_path")
+    if not os.path.isabs(path) and cwd:  # Gemini CLI's paths are often relative: to its working folder
+        path = os.path.join(cwd, path)
     if tool == "replace" and tool_input.get("old_string") == "":
         base = base._replace(operation="write")  # creates the file: a whole write
     if kind == "read":

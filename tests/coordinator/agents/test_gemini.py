@@ -145,3 +145,12 @@ def test_a_gemini_loop_through_the_adapter(coord: Coordinator, root: Path, app: 
     assert handle("before_replace", **other, tool_input__old_string="    return 2").allow
     assert handle("after_replace_error", **other, tool_input__old_string="    return 2").allow  # it failed
     assert len(coord.history("src/app.py")) == 1 and coord.lease_store.live() == []
+
+
+def test_relative_paths_are_the_working_folders(tmp_path: Path) -> None:
+    """Gemini CLI often sends a path relative to its working folder, which need not be the root."""
+    sub = tmp_path / "pkg"
+    call = gemini.parse(payload("before_replace", tmp_path, cwd=str(sub), tool_input__file_path="mod.py"))
+    assert call is not None and call.path == str(sub / "mod.py")
+    absolute = gemini.parse(payload("before_replace", tmp_path, tool_input__file_path=str(tmp_path / "a.py")))
+    assert absolute is not None and absolute.path == str(tmp_path / "a.py")
