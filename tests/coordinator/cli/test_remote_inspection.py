@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -212,6 +213,12 @@ def test_remote_and_local_inspection_say_the_same_in_the_same_columns(served: Se
             client.edit("same-1", "unread.txt", "a", "b")  # not_read: a refusal, counted by code (at the next write)
         client.read("same-1", "same.txt")
         client.edit("same-1", "same.txt", "two", "three")
+    for _ in range(100):  # the service tallies a refusal in its thread pool, then flushes it with a write
+        if json.loads(_local(served, "status", "--json").stdout)["conflicts"]:
+            break
+        with HttpClient(served.url, token=token("same-1")) as client:
+            client.read("same-1", "unread.txt")  # a read is enough to flush the tally (not a version)
+        time.sleep(0.1)
     r = _cli(served, "status", tok=token(admin=True))
     assert r.returncode == 0, r.stderr
     remote = r.stdout

@@ -37,7 +37,7 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerPro
     root = tmp_path / "repo"
     root.mkdir()
     (root / "f.txt").write_text("zero\n")
-    bounds = ["--max-concurrency", str(MAX_CONCURRENCY), "--max-polls", str(MAX_POLLS)]
+    bounds = ["--max-concurrency", str(MAX_CONCURRENCY), "--max-polls", str(MAX_POLLS), "--max-poll-wait", "60"]
     server = ServerProcess(root, *([] if "dashboard" in request.node.name else bounds))
     try:
         yield server
@@ -48,17 +48,17 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerPro
 
 def _poll(url: str, wait_s: float) -> httpx.Response:
     body = {"since": "$", "wait_s": wait_s}
-    return httpx.post(f"{url}/v1/events", json=body, headers=auth(token(admin=True)), timeout=60)
+    return httpx.post(f"{url}/v1/events", json=body, headers=auth(token(admin=True)), timeout=wait_s + 60)
 
 
 def test_waiting_polls_leave_the_writers_their_room(served: ServerProcess) -> None:
     answers: list[httpx.Response] = []
-    polls = [threading.Thread(target=lambda: answers.append(_poll(served.url, 20))) for _ in range(MAX_POLLS)]
+    polls = [threading.Thread(target=lambda: answers.append(_poll(served.url, 60))) for _ in range(MAX_POLLS)]
     for t in polls:
         t.start()
     try:
         # The poll bound is full once a poll that would not wait is refused: then all MAX_POLLS wait.
-        for _ in range(600):
+        for _ in range(1000):  # the polls wait up to 60 s (the most a poll may ask) for an event
             probe = _poll(served.url, 0)
             if probe.status_code == 429:
                 break
@@ -83,7 +83,7 @@ def test_waiting_polls_leave_the_writers_their_room(served: ServerProcess) -> No
                 assert r.status_code == 200, r.text
     finally:
         for t in polls:
-            t.join(60)
+            t.join(300)
     assert len(answers) == MAX_POLLS and all(a.status_code == 200 for a in answers)
     assert any(a.json()["events"] for a in answers)  # the waiting polls were woken by the edits
     assert (served.root / "f.txt").read_text() == "3\n"
