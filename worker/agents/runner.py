@@ -126,6 +126,10 @@ def codex_config(repo: Path, url: str) -> str:
         "stream_max_retries = 0",
         f"[projects.{json.dumps(str(repo))}]",
         'trust_level = "trusted"',
+        # Not /tmp as a writable root: Codex's sandbox makes .git, .codex and .agents folders in each writable
+        # root, and an empty /tmp/.git makes every folder under /tmp look like part of one repository.
+        "[sandbox_workspace_write]",
+        "exclude_slash_tmp = true",
         "",
     ])  # fmt: skip
 
