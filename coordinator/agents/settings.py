@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import os
 import re
@@ -96,16 +97,27 @@ class Manifest:
     created_file: bool = False
     deny_added: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # containers made: "hooks", "hooks.PreToolUse", ...
+    before: str | None = None  # the file's text before the first `init` (None: unknown, or no file)
+    after: str | None = None  # the fingerprint of the text `init` wrote last (`fingerprint`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"created_file": self.created_file, "deny_added": self.deny_added, "created": self.created}
+        return {
+            "created_file": self.created_file,
+            "deny_added": self.deny_added,
+            "created": self.created,
+            "before": self.before,
+            "after": self.after,
+        }
 
     def joined(self, later: Manifest) -> Manifest:
-        """This record with a later `init`'s additions (which adds nothing the first one already did)."""
+        """This record with a later `init`'s additions (which adds nothing the first one already did); the
+        texts are the later one's (`text_before` worked them out knowing this record)."""
         return Manifest(
             self.created_file or later.created_file,
             [*self.deny_added, *(x for x in later.deny_added if x not in self.deny_added)],
             [*self.created, *(x for x in later.created if x not in self.created)],
+            later.before,
+            later.after,
         )
 
     @classmethod
@@ -114,7 +126,39 @@ class Manifest:
             return cls()
         deny = [x for x in data.get("deny_added", []) if isinstance(x, str)]
         created = [x for x in data.get("created", []) if isinstance(x, str)]
-        return cls(bool(data.get("created_file", False)), deny, created)
+        before, after = data.get("before"), data.get("after")
+        return cls(
+            bool(data.get("created_file", False)),
+            deny,
+            created,
+            before if isinstance(before, str) else None,
+            after if isinstance(after, str) else None,
+        )
+
+    def restores(self, text: str | None) -> str | None:
+        """The user's own text to put back on `remove`: the text before `init`, but only while the file is
+        byte for byte what `init` wrote last (so the remembered text cannot be stale); None otherwise (the
+        caller then writes the parsed file without our entries)."""
+        if text is None or self.before is None or self.after is None or fingerprint(text) != self.after:
+            return None
+        return self.before
+
+
+def fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text_before(earlier: Manifest, text: str | None, settings: dict[str, Any], agent: str) -> str | None:
+    """What `init` about to rewrite a file of `text` (None: no file) remembers as the user's own text:
+    the earlier record's, while the file is still what that `init` wrote; the text itself when nothing of
+    ours is in it and no record says `init` was here; otherwise None (the user's own text is not known)."""
+    if text is None:
+        return None
+    if earlier.after is not None:
+        return earlier.restores(text)
+    if earlier.created or earlier.deny_added or ours(settings, agent):
+        return None
+    return text
 
 
 @dataclass

@@ -94,8 +94,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     merged, changes, manifest = st.merge(current, plan)
     manifest.created_file = not exists
     if changes.any:
-        _save_record(record, _load_record(record).joined(manifest) if exists else manifest)
-        st.save(path, st.render(merged, _indent(path)))
+        earlier = _load_record(record) if exists else st.Manifest()
+        text = st.render(merged, _indent(path))
+        manifest.before = st.text_before(earlier, _text(path), current, args.agent)
+        manifest.after = st.fingerprint(text)
+        _save_record(record, earlier.joined(manifest))
+        st.save(path, text)
     report = {
         "agent": args.agent,
         "settings": plan.path,
@@ -263,8 +267,9 @@ def _remove(
             path.unlink()
             with contextlib.suppress(OSError):  # its folder (.claude/, .codex/, .gemini/) if init left it empty
                 path.parent.rmdir()
-        else:
-            st.save(path, st.render(cleaned, _indent(path)))
+        else:  # the user's own text when the file is still what init wrote, else the parsed file re-written
+            before = manifest.restores(_text(path)) if manifest is not None else None
+            st.save(path, before if before is not None else st.render(cleaned, _indent(path)))
     record.unlink(missing_ok=True)
     from coordinator.cli.hookservice import stop_all
 
@@ -283,6 +288,14 @@ def _remove(
     if manifest is None and plan.deny:
         print(f"  kept: the deny rules ({', '.join(plan.deny)}): no record says init added them")
     return 0
+
+
+def _text(path: Path) -> str | None:
+    """The file's exact text (no newline translation), None when there is none or it cannot be read."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _indent(path: Path) -> int | str:

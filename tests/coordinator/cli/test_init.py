@@ -79,9 +79,50 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     removed = run(repo, "claude-code", "--remove")
     assert removed.returncode == 0, removed.stderr
     assert settings_of(repo) == EXISTING
-    # byte for byte what the user had, but for the final newline: the file's 4-space indentation is kept
+    # the file was edited after init, so it is re-written: the 4-space indentation is kept, and a final newline
     assert (repo / ".claude" / "settings.local.json").read_text() == json.dumps(EXISTING, indent=4) + "\n"
     assert run(repo, "claude-code", "--check").returncode == 1
+
+
+# The user's own formatting, which no re-serialisation reproduces: keys out of sorted order, unknown keys,
+# short lists on one line, no space after a colon, blank lines, no newline at the end.
+FOUR_SPACES = """{
+    "statusLine": {"type": "command", "command": "echo hi"},
+    "zeta": 1,
+
+    "permissions": {
+        "allow": ["Bash(make test)", "Read"],
+        "deny": ["Bash(rm -rf /)"]
+    },
+    "alpha":[true, null]
+}"""
+TABS = '{\n\t"zz-unknown": {"b":2, "a":1},\n\t"hooks": {\n\t\t"BeforeTool": []\n\t},\n\t"mcpServers": {}\n}\n'
+
+
+@pytest.mark.parametrize(
+    ("agent", "rel", "text"),
+    [("claude-code", ".claude/settings.local.json", FOUR_SPACES), ("gemini", ".gemini/settings.json", TABS)],
+)
+def test_remove_gives_back_the_users_own_text(tmp_path: Path, agent: str, rel: str, text: str) -> None:
+    """init then init --remove leaves the file byte for byte as the user wrote it (at 0baa582 `remove`
+    re-serialised it: one item a line, a space after each colon, a final newline). Once the user edits the
+    file after init, the remembered text is not used (it would undo the edit): the parsed file is written."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    path = tmp_path / rel
+    path.parent.mkdir()
+    path.write_text(text)
+    assert run(tmp_path, agent).returncode == 0
+    assert path.read_text() != text
+    assert run(tmp_path, agent).returncode == 0  # a second init, which changes nothing, keeps the record good
+    removed = run(tmp_path, agent, "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert path.read_bytes() == text.encode()
+
+    assert run(tmp_path, agent).returncode == 0
+    edited = json.loads(path.read_text()) | {"added-later": True}
+    path.write_text(json.dumps(edited, indent=4))
+    assert run(tmp_path, agent, "--remove").returncode == 0
+    assert json.loads(path.read_text()) == json.loads(text) | {"added-later": True}
 
 
 def test_init_makes_the_file_and_remove_takes_it_away_again(tmp_path: Path) -> None:
