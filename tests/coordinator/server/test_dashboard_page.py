@@ -1,6 +1,6 @@
 """The dashboard page's own helpers, run in node (the page's script, cut out of it as served): far-apart
 colours for any two sessions, paths that break only after a "/", a "last seen" never older than the
-session's last change the page has seen."""
+session's last change the page has seen, ages that tick (the timeline's too)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,30 @@ def test_the_clock_runs_on_between_snapshots() -> None:
     """Times left and ages are counted from the service's clock run on since the last snapshot, so they tick."""
     now = _run("serverNow()")
     assert isinstance(now, float | int) and 1004.5 <= now < 1100
+
+
+def test_the_timelines_age_ticks_with_the_sessions_ages() -> None:
+    """The one-second timer that re-renders the sessions' ages also counts on the timeline's age (the diff
+    head's "... ago"); at 0baa582 that age was written once and stood still."""
+    html = page()[0].decode()
+    script = html[html.index("<script>") + len("<script>") : html.index("</script>")]
+    cut = re.search(r"function span\(.*?\nconst ago = .*?\n", script, re.S)
+    timer = re.search(r"setInterval\((\w+), 1000\)", script)
+    assert cut is not None and timer is not None, "the page's timer takes a named function"
+    every = re.search(rf"function {timer.group(1)}\(\) \{{.*?\n}}\n", script, re.S)
+    assert every is not None
+    program = (
+        "const calls = [];\n"
+        "const renderFromEvents = () => calls.push('events'); const renderClock = () => calls.push('clock');\n"
+        "const state = {snap: {}, stopped: false};\n"
+        "const age = {dataset: {time: String(Date.now() / 1000 - 65)}, textContent: '0s'};\n"
+        "const $ = (id) => ({querySelectorAll: (sel) => (id === 'diff-head' && sel.includes('.age') ? [age] : [])});\n"
+        + cut.group(0)
+        + every.group(0)
+        + f"{timer.group(1)}();\n"
+        + "console.log(JSON.stringify({calls, age: age.textContent}));"
+    )
+    out = subprocess.run(["node", "-e", program], capture_output=True, text=True, timeout=60, check=True)
+    got = json.loads(out.stdout)
+    assert got["calls"] == ["events", "clock"]
+    assert got["age"] in ("1m 5s", "1m 6s")
