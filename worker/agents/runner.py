@@ -9,7 +9,7 @@ Hook payloads are captured by a second handler beside each of ours, in the same 
 event it receives on stdin to a file of its own under `capture/` and answers nothing (exit 0), so the agent
 behaves as with our hooks alone. `AgentRun.payloads` reads them back, oldest first.
 
-How each agent is run (DESIGN.md, measured facts): Claude Code `-p` with stream-json output and
+How each agent is run (docs/agents/real-agents.md): Claude Code `-p` with stream-json output and
 bypassPermissions (IS_SANDBOX=1 when root), ANTHROPIC_BASE_URL; Codex `exec -s workspace-write` with a model
 provider whose `wire_api = "responses"` and the model gpt-5.5 (an unknown model gets no apply_patch tool);
 Gemini CLI `-p` with `--approval-mode yolo`, GOOGLE_GEMINI_BASE_URL and `selectedType = "gemini-api-key"`.
