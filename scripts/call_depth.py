@@ -80,8 +80,10 @@ def _depth(stack: list[str], entry: str) -> int | None:
 
 def measure() -> dict[str, Any]:
     from coordinator import Coordinator
+    from coordinator.disk.layout import STATE_DIR_NAME
     from coordinator.server.app import create_app
     from coordinator.server.models import ServerConfig
+    from coordinator.state.embedded import stop_embedded_redis
     from coordinator.tokens import mint_token
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +106,7 @@ def measure() -> dict[str, Any]:
         finally:
             undo()
             app.close()
+            stop_embedded_redis(root / STATE_DIR_NAME)  # the embedded Redis outlives its Coordinator
         edited = (root / "a.txt").read_text() == "one\n2\n" and (root / "b.txt").read_text() == "one\n2\n"
     return {
         "statuses": statuses,
