@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordinator.disk.layout import STATE_DIR_NAME
+from coordinator.state.embedded import stop_embedded_redis
 from coordinator.text.rebase import diff_texts
 from coordinator_bench.cooperdata import (
     BaseFiles,
@@ -451,6 +453,7 @@ def run(opts: RunOptions) -> dict[str, Any]:
                     shutil.rmtree(root / f"p{n}m{k}", ignore_errors=True)
                 advance(f"{task.key} {a.number}+{b.number}")
     finally:
+        stop_embedded_redis(root / STATE_DIR_NAME)  # the embedded Redis outlives its Coordinator
         shutil.rmtree(root, ignore_errors=True)
         if runner is not None:
             runner.close()
