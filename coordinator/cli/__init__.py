@@ -42,12 +42,13 @@ def _epilog() -> str:
 
     return f"""environment (each the default of its option, in every command that has it):
   {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
-  {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server   {cmd_common.TOKEN_ENV}  --token
+  {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server
+  {cmd_common.TOKEN_ENV}  --token
   {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match
 
-project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root (keys:
-  policy, match, durability, redis-url, server, auto-commit): below the flags and variables, above the
-  built-in defaults.
+project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root
+  (keys: policy, match, durability, redis-url, server, auto-commit): below the flags and variables,
+  above the built-in defaults.
   The root, unless --root is given: the nearest folder upwards holding .edit-coordinator/ or .git.
 
 {cmd_common.EXIT_STATUSES}
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that part is not installed in this build
             raise
         module.register(sub)
+    from coordinator.cli.common import fit_help
+
+    fit_help(parser)
     return parser
 
 

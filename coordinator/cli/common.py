@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from coordinator import errors
 from coordinator.arguments import DURABILITIES, MATCHES, POLICIES
@@ -95,6 +95,51 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 class DefaultsAndEpilogFormatter(DefaultsFormatter, argparse.RawDescriptionHelpFormatter):
     """DefaultsFormatter that keeps the epilog's (and description's) own line breaks."""
+
+
+HELP_WIDTH = 100  # every --help wraps here however wide the terminal (narrower terminals: at their width)
+
+
+_CAPPED: dict[type[argparse.HelpFormatter], type[argparse.HelpFormatter]] = {}
+
+
+def _capped(formatter: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
+    """`formatter` capped at HELP_WIDTH (one class per formatter)."""
+    if formatter in _CAPPED or formatter in _CAPPED.values():
+        return _CAPPED.get(formatter, formatter)
+
+    class Capped(formatter):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            import shutil
+
+            kwargs.setdefault("width", min(HELP_WIDTH, shutil.get_terminal_size().columns - 2))
+            super().__init__(*args, **kwargs)
+
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            """A text kept as written (a Raw formatter's) has each line that is too long wrapped, under its
+            own indentation; what already fits stays as it is."""
+            import textwrap
+
+            out = []
+            for line in super()._fill_text(text, width, indent).splitlines():
+                lead = line[: len(line) - len(line.lstrip())]
+                out.append(textwrap.fill(line, width, subsequent_indent=lead) if len(line) > width else line)
+            return "\n".join(out)
+
+    Capped.__name__ = Capped.__qualname__ = f"Capped{formatter.__name__}"
+    _CAPPED[formatter] = Capped
+    return Capped
+
+
+def fit_help(parser: argparse.ArgumentParser) -> None:
+    """Gives `parser` and every subcommand's parser (nested ones too) a formatter that wraps at HELP_WIDTH:
+    one rule for every command's --help, whichever formatter the command chose (a Raw one's over-long lines
+    too: tests/coordinator/cli/test_small_things.py checks every command)."""
+    parser.formatter_class = _capped(cast(type[argparse.HelpFormatter], parser.formatter_class))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in {id(c): c for c in action.choices.values()}.values():
+                fit_help(child)
 
 
 def _env(name: str) -> str | None:

@@ -3,10 +3,13 @@ the bench's advice works from an installed wheel."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +79,29 @@ def test_help_texts_have_one_form(monkeypatch: pytest.MonkeyPatch, capsys: pytes
         main(["commit", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert " --session ID " in usage and "[--session ID]" not in usage
+
+
+def _parsers(parser: argparse.ArgumentParser, prog: str = "edit-coordinator") -> Iterator[tuple[str, Any]]:
+    """The parser and every subcommand's, nested ones too, by their command line."""
+    yield prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _parsers(child, f"{prog} {name}")
+
+
+@pytest.mark.parametrize("columns", ["200", "80"])
+def test_every_help_fits_100_columns(monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    """Every command's --help (formatted in process, as `--help` prints it) wraps at 100 columns however wide
+    the terminal is, and within it when it is narrower; at 0baa582 a wide terminal widened them all and
+    some descriptions and epilogs kept lines of 100-300 columns on any terminal."""
+    from coordinator.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+    limit = min(100, int(columns))
+    too_long = {
+        prog: [line for line in p.format_help().splitlines() if len(line) > limit]
+        for prog, p in _parsers(build_parser())
+    }
+    assert len(too_long) > 20  # every command was formatted
+    assert {prog: lines for prog, lines in too_long.items() if lines} == {}
