@@ -28,6 +28,9 @@ def _modified_only(commit: str) -> list[str] | None:
     ]
     if not rows or len(rows) > 6 or any(r[0] != "M" for r in rows):
         return None
+    numstat = _source_git("diff-tree", "--no-commit-id", "-r", "--numstat", commit).splitlines()
+    if any(r.startswith("-\t-\t") for r in numstat):
+        return None  # a binary file (a plot redrawn): the sessions write text
     return [r[1] for r in rows]
 
 
