@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.git.ledger import LEDGER_DIR, read_marks, write_marks
 from coordinator.git.plumbing import Git, TreeEntry, index_line
@@ -223,16 +224,6 @@ def _complete(state_dir: Path, journal: Journal, journal_file: Path) -> None:
     journal_file.unlink(missing_ok=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def recover(git: Git, state_dir: Path) -> list[str]:
     """Finish or drop the landings of processes that died mid-way (or failed in this one); what was done."""
     done: list[str] = []
@@ -241,7 +232,7 @@ def recover(git: Git, state_dir: Path) -> list[str]:
         return done
     for path in sorted(folder.glob("*.json")):
         journal = Journal.load(path)
-        if str(path) in _ACTIVE or journal is None or (journal.pid != os.getpid() and _pid_alive(journal.pid)):
+        if str(path) in _ACTIVE or journal is None or (journal.pid != os.getpid() and fsio.pid_alive(journal.pid)):
             continue
         try:
             if _landed(git, journal):
