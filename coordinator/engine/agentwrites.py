@@ -221,10 +221,14 @@ class AgentWrites:
         session whose call accounts for it, else as `OUTSIDE`'s. An open call's write is recorded and the call
         stays open (its tool may not be done; its after-hook ends it); a lapsed call's late write is settled
         (repaired, told). `created`: the watcher saw the path created (a file with no version yet is then
-        recorded as a creation)."""
+        recorded as a creation). A change recorded as a call's is not looked at again as another's here: a
+        tool still writing (a shell's `cat > f` truncates, then writes) changes the file again after it
+        was recorded, and that change is the call's, seen by the watcher's next event or the call's end."""
+        accounted = False
         for entry in self.calls.on_path(key):
             if self.native.unchanged(key, entry.before) or _wrote_already(entry):
                 continue  # nothing new; or a one-write tool's second change: not its (recorded as outside)
+            accounted = True
             if entry.state == "lapsed":
                 for note in self._settle(entry, taken=False):
                     self.calls.tell(entry.session, note)
@@ -234,7 +238,8 @@ class AgentWrites:
                 self.calls.put(replace(entry, before=found.entry.after, changed=True))
             for note in self._told(entry, found):
                 self.calls.tell(entry.session, note)
-        self.native.record_outside(key, OUTSIDE, created=created)
+        if not accounted:
+            self.native.record_outside(key, OUTSIDE, created=created)
 
     # -- counts -------------------------------------------------------------------------------------------
     @contextmanager
@@ -301,12 +306,27 @@ class AgentWrites:
         for entry in self.calls.on_path(key):
             if entry.session == waiter or entry.state != "open":
                 continue
-            if self.native.unchanged(key, entry.before) and now - entry.started < HOLDER_GRACE_S:
+            unchanged = self.native.unchanged(key, entry.before)
+            if unchanged and now - entry.started < HOLDER_GRACE_S:
+                continue
+            if not unchanged and self._still_writing(entry, now):
                 continue
             for note in self._settle(entry, taken=False):
                 self.calls.tell(entry.session, note)
             ended = True
         return ended
+
+    def _still_writing(self, entry: PendingCall, now: float) -> bool:
+        """A shell command's target has changed, but the command may not be done with it (`cat > f <<EOF`
+        truncates f, then writes it): its call counts as over for a waiter only once the file has been
+        quiet for HOLDER_GRACE_S (or at its after-hook). An agent's file tool writes its file once."""
+        if entry.operation != "shell":
+            return False
+        try:
+            changed_at = os.stat(os.path.join(self.native.root, entry.key)).st_mtime
+        except OSError:
+            return False
+        return now - changed_at < HOLDER_GRACE_S
 
     def _settle(self, entry: PendingCall, *, taken: bool) -> tuple[str, ...]:
         """Record what `entry`'s call left on disk and end its ticket. An open call whose file is unchanged

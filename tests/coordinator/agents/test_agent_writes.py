@@ -305,3 +305,57 @@ def test_a_partial_shell_read_records_a_partial_view(hooks, coord, root, app):
     before, _ = _bash(hooks, root, "s1", "t2", "cat > app.py <<'EOF'\nz\nEOF")
     assert not before.allow and "read only in part" in before.reason
     assert Agent(hooks, root, "s1").edit("app.py", "b = 2", "b = 20").allow
+
+
+def _heredoc_pair(hooks: HookAdapter, root: Path) -> tuple[dict[str, object], dict[str, object]]:
+    """A and B have read the file; A's `cat > app.py <<EOF` is allowed (A holds the ticket); B's payload."""
+    for who in ("a", "b"):
+        _bash(hooks, root, who, f"read_{who}", "cat app.py")
+    write = {
+        who: payload(
+            "pre_bash",
+            root,
+            session_id=who,
+            tool_use_id=f"w{who}",
+            tool_input__command=f"cat > app.py <<'EOF'\n{who}\nEOF",
+        )
+        for who in ("a", "b")
+    }
+    assert run(hooks, write["a"]).allow
+    return write["a"], write["b"]
+
+
+def test_a_shell_command_still_writing_keeps_its_ticket(hooks, coord, root, app, monkeypatch):
+    """A's heredoc has truncated the file and not yet written it. B, waiting for the ticket, must not take
+    the truncation for A's finished write (recording it and ending A's ticket while A still writes)."""
+    monkeypatch.setattr(agentwrites, "TICKET_WAIT_S", 0.3)
+    write_a, write_b = _heredoc_pair(hooks, root)
+    app.write_text("")  # the truncation; the content is not written yet
+    _bash(hooks, root, "b", "read_b2", "cat app.py")  # B sees the empty file: its overwrite is judged current
+    b = run(hooks, write_b)
+    assert not b.allow and b.code == "leased"  # A still holds it: B waited, then was refused
+    app.write_text("a\n")  # A's command is done writing
+    run(hooks, write_a | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
+    assert _history(coord, "app.py") == [("a", "shell")]
+    assert app.read_text() == "a\n" and coord.lease_store.live() == []
+
+
+def test_the_watcher_leaves_a_shell_commands_later_writes_to_its_call(hooks, coord, root, app, monkeypatch):
+    """The watcher records the truncated file as A's write while A's command goes on writing: the content
+    written meanwhile is A's too (seen again later), never recorded as "outside"'s by that same look."""
+    write_a, _ = _heredoc_pair(hooks, root)
+    app.write_text("")
+    recorded = coord.agent_writes._record
+
+    def and_then_written(entry: object) -> object:
+        found = recorded(entry)
+        app.write_text("a\n")  # A's cat writes while the watcher is recording the truncation
+        return found
+
+    monkeypatch.setattr(coord.agent_writes, "_record", and_then_written)
+    coord.agent_writes.observed("app.py")
+    monkeypatch.setattr(coord.agent_writes, "_record", recorded)
+    coord.agent_writes.observed("app.py")  # the watcher's next event
+    run(hooks, write_a | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
+    assert {session for session, _ in _history(coord, "app.py")} == {"a"}
+    assert coord.history("app.py")[0].session == "a" and app.read_text() == "a\n"
