@@ -8,7 +8,7 @@
    each waited for in the history: the time from the write to its version (median, p90) and the process CPU
    per change (the watcher thread and the record).
 3. The hook events through the adapter, in process (median of 30): a Read's PostToolUse, an Edit's
-   PreToolUse (its ticket is granted through the lease gate: 0.2 s by rule) and PostToolUse.
+   PreToolUse (its ticket granted and marked under the path's lock) and PostToolUse.
 Everything is made in a scratch folder that is removed at the end; the embedded Redis is stopped.
 """
 

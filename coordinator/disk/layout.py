@@ -7,6 +7,7 @@ Every process that touches a repository's coordination state on disk finds it th
         locks/                           one lock file per path, never deleted (disk/locks.py)
         tmp/                             temporary files of atomic replaces (disk/fsio.py)
         fences/                          lease fences (state/leases.py)
+        tickets/                         agents' write tickets, one mark per ticketed path (disk/tickets.py)
         history/                         pre-images and indexes (the history/ package owns what is inside)
         redis/                           the embedded server's pid, log, socket record (state/embedded.py)
         retention.json                   the history retention policy (history/retention.py)
@@ -49,6 +50,7 @@ __all__ = [
     "redis_dir",
     "retention_config",
     "state_dir_of",
+    "tickets_dir",
     "tmp_dir",
 ]
 
@@ -56,6 +58,7 @@ STATE_DIR_NAME = ".edit-coordinator"
 LOCKS = "locks"
 TMP = "tmp"
 FENCES = "fences"
+TICKETS = "tickets"
 HISTORY = "history"
 REDIS = "redis"
 METRICS = "metrics"
@@ -94,6 +97,11 @@ def tmp_dir(state_dir: PathLike) -> Path:
 
 def fences_dir(state_dir: PathLike) -> Path:
     return Path(state_dir) / FENCES
+
+
+def tickets_dir(state_dir: PathLike) -> Path:
+    """The write tickets' marks (disk/tickets.py owns what is inside)."""
+    return Path(state_dir) / TICKETS
 
 
 def history_dir(state_dir: PathLike) -> Path:

@@ -30,10 +30,12 @@ its *view* (what it saw plus its own edit), never the current file: changes it h
 and its next edit near them is checked again. Who made the intervening changes is looked up in the history
 index after the lock is released (intervening.py).
 
-Leases (leases.py): a grant waits `LEASE_SNAPSHOT_S` before it returns, so no process's snapshot can miss
-it. A write under the writer's own lease is fenced under the lock against a local fence file. Every write
-publishes a change event (events.py) on the post-write round trip, where notices about other files the
-session read also ride.
+Leases (leases.py): a session's lease grant waits `LEASE_SNAPSHOT_S` before it returns, so no process's
+snapshot can miss it; an agent's write ticket returns at once, its mark written beside the path's lock, where
+every writer looks under that lock after its pre-lock decision (leasing.py, disk/tickets.py). A write
+under the writer's own lease is fenced under the lock against a local fence file. Every write publishes a
+change event (events.py) on the post-write round trip, where notices about other files the session read
+also ride.
 
 The engine is a few collaborating objects, each in its module, made by the `Coordinator` (coordinator.py),
 which owns the resources they share (descriptors, locks, history, Redis, caches): `CheckThenWrite`

@@ -6,11 +6,12 @@ call between its hooks is the state layer's `AgentCallStore` (state/agentcalls.p
 
 A call's life:
 - before: refuse a stale or unread file without waiting (`judge_write`); take the write ticket, an exclusive
-  lease of the path, through `LeaseGate.grant`, which returns only once every process's lease snapshot
-  taken before the grant has been dropped: so no writer of any process can miss a granted ticket (a
-  library or service writer whose snapshot predates it waits out the snapshot's age or is refused
-  `leased`). Then, under the path's lock, judge the view again and keep the pre-image (`prepare_write`),
-  and remember the call (`AgentCallStore.put`). A refusal leaves no ticket behind.
+  lease of the path, through `LeaseGate.grant(fences=False)`, which marks the ticket beside the path's lock
+  under that lock and returns at once: no writer of any process can miss a granted ticket (every writer
+  looks for the mark under the lock it writes under, so one whose lease snapshot predates the grant either
+  wrote before the mark, or finds it and is refused `leased` by Redis). Then, under the path's lock, judge
+  the view again (against any write made before the mark) and keep the pre-image (`prepare_write`), and
+  remember the call (`AgentCallStore.put`). A refusal leaves no ticket behind.
 - after: record what the write left on disk (`record_found`) and release the ticket. A failed call records
   nothing, unless the file did change (then it is recorded all the same: what is on disk is the truth).
 - reconcile: a ticket ends with its call. An open call is settled (recorded if the file changed, else

@@ -15,6 +15,7 @@ from coordinator.arguments import check_session_id as _check_session_id
 from coordinator.disk import fsio, layout
 from coordinator.disk.locks import LockManager
 from coordinator.disk.spares import SpareTemps
+from coordinator.disk.tickets import TicketMarks
 from coordinator.engine.agentwrites import AgentWrites
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
@@ -132,6 +133,7 @@ class Coordinator:
             # Before anything else is created in a new state folder (that is how it is told from an old one).
             self.namespace = namespace or layout.namespace_for(root_real, self.state_dir)
             self.locks = LockManager(layout.locks_dir(self.state_dir), timeout=lock_timeout)
+            self._ticket_marks = TicketMarks(layout.tickets_dir(self.state_dir))
             self.history_store = History(self.state_dir, fsync=self.fsync)
             self.tmp_dir = layout.tmp_dir(self.state_dir)
             self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
@@ -158,7 +160,9 @@ class Coordinator:
         self._views = _ViewCache(self.read_state_ttl)
         self._state_call = StateCalls(self._views)  # every Redis call of the engine (forgets views on loss)
         self._refusals = _RefusalCounts()
-        self.lease_gate = LeaseGate(self.lease_store, self.state, self._state_call, self.root)
+        self.lease_gate = LeaseGate(
+            self.lease_store, self.state, self._state_call, self.root, self.locks, self._ticket_marks
+        )
         self._texts = _TextCache()
         self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
         self._known_paths: dict[str, _KnownPath] = {}  # path -> what the common path keeps of it (write.py)
@@ -251,6 +255,7 @@ class Coordinator:
             except OSError:
                 pass
         self.locks.close()
+        self._ticket_marks.close()
         self.history_store.close()
         try:
             self.state.close()

@@ -1,36 +1,88 @@
-"""The lease gate of the check-then-write: the lease snapshot, the decision before the lock, and the leases
-this process granted. One object per Coordinator, owned by it; the write steps and Session call only its
-public methods."""
+"""The lease gate of the check-then-write: the lease snapshot, the decision before the lock, the leases this
+process granted, and the write tickets' marks. One object per Coordinator, owned by it; the write steps,
+Session and the agent-write protocol call only its public methods.
+
+Two ways a grant reaches the writers of every process, whose pre-lock decision may rest on a lease snapshot
+up to `LEASE_SNAPSHOT_S` old (taken before the grant):
+- a lease a session asks for (`fences=True`: `Session.lease`, patterns and globs, shared or exclusive) is
+  granted, then the grant waits `LEASE_SNAPSHOT_S` before it returns: by then every snapshot taken before it
+  has been dropped, and the holder may rely on the lease;
+- an agent's write ticket (`fences=False`: one exclusive lease per path, agentwrites.py) is recorded as a
+  mark beside each path's lock, under that lock (disk/tickets.py), and the grant returns at once. Every writer
+  of a path looks at the mark under the same lock, after its pre-lock decision (`check_mark`): a writer that
+  took the lock before the mark was written has finished its write before the grant returned (and the
+  ticket's holder then judges its view against that write, under the lock); one that takes it after finds
+  the mark, lets the lock go and asks Redis (`ticket_seen`), which refuses it `leased` while the ticket
+  lives. A mark ends with its ticket (`release`, `break_lease`); a mark left behind (its process killed)
+  names its end and is ignored and removed after it, and one whose lease Redis no longer holds is removed by
+  the first writer that asked.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from coordinator.disk import fsio
+from coordinator.disk.locks import HeldLock, LockManager
+from coordinator.disk.tickets import TicketMark, TicketMarks
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.state.leases import Lease, LeaseCheck, LeaseStore, check_leases, leased_error, normalize_pattern
+from coordinator.state.leases import (
+    Lease,
+    LeaseCheck,
+    LeaseStore,
+    check_leases,
+    is_glob,
+    leased_error,
+    normalize_pattern,
+)
 from coordinator.state.views import StateStore
 
-# How old a lease snapshot may be when this process's cached view spares the pre-lock round trip. A grant
-# waits this long before returning, so every snapshot taken before it has been dropped by then.
+# How old a lease snapshot may be when this process's cached view spares the pre-lock round trip. A session's
+# lease grant waits this long before returning, so every snapshot taken before it has been dropped by then (a
+# write ticket's grant does not wait: its marks are seen under the lock, module docstring).
 LEASE_SNAPSHOT_S = 0.2
 
 StateCall = Callable[[Callable[[], Any]], Any]
+
+
+class TicketSeen(Exception):
+    """Raised under a path's lock by `LeaseGate.check_mark`: another session's write ticket is marked there
+    (or a mark could not be read). The writer lets the lock go, asks `LeaseGate.ticket_seen`, and comes
+    again. Internal to the engine: it never leaves the check-then-write."""
+
+    def __init__(self, mark: TicketMark) -> None:
+        super().__init__(mark.lease_id or "unreadable mark")
+        self.mark = mark
 
 
 class LeaseGate:
     """Which leases a write must respect, as this process knows them.
 
     Invariant: a snapshot is used only while it is at most `LEASE_SNAPSHOT_S` old and none of its leases
-    has ended; every grant, renewal, release or break made here drops it, and a grant returns only after
-    `LEASE_SNAPSHOT_S` (so no process's snapshot can miss a lease its holder relies on).
+    has ended; every grant, renewal, release or break made here drops it. No process's writer can write over
+    a lease its holder relies on: a session's lease grant returns only after `LEASE_SNAPSHOT_S`, and a write
+    ticket is marked under each path's lock before its grant returns, where every writer looks for it
+    (module docstring).
     """
 
-    def __init__(self, store: LeaseStore, state: StateStore, state_call: StateCall, root: str) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        state: StateStore,
+        state_call: StateCall,
+        root: str,
+        locks: LockManager,
+        marks: TicketMarks,
+    ) -> None:
         self.store = store
+        self._locks = locks
+        self._marks = marks
+        # Whether a write ticket is marked on a held lock's path: one `access` call (every write asks it).
+        self.marked: Callable[[HeldLock], bool] = marks.present
         self._state = state
         self._state_call = state_call
         self._root = root
@@ -133,26 +185,97 @@ class LeaseGate:
     def grant(
         self, session: str, patterns: Sequence[str], mode: str, ttl_s: float, *, fences: bool = True
     ) -> list[Lease]:
-        """Grant leases; returns after `LEASE_SNAPSHOT_S` (class docstring). `fences`: the session's own
-        writes in this process carry the lease (False for an agent's write ticket: the agent writes, not
-        this process, and the ticket may end in another process)."""
+        """Grant leases (module docstring). `fences=True`: a session's lease, returned after
+        `LEASE_SNAPSHOT_S`; the session's own writes in this process carry it. `fences=False`: an agent's write
+        ticket, exclusive leases of paths (not patterns): each path's mark is written under its lock and the
+        grant returns at once (the agent writes, not this process, and the ticket may end in another
+        process). A ticket whose marks cannot all be written is released again and refused (io_error)."""
         pats = [normalize_pattern(p, self._root) for p in patterns]
         granted = self.store.grant(session, pats, mode, ttl_s)
-        with self._granted_lock:
-            if not fences:
-                granted_here: list[Lease] = []
-            else:
-                granted_here = granted
-            if granted_here:
-                mine = self._granted.setdefault(session, {})
-                for old_id in [i for i, x in mine.items() if x.pattern in set(pats)]:
-                    del mine[old_id]
-                mine.update({x.id: x for x in granted_here})
         self._snapshot = None
+        if not fences:
+            self._mark(session, granted)
+            return granted
+        with self._granted_lock:
+            mine = self._granted.setdefault(session, {})
+            for old_id in [i for i, x in mine.items() if x.pattern in set(pats)]:
+                del mine[old_id]
+            mine.update({x.id: x for x in granted})
         # Every process's lease snapshot taken before the grant is dropped within LEASE_SNAPSHOT_S: only
         # then may the holder rely on the lease.
         time.sleep(LEASE_SNAPSHOT_S)
         return granted
+
+    def _mark(self, session: str, granted: list[Lease]) -> None:
+        """A write ticket's marks, one per path under its lock (tickets.py); all or none."""
+        done: list[Lease] = []
+        try:
+            for lease in granted:
+                with self._locks.acquire(lease.pattern) as held:
+                    self._marks.write(held, lease.id, session, lease.ends_at)
+                done.append(lease)
+        except (OSError, CoordinatorError) as exc:
+            for lease in granted:
+                with contextlib.suppress(CoordinatorError):
+                    self.store.release(session, lease_id=lease.id)
+            self._unmark(done)
+            if isinstance(exc, CoordinatorError):
+                raise
+            raise CoordinatorError(
+                ErrorCode.IO_ERROR,
+                f"The write ticket for {granted[len(done)].pattern!r} could not be recorded in the state folder "
+                f"({exc.strerror or exc}); nothing was granted. Check that the state folder is writable and the "
+                "disk is not full, then try again.",
+                path=granted[len(done)].pattern,
+            ) from exc
+
+    def _unmark(self, ended: Sequence[Lease]) -> None:
+        """Remove the marks of leases that ended (only a ticket has one: an exclusive lease of one path). Best
+        effort: a mark left behind is judged by Redis and removed by the first writer that finds it."""
+        for lease in ended:
+            if not lease.exclusive or is_glob(lease.pattern):
+                continue
+            try:
+                with self._locks.acquire(lease.pattern) as held:
+                    self._marks.clear(held, lease.id)
+            except (OSError, CoordinatorError):
+                continue
+
+    def check_mark(self, held: HeldLock, session: str, passed: frozenset[bytes] = frozenset()) -> None:
+        """Under the path's lock, before `session` writes: raises `TicketSeen` when another session's write
+        ticket is marked there, or a mark cannot be read. A mark of `session`'s own passes; one whose end has
+        passed, or one in `passed` (Redis was asked after it was seen, and holds no such lease), is removed.
+        One fstat when there is no mark."""
+        if not self._marks.present(held):
+            return
+        try:
+            mark = self._marks.read(held)
+            if mark is None or mark.held_by(session):
+                return
+            if mark.raw in passed or mark.ends_at <= time.time():
+                self._marks.clear(held)
+                return
+        except OSError as exc:
+            raise CoordinatorError(
+                ErrorCode.IO_ERROR,
+                f"The lock file of {held.key!r} could not be read or written for its write ticket "
+                f"({exc.strerror or exc}); nothing was written. Check the state folder's permissions and free "
+                "space, then try again.",
+                path=held.key,
+            ) from exc
+        raise TicketSeen(mark)
+
+    def ticket_seen(self, session: str, rp: fsio.ResolvedPath, seen: TicketSeen) -> LeaseCheck:
+        """After the lock, once `check_mark` raised: the leases from Redis (one round trip). Refused `leased`
+        while the marked ticket lives (or, for an unreadable mark, while any other session's exclusive lease
+        covers the path); else the writer's new lease check, and it may come again with the mark in
+        `passed`."""
+        leases = self.fetch()
+        check = self.decide(session, rp, leases)
+        holder = next((x for x in leases if x.id == seen.mark.lease_id), None)
+        if holder is not None and holder.session != session:
+            raise leased_error(holder, rp.shown)
+        return check
 
     def renew(self, session: str, lease_id: str | None, ttl_s: float) -> list[Lease]:
         ids = [lease_id] if lease_id else [x.id for x in self.store.live() if x.session == session]
@@ -163,22 +286,39 @@ class LeaseGate:
                 if x.id in mine:
                     mine[x.id] = x
         self._snapshot = None
+        self._remark(session, out)
         return out
+
+    def _remark(self, session: str, renewed: Sequence[Lease]) -> None:
+        """A renewed write ticket's mark names its new end (a lease without a mark gets none). Best effort: a
+        mark whose end passed while its lease lives is only what a writer's pre-lock decision already sees
+        (its snapshot is younger than the lease's first end), never a write through the ticket."""
+        for lease in renewed:
+            if not lease.exclusive or is_glob(lease.pattern):
+                continue
+            try:
+                with self._locks.acquire(lease.pattern) as held:
+                    mark = self._marks.read(held)
+                    if mark is not None and mark.lease_id == lease.id:
+                        self._marks.write(held, lease.id, session, lease.ends_at)
+            except (OSError, CoordinatorError):
+                continue
 
     def release(self, session: str, lease_id: str | None, pattern: str | None) -> int:
         pat = normalize_pattern(pattern, self._root) if pattern is not None else None
-        n = self.store.release(session, lease_id=lease_id, pattern=pat)
+        ended = self.store.release_leases(session, lease_id=lease_id, pattern=pat)
         with self._granted_lock:
             mine = self._granted.get(session, {})
-            ended = [i for i, x in mine.items() if lease_id in (None, i) and pat in (None, x.pattern)]
-            for i in ended:
+            for i in [i for i, x in mine.items() if lease_id in (None, i) and pat in (None, x.pattern)]:
                 del mine[i]
         self._snapshot = None
-        return n
+        self._unmark(ended)
+        return len(ended)
 
     def break_lease(self, lease_id: str | None, session: str | None) -> list[Lease]:
         ended = self.store.break_lease(lease_id=lease_id, session=session)
         self._snapshot = None
+        self._unmark(ended)
         return ended
 
 

@@ -59,6 +59,7 @@ class _PreLock:
     recorded: ReadState | None
     use_cache: bool  # `recorded` came from this process's cache (a refusal is checked again in Redis)
     leased: LeaseCheck
+    passed: frozenset[bytes] = frozenset()  # write-ticket marks Redis was asked about: no such lease lives
 
 
 @dataclass(slots=True)

@@ -15,20 +15,20 @@ check_then_write                       public entry: the request, refusal counti
         _replace
     Recorder.after_lock (record.py)    4. after the lock: one round trip records the write
 
-The common case: a file that exists, written by a session whose view of it this process recorded (its
-last read or write of it was made here) and is still current, on a path whose views have not gone out
-of date in this process lately (`_is_contended`), with no lease anywhere (the lease snapshot is fresh and
-empty, and this process granted the session none), a lock that is free when the caller asked not to wait
-for it, and `state_check="cached"`. `_common_write` runs such a call straight through, without the
-general path's layers for what the common case does not have (the cached-view retry, the early rebase,
-LockBusy, the lease decision and the fence, the refusal of a missing file), and with what it needs
-computed once: the path's resolution is kept (`_KnownPath`), the history's head record is read once
-under the lock for both the reconcile and the new entry. The text of the content written last is not
-kept by its hash: proving that its bytes decode to exactly that text (no byte order mark, no control
-byte) scans them as the decode does, and with a regular expression it cost more instructions than the
-decode it saved. Call options are the general path's too: a busy lock under `wait_for_lock=False` is
-handed over (the general path raises LockBusy, whose resume waits). The HTTP service makes every call
-with `wait_for_lock=False` (it runs calls inline on its event loop), so it takes this path as well.
+The common case: a file that exists, written by a session whose view of it this process recorded (its last
+read or write of it was made here) and is still current, on a path whose views have not gone out of date in
+this process lately (`_is_contended`), with no lease anywhere (the lease snapshot is fresh and empty, this
+process granted the session none, and no write ticket is marked on the path), a lock that is free when the
+caller asked not to wait for it, and `state_check="cached"`. `_common_write` runs such a call straight
+through, without the general path's layers for what the common case does not have (the cached-view retry,
+the early rebase, LockBusy, the lease decision and the fence, the refusal of a missing file), and with what
+it needs computed once: the path's resolution is kept (`_KnownPath`), the history's head record is read once
+under the lock for both the reconcile and the new entry. The text of the content written last is not kept by
+its hash: proving that its bytes decode to exactly that text (no byte order mark, no control byte) scans
+them as the decode does, and with a regular expression it cost more instructions than the decode it saved.
+Call options are the general path's too: a busy lock under `wait_for_lock=False` is handed over (the general
+path raises LockBusy, whose resume waits). The HTTP service makes every call with `wait_for_lock=False` (it
+runs calls inline on its event loop), so it takes this path as well.
 
 One owner per decision: the common path makes none of its own. Every rule is applied by the function the
 general path calls for it (`fsio.resolve` and `fsio.open_parent` for confinement, `fsio.read_at` and
@@ -61,7 +61,7 @@ from coordinator.disk.spares import SpareTemps
 from coordinator.engine.caches import StateCalls, _RefusalCounts, _ViewCache
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from coordinator.engine.intervening import InterveningWrites
-from coordinator.engine.leasing import LeaseGate
+from coordinator.engine.leasing import LeaseGate, TicketSeen
 from coordinator.engine.observer import APPLIED, REBASED, EngineObserver, refusal_outcome
 from coordinator.engine.options import Policy, StateCheck
 from coordinator.engine.plan import (
@@ -93,6 +93,7 @@ log = logging.getLogger("coordinator.engine")
 
 _NO_LEASE = LeaseCheck(None, None)
 _KNOWN_PATHS_MAX = 1024
+_TICKET_ROUNDS = 4  # a write that found a ticket marked, asked Redis, and came again: at most this often
 
 
 class _KnownPath:
@@ -284,6 +285,8 @@ class CheckThenWrite:
         if held is None:
             return None  # the general path raises LockBusy, with what its resume needs
         try:
+            if self.lease_gate.marked(held):
+                return None  # a write ticket is marked: the general path judges it (LeaseGate.check_mark)
             found = self._common_read(dfd, known, held)
             if found is None or found[0].digest != recorded.hash:
                 return None
@@ -408,7 +411,23 @@ class CheckThenWrite:
         return recorded, use_cache, gate.decide(session, rp, leases)
 
     def _locked_write(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
-        """Steps 2-4, from the lock on: also what LockBusy.resume runs (so step 1 is never repeated)."""
+        """Steps 2-4, from the lock on: also what LockBusy.resume runs (so step 1 is never repeated). A write
+        ticket found marked under the lock is judged by Redis after it (`LeaseGate.ticket_seen`: `leased`
+        while it lives), and the write comes again with the leases just fetched."""
+        for _ in range(_TICKET_ROUNDS):
+            try:
+                return self._locked_write_once(req, pre, wait)
+            except TicketSeen as seen:
+                leased = self.lease_gate.ticket_seen(req.session, pre.rp, seen)
+                pre = _PreLock(pre.rp, pre.recorded, pre.use_cache, leased, pre.passed | {seen.mark.raw})
+        raise CoordinatorError(
+            ErrorCode.LEASED,
+            f"Write tickets of {pre.rp.shown} were granted again and again while this write waited; nothing was "
+            "written. Another session's agent is writing it: do something else first, then read it again.",
+            path=pre.rp.key,
+        )
+
+    def _locked_write_once(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
         rp = pre.rp
         dfd = self._open_parent_for_write(rp, req.may_create)
         try:
@@ -440,7 +459,9 @@ class CheckThenWrite:
         # 2. The lock.
         held = self._take_lock(req, pre, wait)
         try:
-            # 3. Local disk work only: no network I/O while the lock is held.
+            # 3. Local disk work only: no network I/O while the lock is held. Another session's write ticket
+            # first: the pre-lock decision may rest on a snapshot taken before its grant.
+            self.lease_gate.check_mark(held, req.session, pre.passed)
             written = self._under_lock(req, pre, dfd, held, early)
         finally:
             hold_s = _release(held)

@@ -383,6 +383,10 @@ class LeaseStore:
     def release(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> int:
         """End leases of `session`: one by id, all on one pattern, or (neither given) all of them. Returns
         how many ended."""
+        return len(self.release_leases(session, lease_id, pattern))
+
+    def release_leases(self, session: str, lease_id: str | None = None, pattern: str | None = None) -> list[Lease]:
+        """`release`, returning the leases that ended."""
         return self._remove(lambda x: x.session == session and _chosen(x, lease_id, pattern))
 
     def break_lease(self, lease_id: str | None = None, session: str | None = None) -> list[Lease]:
@@ -400,15 +404,15 @@ class LeaseStore:
         self._remove(pick)
         return ended
 
-    def _remove(self, pick: Callable[[Lease], bool]) -> int:
-        def attempt(pipe: Any) -> int:
+    def _remove(self, pick: Callable[[Lease], bool]) -> list[Lease]:
+        def attempt(pipe: Any) -> list[Lease]:
             live = self.live_from(pipe.zrangebyscore(self.key, _ms(time.time()), "+inf", withscores=True))
             gone = [x for x in live if pick(x)]
             pipe.multi()
             for x in gone:
                 pipe.zrem(self.key, x.member())
             pipe.execute()
-            return len(gone)
+            return gone
 
         return self._transaction(attempt)
 
