@@ -230,6 +230,8 @@ class AgentWrites:
             if self.native.unchanged(key, entry.before) or _wrote_already(entry):
                 continue  # nothing new; or a one-write tool's second change: not its (recorded as outside)
             accounted = True
+            if entry.state == "open" and self._emptied(key):
+                continue  # a write in two steps half-way (truncated, not yet written): its next change is seen
             if entry.state == "lapsed":
                 for note in self._settle(entry, taken=False):
                     self.calls.tell(entry.session, note)
@@ -316,6 +318,15 @@ class AgentWrites:
                 self.calls.tell(entry.session, note)
             ended = True
         return ended
+
+    def _emptied(self, key: str) -> bool:
+        """Whether `key` is an empty file now. Agents write a file in two system calls (Node's writeFile,
+        a shell's `cat > f`: truncate, then write), and the watcher can look in between: an open call's
+        empty file is not recorded as its write (the write's next change, or the call's end, is)."""
+        try:
+            return os.stat(os.path.join(self.native.root, key)).st_size == 0
+        except OSError:
+            return False
 
     def _still_writing(self, entry: PendingCall, now: float) -> bool:
         """A shell command's target has changed, but the command may not be done with it (`cat > f <<EOF`

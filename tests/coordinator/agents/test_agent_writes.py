@@ -359,3 +359,20 @@ def test_the_watcher_leaves_a_shell_commands_later_writes_to_its_call(hooks, coo
     run(hooks, write_a | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
     assert {session for session, _ in _history(coord, "app.py")} == {"a"}
     assert coord.history("app.py")[0].session == "a" and app.read_text() == "a\n"
+
+
+def test_the_watcher_between_the_two_steps_of_an_agents_write_records_it_once(hooks, coord, root, app):
+    """Node's writeFile (Gemini CLI's, Claude Code's tools) truncates, then writes: a watcher that looks in
+    between must not record the empty file as the Edit's one write (the content would then count as another
+    program's change, "outside")."""
+    Agent(hooks, root, "alice").read("app.py")
+    edit = payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))
+    assert run(hooks, edit).allow
+    new = app.read_text().replace("a = 1", "a = 10")
+    app.write_text("")  # the first step
+    coord.agent_writes.observed("app.py")
+    app.write_text(new)  # the second
+    coord.agent_writes.observed("app.py")
+    run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
+    assert _history(coord, "app.py") == [("alice", "edit")]
+    assert coord.history("app.py")[0].size_after == len(new.encode())

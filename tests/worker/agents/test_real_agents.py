@@ -131,9 +131,10 @@ def test_race_of_four_hooked_sessions_loses_nothing(agent: str, sandbox: Make) -
     assert result.reported > 0
     assert result.lost == 0, f"{result.reported} increments reported, the counter gained {result.landed}"
     sessions = set().union(*(r.sessions for r in result.runs))
-    writers = {v["session"] for v in _history(box, RACE_FILE)}
-    assert len(_history(box, RACE_FILE)) == result.landed
-    assert writers <= sessions
+    history = _history(box, RACE_FILE)
+    shown = [(v["session"], v["operation"], v["call"], v["added"], v["removed"]) for v in history]
+    assert len(history) == result.landed, "\n".join(map(str, shown))
+    assert {v["session"] for v in history} <= sessions, shown
 
 
 def _dead_port() -> int:
