@@ -341,10 +341,10 @@ def test_a_shell_command_still_writing_keeps_its_ticket(hooks, coord, root, app,
 
 
 def test_the_watcher_leaves_a_shell_commands_later_writes_to_its_call(hooks, coord, root, app, monkeypatch):
-    """The watcher records the truncated file as A's write while A's command goes on writing: the content
-    written meanwhile is A's too (seen again later), never recorded as "outside"'s by that same look."""
+    """The watcher records the file written in part as A's write while A's command goes on writing: the
+    content written meanwhile is A's too (seen again later), never recorded as "outside"'s by that same look."""
     write_a, _ = _heredoc_pair(hooks, root)
-    app.write_text("")
+    app.write_text("a")  # written in part
     recorded = coord.agent_writes._record
 
     def and_then_written(entry: object) -> object:
