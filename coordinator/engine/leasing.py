@@ -245,7 +245,7 @@ class LeaseGate:
         """Under the path's lock, before `session` writes: raises `TicketSeen` when another session's write
         ticket is marked there, or a mark cannot be read. A mark of `session`'s own passes; one whose end has
         passed, or one in `passed` (Redis was asked after it was seen, and holds no such lease), is removed.
-        One fstat when there is no mark."""
+        One `access` call when there is no mark."""
         if not self._marks.present(held):
             return
         try:
@@ -258,7 +258,7 @@ class LeaseGate:
         except OSError as exc:
             raise CoordinatorError(
                 ErrorCode.IO_ERROR,
-                f"The lock file of {held.key!r} could not be read or written for its write ticket "
+                f"The write-ticket mark of {held.key!r} in the state folder could not be read or removed "
                 f"({exc.strerror or exc}); nothing was written. Check the state folder's permissions and free "
                 "space, then try again.",
                 path=held.key,
