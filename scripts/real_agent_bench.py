@@ -5,13 +5,15 @@ and what a race of sessions loses with and without the hooks.
     python3 scripts/real_agent_bench.py race [AGENT ...] [--sessions 4] [--rounds 5] [--json OUT]
 
 hook-cost: one repository, one Claude Code session per round and column, each a Read then N Edits of one line
-(every Edit is 2 hook events: PreToolUse and PostToolUse). Two columns, their rounds interleaved:
-- ``noop``: the settings `init` writes with every handler's command replaced by `true` (the same events and
+(every Edit is 2 hook events: PreToolUse and PostToolUse). Three columns, their rounds interleaved:
+- ``noop``: the settings `init` writes with every handler replaced by the command `true` (the same events and
   matchers, a process per event that does nothing);
-- ``hooked``: the settings as `init` writes them.
+- ``command``: the settings of `init --hook-type command` (a process per event: the fast client to the
+  repository's hook service);
+- ``hooked``: the settings as `init` writes them (Claude Code's http hooks into the hook service).
 A tool call's time is what the model server sees: from the request that asked for the Edit to the request
 that carries its result (the agent's own work, its hooks, and its next request). Printed per column: p50 and
-p95 per Edit; then the hooks' cost per event, (hooked - noop) / 2, at p50 and at p95. The first session of
+p95 per Edit; then each hooked column's cost per event, (column - noop) / 2, at p50 and at p95. The first session of
 each column is a warm-up and not counted (the first hook event of a repository starts its hook service).
 `--python` is the interpreter of the installation whose `init` writes the hooks (another worktree's venv,
 say): the same measure for any checkout. Wall time on a shared machine is noisy; compare runs made side by
@@ -42,18 +44,23 @@ from worker.agents.race import RACE_FILE, RACE_START, race  # noqa: E402
 from worker.agents.runner import AgentRun, Sandbox, run_agent  # noqa: E402
 from worker.agents.scripts import Tools, sequence  # noqa: E402
 
-COLUMNS = ("noop", "hooked")
+# The columns, side by side in one run: no-op hooks; the command hooks (`init --hook-type command`: a process
+# per event, the fast client to the hook service); the hooks `init` writes by default (Claude Code's http
+# hooks into the hook service, SessionStart and UserPromptSubmit as command hooks).
+COLUMNS = ("noop", "command", "hooked")
+INIT_ARGS = {"noop": (), "command": ("--hook-type", "command"), "hooked": ()}
 EVENTS_PER_EDIT = 2  # PreToolUse and PostToolUse
 
 
 def noop_settings(settings: Path) -> None:
-    """Every command handler of the hooks file runs `true` instead: the same events, matchers and processes."""
+    """Every handler of the hooks file (command or http) becomes the command `true`: the same events and
+    matchers, each a process that does nothing (the no-op hook the cost is measured against)."""
     data = json.loads(settings.read_text())
     for groups in data.get("hooks", {}).values():
         for group in groups:
-            for handler in group.get("hooks", []):
-                if handler.get("type") == "command":
-                    handler["command"] = "true"
+            handlers = group.get("hooks", [])
+            for i, handler in enumerate(handlers):
+                handlers[i] = {"type": "command", "command": "true", "timeout": handler.get("timeout", 60)}
     settings.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -98,10 +105,12 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
             "p50_ms": statistics.median(values) * 1e3,
             "p95_ms": percentile(values, 0.95) * 1e3,
         }
-    if "noop" in out and "hooked" in out:
+    for col in ("command", "hooked"):
+        if "noop" not in out or col not in out:
+            continue
+        prefix = "added_per_event" if col == "hooked" else f"{col}_added_per_event"
         for q in ("p50", "p95"):
-            added = (out["hooked"][f"{q}_ms"] - out["noop"][f"{q}_ms"]) / EVENTS_PER_EDIT
-            out[f"added_per_event_{q}_ms"] = added
+            out[f"{prefix}_{q}_ms"] = (out[col][f"{q}_ms"] - out["noop"][f"{q}_ms"]) / EVENTS_PER_EDIT
     return out
 
 
@@ -112,7 +121,12 @@ def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
         try:
             for col in COLUMNS:
                 box = Sandbox.create(
-                    "claude-code", Path(tmp) / col, {"a.py": "value = 0\n"}, capture=False, python=python
+                    "claude-code",
+                    Path(tmp) / col,
+                    {"a.py": "value = 0\n"},
+                    capture=False,
+                    python=python,
+                    init_args=INIT_ARGS[col],
                 )
                 if col == "noop":
                     noop_settings(box.repo / box.kind.settings)
@@ -167,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
             f = figures[col]
             print(f"{col:>7}: {f['calls']} Edit calls, p50 {f['p50_ms']:.1f} ms, p95 {f['p95_ms']:.1f} ms")
         print(
-            f"hooks over no-op hooks, per event: p50 {figures['added_per_event_p50_ms']:+.1f} ms, "
+            f"command hooks over no-op hooks, per event: p50 {figures['command_added_per_event_p50_ms']:+.1f} ms, "
+            f"p95 {figures['command_added_per_event_p95_ms']:+.1f} ms"
+        )
+        print(
+            f"the hooks init writes over no-op hooks, per event: p50 {figures['added_per_event_p50_ms']:+.1f} ms, "
             f"p95 {figures['added_per_event_p95_ms']:+.1f} ms ({figures['python']}; load {figures['load1']:.1f})"
         )
     else:

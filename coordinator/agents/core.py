@@ -62,6 +62,15 @@ class ToolCall(NamedTuple):
 # service, started by whichever session came first, or a shared `serve`) uses the session's value, never
 # its own environment's. ToolCall.settings holds what came with the event.
 FORWARDED_ENV = ("EDIT_COORDINATOR_AUTO_COMMIT",)
+# The agent's process (the hook's grandparent: the agent runs a hook through `sh -c`), named by the command
+# hooks to the hook service, which stays up while it lives (Claude Code's http hooks cannot start it).
+AGENT_PID_HEADER = "x-edit-coordinator-agent-pid"
+# The header of Claude Code's http hooks that carries the key of the repository's hook service (its loopback
+# port answers only requests that carry it: cli/hookservice.py's http.json, server/hooks.py).
+HOOK_KEY_HEADER = "x-edit-coordinator-hook-key"
+# The events whose command hook starts the repository's hook service though the coordinator has nothing to
+# decide (Claude Code's, where its other hooks are http hooks, which cannot start it).
+STARTER_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
 _MAX_SETTING = 200
 
 

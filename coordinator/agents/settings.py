@@ -66,6 +66,8 @@ class Target:
     hook_type: str = "command"  # Claude Code only: "mcp_tool", the `hook` tool of the MCP server `MCP_SERVER`
     client: tuple[str, ...] = ()  # the fast client's argv (interpreter, flags, hookclient.py), used with `root`
     root: str | None = None  # the repository whose hook service the fast client asks (an absolute real path)
+    hook_url: str | None = None  # hook_type "http" (Claude Code): the hook service's loopback base URL
+    hook_key: str | None = None  # ... and the key its requests carry (cli/hookservice.py's http.json)
 
 
 @dataclass(frozen=True)
@@ -282,17 +284,8 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
         if target.hook_type == "mcp_tool":
             h: dict[str, Any] = {"type": "mcp_tool", "server": MCP_SERVER, "tool": MCP_HOOK_TOOL}
             h["input"] = mcp_tool_input()
-        elif target.server is not None:
-            from coordinator.agents.core import FORWARDED_ENV, env_header
-
-            h = {
-                "type": "http",
-                "url": f"{target.server}/v1/hooks/claude-code",
-                # the session's own settings travel with each event (coordinator.agents.core.FORWARDED_ENV)
-                "headers": {"Authorization": f"Bearer ${target.token_env}"}
-                | {env_header(name): f"${name}" for name in FORWARDED_ENV},
-                "allowedEnvVars": [target.token_env, *FORWARDED_ENV],
-            }
+        elif target.server is not None or target.hook_url is not None:
+            h = _claude_http(target)
         else:
             h = {"type": "command", "command": hook_command("claude-code", target, event)}
         h["timeout"] = PRE_TIMEOUT_S if blocking else timeout
@@ -300,7 +293,7 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
             h["onFailure"] = "block"  # a hook that cannot start, times out or answers oddly refuses the call
         return h
 
-    return (
+    wanted = (
         Wanted("PreToolUse", "^(Edit|MultiEdit|Write|Bash)$", handler("PreToolUse")),
         Wanted("PostToolUse", "^(Read|Edit|MultiEdit|Write|Bash)$", handler("PostToolUse")),
         Wanted("PostToolUseFailure", "^(Edit|MultiEdit|Write|Bash)$", handler("PostToolUseFailure")),
@@ -308,6 +301,35 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
         Wanted("SubagentStop", None, handler("SubagentStop")),  # a subagent is a session of its own: its end too
         Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S)),
     )
+    if target.hook_url is None or target.server is not None:
+        return wanted
+    # http hooks cannot start the hook service: a session's start and each prompt run the fast client,
+    # which starts it (and names the agent's process, whose life keeps it up: server/hooks.py).
+    starter = {"type": "command", "command": hook_command("claude-code", target, "SessionStart")}
+    return (
+        Wanted("SessionStart", None, starter | {"timeout": POST_TIMEOUT_S}),
+        Wanted("UserPromptSubmit", None, starter | {"timeout": POST_TIMEOUT_S}),
+        *wanted,
+    )
+
+
+def _claude_http(target: Target) -> dict[str, Any]:
+    """A Claude Code http handler: to a service named by --http (its bearer token from the variable
+    `token_env`), or to the repository's hook service on its loopback port (with its key)."""
+    from coordinator.agents.core import FORWARDED_ENV, HOOK_KEY_HEADER, env_header
+
+    if target.server is not None:
+        base, auth = target.server, {"Authorization": f"Bearer ${target.token_env}"}
+        allowed = [target.token_env, *FORWARDED_ENV]
+    else:
+        base, auth, allowed = str(target.hook_url), {HOOK_KEY_HEADER: str(target.hook_key)}, [*FORWARDED_ENV]
+    return {
+        "type": "http",
+        "url": f"{base}/v1/hooks/claude-code",
+        # the session's own settings travel with each event (coordinator.agents.core.FORWARDED_ENV)
+        "headers": auth | {env_header(name): f"${name}" for name in FORWARDED_ENV},
+        "allowedEnvVars": allowed,
+    }
 
 
 def _codex_hooks(target: Target) -> tuple[Wanted, ...]:

@@ -61,11 +61,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--hook-type",
-        choices=("command", "mcp_tool"),
-        default="command",
-        help="claude-code only: command = a process per hook event (the fast client to the repository's hook "
-        "service); mcp_tool = the `hook` tool of the MCP server `edit-coordinator` (started with --hook-tool), "
-        "Claude Code 2.1.118 and later",
+        choices=("http", "command", "mcp_tool"),
+        default=None,
+        help="claude-code only: http = Claude Code posts each event to the repository's hook service on a "
+        "loopback port, no process per event (the default with --scope local; SessionStart and "
+        "UserPromptSubmit stay command hooks, which start the service); command = a process per hook event "
+        "(the fast client to the hook service; the default with --scope project, whose settings are "
+        "shared: the http hooks' key is this machine's); mcp_tool = the `hook` tool of the MCP server "
+        "`edit-coordinator` (started with --hook-tool), Claude Code 2.1.118 and later",
     )
     p.add_argument(
         "--token-env",
@@ -132,7 +135,7 @@ def _target(args: argparse.Namespace, root: Path) -> Any:
     from coordinator.agents.settings import Target, valid_env_name
     from coordinator.errors import CoordinatorError, ErrorCode
 
-    hook_type = getattr(args, "hook_type", "command")
+    hook_type = _hook_type(args)
     if hook_type == "mcp_tool" and (args.agent != "claude-code" or args.http is not None):
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
@@ -153,6 +156,11 @@ def _target(args: argparse.Namespace, root: Path) -> Any:
             ErrorCode.INVALID_ARGUMENT,
             f"--token-env {args.token_env!r} is not an environment variable name (letters, digits, _).",
         )
+    endpoint = None
+    if hook_type == "http" and server is None:
+        from coordinator.cli.hookservice import HookHttp, http_endpoint
+
+        endpoint = http_endpoint(root, create=not (args.check or args.remove)) or HookHttp(0, "")
     return Target(
         program=_program(),
         server=server,
@@ -160,7 +168,27 @@ def _target(args: argparse.Namespace, root: Path) -> Any:
         hook_type=hook_type,
         client=_client(),
         root=str(root),
+        hook_url=endpoint.url if endpoint is not None else None,
+        hook_key=endpoint.key if endpoint is not None else None,
     )
+
+
+def _hook_type(args: argparse.Namespace) -> str:
+    """--hook-type, or its default: Claude Code's http hooks into the repository's hook service where the
+    settings are this machine's own (--scope local: they hold the key), command hooks elsewhere."""
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    chosen: str | None = getattr(args, "hook_type", None)
+    if chosen is None:
+        local = args.agent == "claude-code" and getattr(args, "scope", "local") == "local"
+        return "http" if local and args.http is None else "command"
+    if chosen == "http" and (args.agent != "claude-code" or getattr(args, "scope", "local") != "local"):
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--hook-type http is Claude Code's, with --scope local: its settings hold the key of this machine's "
+            "hook service, which a shared .claude/settings.json must not. Use --hook-type command there.",
+        )
+    return chosen
 
 
 _MCP_SERVER_NOTE = (
@@ -192,10 +220,17 @@ def _client() -> tuple[str, ...]:
 
 
 def _shown_handler(plan: Any) -> str:
-    handler = plan.hooks[0].handler
-    if handler.get("type") == "mcp_tool":
+    by_type = {w.handler.get("type"): w for w in reversed(plan.hooks)}
+    if "mcp_tool" in by_type:
+        handler = by_type["mcp_tool"].handler
         return f"the MCP tool {handler['tool']} of the server {handler['server']}"
-    return str(handler.get("command") or f"POST {handler.get('url')}")
+    if "http" not in by_type:
+        return str(plan.hooks[0].handler.get("command"))
+    shown = f"POST {by_type['http'].handler.get('url')}"
+    if "command" in by_type:  # the http hooks' service is started by command hooks
+        starters = " and ".join(w.event for w in plan.hooks if w.handler.get("type") == "command")
+        shown += f" (at {starters}, which start the hook service: {by_type['command'].handler['command']})"
+    return shown
 
 
 def _check(args: argparse.Namespace, root: Path, plan: Any, current: dict[str, Any], exists: bool) -> int:
@@ -401,9 +436,12 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
         if untrusted:
             out.append(untrusted)
     if not _git_ignored(root, plan.path):  # every agent's: .codex/ and .gemini/ settings are usually committed
+        keyed = any(w.handler.get("type") == "http" and w.handler.get("url", "").startswith("http://127.0.0.1:")
+                    for w in plan.hooks)  # fmt: skip
+        holds = "the key of its hook service, " if keyed else ""
         out.append(
-            f"{plan.path} names this machine's interpreter and repository path: add it to .gitignore so that it "
-            "is not committed"
+            f"{plan.path} names {holds}this machine's interpreter and repository path: add it to .gitignore so "
+            "that it is not committed"
         )
     if plan.agent == "claude-code":
         other = ".claude/settings.json" if plan.path.endswith("settings.local.json") else ".claude/settings.local.json"

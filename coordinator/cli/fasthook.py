@@ -37,6 +37,7 @@ GUARD_EVENTS = ("PreToolUse", "BeforeTool")  # coordinator.agents.core.GUARD_EVE
 GO_ON = {"claude-code": b"", "codex": b"", "gemini": b"{}"}  # each front end's render(None, ALLOW).stdout
 FAILURE_LOG = "/.edit-coordinator/hook-failures.log"  # disk/layout.py's hook_failures_file
 FORWARDED_ENV = ("EDIT_COORDINATOR_AUTO_COMMIT",)  # coordinator.agents.core.FORWARDED_ENV
+AGENT_PID_HEADER = "x-edit-coordinator-agent-pid"  # coordinator.agents.core.AGENT_PID_HEADER
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # the hook service's body limit (ServerConfig.max_body_bytes)
 _SLOW_ENV = (b"EDIT_COORDINATOR_SERVER", b"EDIT_COORDINATOR_HOOK_SERVICE")
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024
@@ -209,8 +210,10 @@ def ask(agent: str, root: str, raw: bytes, timeout: float) -> tuple[int, bytes, 
 
 def session_headers() -> str:
     """The session's own settings (FORWARDED_ENV) from the agent's environment, as header lines (each with
-    its CRLF): coordinator.agents.core.forwarded / env_header, without their imports."""
-    lines = ""
+    its CRLF): coordinator.agents.core.forwarded / env_header, without their imports; and the agent's pid
+    (this process's grandparent: the agent runs the hook through a shell), AGENT_PID_HEADER."""
+    agent = parent_of(posix.getppid())
+    lines = f"{AGENT_PID_HEADER}: {agent}\r\n" if agent > 1 else ""
     for name in FORWARDED_ENV:
         value = posix.environ.get(name.encode())
         if value is not None and len(value) <= 200:
@@ -267,13 +270,13 @@ class Lineage:
 
     def __init__(self) -> None:
         self.parent = posix.getppid()
-        self.grandparent = _parent_of(self.parent)
+        self.grandparent = parent_of(self.parent)
 
     def intact(self) -> bool:
-        return posix.getppid() == self.parent and _parent_of(self.parent) == self.grandparent
+        return posix.getppid() == self.parent and parent_of(self.parent) == self.grandparent
 
 
-def _parent_of(pid: int) -> int:
+def parent_of(pid: int) -> int:
     """The parent of `pid` from /proc (0 when it cannot be read: then it stays 0 and nothing is concluded)."""
     try:
         fd = posix.open(f"/proc/{pid}/stat", posix.O_RDONLY | posix.O_CLOEXEC)

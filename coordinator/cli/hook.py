@@ -28,7 +28,17 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from coordinator.agents import FRONT_ENDS
-from coordinator.agents.core import ALLOW, HookAnswer, env_header, event_of, failed, fails_closed, forwarded
+from coordinator.agents.core import (
+    AGENT_PID_HEADER,
+    ALLOW,
+    STARTER_EVENTS,
+    HookAnswer,
+    env_header,
+    event_of,
+    failed,
+    fails_closed,
+    forwarded,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -180,7 +190,10 @@ def _answer(args: Any, raw: bytes, payload: Any) -> HookAnswer:
     except ValueError as exc:
         raise HookFailure(f"the hook event cannot be read: {exc}.") from None
     if call is None:
-        return HookAnswer(0, module.render(None, ALLOW).stdout)
+        go_on = HookAnswer(0, module.render(None, ALLOW).stdout)
+        if event_of(payload) in STARTER_EVENTS and not (args.server or os.environ.get(SERVER_ENV)):
+            return _start_service(args, payload, raw) or go_on
+        return go_on
     from coordinator.cli.fasthook import MAX_EVENT_BYTES, too_large
 
     if len(raw) > MAX_EVENT_BYTES:  # the service would stop reading it: say so, not "did not answer"
@@ -216,6 +229,20 @@ def _embedded(args: Any, call: Any, raw: bytes, module: Any) -> HookAnswer:
     return _command_answer(answered) if answered is not None else _local(root, call, module)
 
 
+def _start_service(args: Any, payload: dict[str, Any], raw: bytes) -> HookAnswer | None:
+    """A STARTER_EVENTS hook: the repository's hook service started if none runs (the http hooks that follow
+    cannot start it), then told of the event, which names the agent's process (`session_headers`)."""
+    from coordinator.cli import hookservice
+    from coordinator.cli.config import find_root
+
+    if not hookservice.enabled():
+        return None
+    cwd = payload.get("cwd")
+    service = hookservice.start(args.root or find_root(cwd if isinstance(cwd, str) else None))
+    answered = hookservice.ask(service, args.agent, raw, args.timeout)
+    return _command_answer(answered) if answered is not None else None
+
+
 def _command_answer(data: dict[str, Any]) -> HookAnswer:
     return HookAnswer(int(data["exit_code"]), str(data.get("stdout", "")), str(data.get("stderr", "")))
 
@@ -238,8 +265,15 @@ def _remote(server: str, token: str, agent: str, raw: bytes, timeout: float) -> 
 
 def session_headers() -> dict[str, str]:
     """The session's own settings from this (the agent's) environment, as the headers the service reads
-    (coordinator.agents.core.FORWARDED_ENV)."""
-    return {env_header(name): value for name, value in forwarded(os.environ)}
+    (coordinator.agents.core.FORWARDED_ENV), and the agent's pid (AGENT_PID_HEADER: this process's
+    grandparent, the agent running its hooks through a shell)."""
+    headers = {env_header(name): value for name, value in forwarded(os.environ)}
+    from coordinator.cli.fasthook import parent_of
+
+    agent = parent_of(os.getppid())
+    if agent > 1:
+        headers[AGENT_PID_HEADER] = str(agent)
+    return headers
 
 
 def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:

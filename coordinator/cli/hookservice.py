@@ -2,13 +2,21 @@
 first command hook that finds none (like the embedded Redis), so that every later hook pays a connection
 on a unix socket instead of opening a coordinator in its own process (~1-2 s of imports and set-up).
 
-Files, in the state folder's `hook-service/` (disk/layout.py): `sock` (the service's socket, mode 0600),
+Files, in the state folder's `hook-service/` (disk/layout.py): `sock` (the service's socket, mode 0600; in a
+private folder of the temp folder where that path would be too long for a socket: `socket_of`),
 `token` (an admin token for it, mode 0600, minted from the repository's secret by the hook that started
 it), `pid`, `log` and `start.lock` (held while one hook starts it: the others wait for it, then use it).
 The service stops by itself after `IDLE_EXIT_S` without a hook call, at the SessionEnd of the last session it
 serves, or once the repository's folder is gone
 (`serve --idle-exit`), or when stopped (`stop(root)`, or `kill $(cat .edit-coordinator/hook-service/pid)`); a
 hook that finds its socket dead starts a new one. $EDIT_COORDINATOR_HOOK_SERVICE=0 keeps hooks in their own process.
+
+Claude Code's hooks reach the service without a process of their own (its `http` hook type): `init
+claude-code` writes `http.json` here (a loopback port and a key, mode 0600; `http_endpoint`), and the service
+also listens on 127.0.0.1 at that port, where it answers the hook route alone, to requests that carry the key
+(coordinator.agents.core.HOOK_KEY_HEADER). An http hook cannot start a service, so Claude Code's SessionStart
+and UserPromptSubmit stay command hooks: they start it, and name the agent's process, whose life keeps the
+service up (server/hooks.py).
 
 `find_running` and `ask` are the every-call path: standard library and coordinator.endpoint only.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +38,82 @@ TOKEN_TTL_S = 30 * 24 * 3600.0  # the service's token; a refused one is minted a
 START_TIMEOUT_S = 60.0
 IDLE_EXIT_S = 600.0  # the service stops after 10 min without a hook call, at the SessionEnd of the last session
 # it serves (coordinator/server/hooks.py), or once its repository goes
+
+
+HTTP_FILE = "http.json"  # the loopback port and key of Claude Code's http hooks (`http_endpoint`)
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class HookHttp:
+    """Where Claude Code's http hooks reach the repository's hook service: 127.0.0.1:`port`, with `key`."""
+
+    port: int
+    key: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+
+def http_endpoint(root: str | os.PathLike[str], *, create: bool = False) -> HookHttp | None:
+    """The repository's http hook endpoint (`http.json` in its hook-service folder); None when there is none
+    and `create` is false. With `create`, one is made (a free loopback port, a new key) when there is none,
+    or when its port is taken by a program other than this repository's hook service."""
+    from coordinator.disk.layout import ensure_state_dir, state_dir_of
+
+    service = hook_service_dir(state_dir_of(root))
+    found = read_http_file(service / HTTP_FILE)
+    if not create or (found is not None and (_port_free(found.port) or _serving(service))):
+        return found
+    service = hook_service_dir(ensure_state_dir(state_dir_of(root)))
+    service.mkdir(mode=0o700, exist_ok=True)
+    import secrets
+
+    made = HookHttp(_free_port(), found.key if found is not None else secrets.token_urlsafe(32))
+    tmp = service / f".http-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"port": made.port, "key": made.key}, f)
+    os.replace(tmp, service / HTTP_FILE)
+    return made
+
+
+def read_http_file(path: Path) -> HookHttp | None:
+    """The port and key of an `http.json`; None when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+        port, key = data["port"], data["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(port, int) or not 0 < port < 65536 or not isinstance(key, str) or len(key) < 16:
+        return None
+    return HookHttp(port, key)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _serving(service: Path) -> bool:
+    """Whether this repository's hook service runs (so that a port it holds is taken by it, not another)."""
+    return _service_pid(service) is not None
 
 
 def enabled() -> bool:
@@ -43,7 +128,7 @@ def find_running(cwd: str) -> Path | None:
         state = folder / STATE_DIR_NAME
         if state.is_dir():
             service = hook_service_dir(state)
-            return service if (service / "sock").exists() and (service / "token").exists() else None
+            return service if socket_of(service).exists() and (service / "token").exists() else None
     return None
 
 
@@ -58,13 +143,38 @@ def ask(service: Path, agent: str, raw: bytes, timeout: float) -> dict[str, Any]
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **session_headers()}
     try:
         status, body = request_once(
-            _socket_endpoint(service / "sock"), "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout
+            _socket_endpoint(socket_of(service)), "POST", f"/v1/hooks/{agent}?answer=command", raw, headers, timeout
         )
     except (ConnectionRefusedError, FileNotFoundError):
         return None  # the service is gone: the caller starts another
     if status != 200:
         raise OSError(f"the hook service answered {status}: {body[:300]!r}")
     return dict(json.loads(body))
+
+
+def socket_of(service: Path) -> Path:
+    """The hook service's unix socket: `sock` in its folder, or, where that path is over the kernel's limit
+    (a deep repository), one named by a hash of the folder in a private folder of the user's in /tmp (the
+    fast client then takes the full path, which finds it here)."""
+    sock = service / "sock"
+    if len(os.fsencode(sock)) <= MAX_UNIX_PATH_BYTES:
+        return sock
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(service)).hexdigest()[:32]
+    # /tmp itself, not $TMPDIR: every agent's hooks must find the same socket, whatever their environment
+    return Path("/tmp") / f"edit-coordinator-{os.getuid()}" / f"{digest}.sock"
+
+
+def _own_private_folder(folder: Path) -> None:
+    """Make `folder` (mode 0700) or check that it is the user's own, private and no symlink: in a shared temp
+    folder another user could have made it first, to listen in the service's place."""
+    import stat
+
+    folder.mkdir(mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{folder} is not a private folder of this user's: the hook service's socket cannot go there")
 
 
 def _socket_endpoint(sock: Path) -> ServiceEndpoint:
@@ -81,9 +191,9 @@ def start(root: str, *, refresh: bool = False, timeout: float = START_TIMEOUT_S)
 
     service = hook_service_dir(ensure_state_dir(state_dir_of(root)))
     service.mkdir(mode=0o700, exist_ok=True)
-    sock = service / "sock"
-    if len(os.fsencode(sock)) > MAX_UNIX_PATH_BYTES:
-        raise OSError(f"the hook service's socket path would be over {MAX_UNIX_PATH_BYTES} bytes: {sock}")
+    sock = socket_of(service)
+    if sock.parent != service:
+        _own_private_folder(sock.parent)
     with open(service / "start.lock", "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if refresh or not (service / "token").exists():
@@ -100,13 +210,8 @@ def stop(root: str | os.PathLike[str], timeout: float = 10.0) -> bool:
     import signal
 
     service = hook_service_dir(Path(root) / STATE_DIR_NAME)
-    try:
-        pid = int((service / "pid").read_text())
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            ours = os.fsencode(str(service / "sock")) in f.read().split(b"\0")
-    except (OSError, ValueError):
-        return False
-    if not ours:
+    pid = _service_pid(service)
+    if pid is None:
         return False
     try:
         os.kill(pid, signal.SIGTERM)
@@ -116,6 +221,18 @@ def stop(root: str | os.PathLike[str], timeout: float = 10.0) -> bool:
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.02)
     return True
+
+
+def _service_pid(service: Path) -> int | None:
+    """The pid of the hook service of `service`'s socket, from its pid file, while that process serves that
+    socket (a reused pid is not ours); None otherwise."""
+    try:
+        pid = int((service / "pid").read_text())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            ours = os.fsencode(str(socket_of(service))) in f.read().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if ours and _alive(pid) else None
 
 
 def stop_all(root: str | os.PathLike[str]) -> list[str]:
@@ -189,8 +306,10 @@ def _spawn(root: str, service: Path) -> Any:
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "coordinator.cli", "serve", "--root", root, "--uds", str(service / "sock"),
+    argv = [sys.executable, "-m", "coordinator.cli", "serve", "--root", root, "--uds", str(socket_of(service)),
             "--workers", "1", "--idle-exit", str(IDLE_EXIT_S), "--watch"]  # fmt: skip
+    if (service / HTTP_FILE).exists():
+        argv += ["--hook-http", str(service / HTTP_FILE)]
     env = {k: v for k, v in os.environ.items() if k not in ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN")}
     with open(service / "log", "ab") as log:
         proc = subprocess.Popen(

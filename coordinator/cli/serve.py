@@ -121,6 +121,13 @@ def _add_operation(p: argparse.ArgumentParser) -> None:
         help="record every change to the tree (whatever made it) as a version with its author, within ~100 ms "
         "(inotify; --workers 1; the hook service runs with it: docs/agents/agent-writes.md)",
     )
+    p.add_argument(
+        "--hook-http",
+        default=None,
+        metavar="FILE",
+        help="also listen on 127.0.0.1 for Claude Code's http hooks: the hook route alone, at the port and with "
+        "the key of FILE (the http.json `init claude-code` writes; --workers 1)",
+    )
     p.add_argument("--url-file", default=None, help="write the service's URL to this file once listening")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument(
@@ -242,12 +249,44 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
         otel=args.otel,
         idle_exit_s=args.idle_exit,
         watch=args.watch,
+        **_hook_http(args),
     )
     try:
         config.validate()
     except ValueError as exc:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
     return config, secret_source
+
+
+def _hook_http(args: argparse.Namespace) -> dict[str, Any]:
+    """The config's hook port and key: those of --hook-http's file once its listener is bound (`_listen`)."""
+    hook = getattr(args, "hook_listener", None)
+    if hook is None:
+        return {}
+    return {"hook_port": hook[1].port, "hook_key": hook[1].key}
+
+
+def _listen_for_hooks(args: argparse.Namespace) -> tuple[socket.socket, Any] | None:
+    """The loopback listener of --hook-http; None without it. A file that is not one, or a port another
+    program holds, is refused: the http hooks would then fail, and the agent's writes with them."""
+    if not args.hook_http:
+        return None
+    from coordinator.cli.hookservice import LOOPBACK, read_http_file
+
+    found = read_http_file(Path(args.hook_http))
+    if found is None:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"--hook-http {args.hook_http}: no port and key there; run `edit-coordinator init claude-code` again.",
+        )
+    try:
+        return _bind(LOOPBACK, found.port, backlog=2048), found
+    except OSError as exc:
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"Cannot listen on {LOOPBACK}:{found.port} for Claude Code's http hooks ({exc.strerror or exc}): another "
+            "program holds the port. Run `edit-coordinator init claude-code` again: it chooses another.",
+        ) from None
 
 
 def _uvicorn_options(args: argparse.Namespace, tls: dict[str, str]) -> dict[str, Any]:
@@ -281,6 +320,8 @@ def _check_listener_options(args: argparse.Namespace) -> None:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--workers must be at least 1.")
     if args.watch and args.workers != 1:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--watch needs --workers 1: one watcher per repository.")
+    if args.hook_http and args.workers != 1:
+        raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "--hook-http needs --workers 1.")
     if args.idle_exit and args.workers != 1:
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
@@ -336,11 +377,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except CoordinatorError as exc:
         return cmd_common.fail(exc)
     try:
-        return _serve_on(args, root, sock, url, tls)
-    finally:
+        args.hook_listener = _listen_for_hooks(args)
+    except CoordinatorError as exc:
         sock.close()
         if unix is not None:
             unix.remove()
+        return cmd_common.fail(exc)
+    try:
+        status = _serve_on(args, root, sock, url, tls)
+    finally:
+        sock.close()
+        if args.hook_listener is not None:
+            args.hook_listener[0].close()
+        if unix is not None:
+            unix.remove()
+    from coordinator.server.hooks import restart_wanted
+
+    if restart_wanted():  # the hook service of http hooks, stopped for a changed config: the same command again
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    return status
 
 
 def _serve_on(args: argparse.Namespace, root: str, sock: socket.socket, url: str, tls: dict[str, str]) -> int:
@@ -396,7 +451,8 @@ def _run(args: argparse.Namespace, sock: socket.socket, tls: dict[str, str]) -> 
     # place that is a normal exit (status 0), not death by SIGTERM.
     signal.signal(signal.SIGTERM, lambda *_: None)
     try:
-        uvicorn.Server(uvicorn.Config("coordinator.server:app_from_env", factory=True, **options)).run(sockets=[sock])
+        sockets = [sock] if args.hook_listener is None else [sock, args.hook_listener[0]]
+        uvicorn.Server(uvicorn.Config("coordinator.server:app_from_env", factory=True, **options)).run(sockets=sockets)
     except KeyboardInterrupt:
         pass
     return 0

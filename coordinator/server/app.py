@@ -51,7 +51,7 @@ from coordinator.server.common import (
     error_answer,
     refusal,
 )
-from coordinator.server.hooks import answer_hook, is_hook_path
+from coordinator.server.hooks import agents_alive, answer_hook, is_hook_path
 from coordinator.server.idempotency import IdempotencyStore, WouldBlock
 from coordinator.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from coordinator.server.metrics import MULTIPROC_ENV, ServiceMetrics, TimedCache
@@ -213,6 +213,10 @@ class App:
     async def _dispatch(self, scope: dict[str, Any], receive: Any) -> Answer:
         path: str = scope["path"]
         method: str = scope["method"]
+        if self.on_hook_port(scope) and not is_hook_path(path):
+            # Claude Code's http hook listener (--hook-http) answers its route alone, whatever else is asked.
+            message = f"This port answers {path[:1]}v1/hooks/claude-code alone (Claude Code's http hooks)."
+            return self._error(ServiceError("not_found", message))
         by_method = ROUTE_BY_PATH.get(path)
         if by_method is None:
             return await self._unrouted(path, method, scope, receive)
@@ -334,6 +338,11 @@ class App:
     # -- helpers ------------------------------------------------------------------------------------------
     def _error(self, exc: ServiceError | CoordinatorError) -> Answer:
         return error_answer(exc, self.config.root)
+
+    def on_hook_port(self, scope: dict[str, Any]) -> bool:
+        """Whether the request came in on the loopback port of Claude Code's http hooks (--hook-http)."""
+        server = scope.get("server")
+        return bool(self.config.hook_port) and server is not None and server[1] == self.config.hook_port
 
     def authenticate(self, header: str | None) -> Principal:
         """Who the Authorization header's bearer token is (verified once per token, then cached until it
@@ -590,13 +599,15 @@ class App:
     async def _exit_when_unused(self) -> None:
         """`idle_exit_s`: stop the service (gracefully, as a shutdown does) once no request has come for that
         long, or once its repository's folder is gone, so that a service started on demand (the repository's
-        hook service) does not outlive its use. One worker only (serve refuses more): a worker sees only
-        its own requests."""
+        hook service) does not outlive its use; never while an agent process its hooks named still runs
+        (`agents_alive`: Claude Code's http hooks cannot start it again). One worker only (serve refuses more):
+        a worker sees only its own requests."""
         idle = self.config.idle_exit_s
         while True:
             await asyncio.sleep(min(idle / 4, 5.0))
             gone = not os.path.isdir(self.config.root)
-            if gone or (self.in_flight + self.polls == 0 and time.monotonic() - self.last_request >= idle):
+            unused = self.in_flight + self.polls == 0 and time.monotonic() - self.last_request >= idle
+            if gone or (unused and not agents_alive()):
                 self.draining = True
                 _signal_quietly(self.config.supervisor_pid or os.getpid(), signal.SIGTERM)
                 return

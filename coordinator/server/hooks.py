@@ -21,6 +21,7 @@ is checked, unlike the other routes: a refusal must be a deny in the shape of th
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -31,6 +32,8 @@ from urllib.parse import parse_qs
 
 from coordinator.agents import FRONT_ENDS, failures, front_end
 from coordinator.agents.core import (
+    AGENT_PID_HEADER,
+    HOOK_KEY_HEADER,
     Decision,
     HookAnswer,
     ToolCall,
@@ -40,6 +43,7 @@ from coordinator.agents.core import (
 )
 from coordinator.endpoint import HOOK_PATH
 from coordinator.errors import CoordinatorError
+from coordinator.server.auth import Principal
 from coordinator.server.common import ServiceError, dumps, error_answer, public
 from coordinator.server.requests import header_map, read_body
 
@@ -77,7 +81,8 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         call = module.parse(payload)
         if call is not None:  # the session's own settings, sent by its hook client (never this process's)
             call = call._replace(settings=settings_from_headers(headers))
-        principal = app.authenticate(headers.get("authorization"))
+        principal = _principal(app, scope, headers)
+        _note_agent(headers, payload)
         decision = Decision(True) if call is None else await _decide(app, principal, call)
     except (ServiceError, CoordinatorError) as exc:
         decision = Decision.deny(_failed(exc.message), getattr(exc.code, "value", exc.code))
@@ -87,22 +92,32 @@ async def answer_hook(app: App, scope: dict[str, Any], receive: Any) -> Answer:
         log.exception("hook %s failed", agent)
         decision = Decision.deny(_failed("the coordinator failed on this call (see its log)."), "internal")
     answer: HookAnswer = module.render(call, decision)
-    if not decision.allow and decision.code != "unauthorized" and not fails_closed(event_of(payload)):
+    refresh = decision.code == "unauthorized" and form in ("command", "plain")  # the client mints a new token
+    if not decision.allow and not refresh and not fails_closed(event_of(payload)):
         # an event that guards no write: the agent goes on, the failure is logged where `status` shows it
         failures.record(app.config.root, agent, event_of(payload) or "", decision.reason)
         answer = module.render(None, Decision(True))
-    if _config_changed(app):  # after this answer, which the running calls' settings still give
-        log.info("the project config of %s changed: the hook service stops; the next hook starts it", app.config.root)
-        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)  # graceful: running calls finish
-    elif _last_session_ended(app, call):
-        log.info("the last session of %s ended: the hook service stops; the next hook starts it", app.config.root)
-        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)
+    _stop_if_done(app, call)
     if form == "command":
         command = {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
         return 200, dumps({**command, "code": decision.code}), []
     if form == "plain":
         return 200, plain_answer(answer, decision.code), [(b"content-type", b"text/plain; charset=utf-8")]
     return 200, dumps(public(answer.body or {}, app.config.root)), []
+
+
+def _stop_if_done(app: App, call: ToolCall | None) -> None:
+    """After an answer (which the running calls' settings still give): the on-demand service stops when its
+    project config changed (and, serving http hooks, which cannot start it, runs itself again) or when the
+    last session it serves ended. Graceful: running calls finish."""
+    if _config_changed(app):
+        log.info("the project config of %s changed: the hook service stops; the next hook starts it", app.config.root)
+        if app.config.hook_port:
+            _restart.append(True)  # no hook of Claude Code's can start it: it starts itself again (cli/serve.py)
+        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)
+    elif _last_session_ended(app, call):
+        log.info("the last session of %s ended: the hook service stops; the next hook starts it", app.config.root)
+        os.kill(app.config.supervisor_pid or os.getpid(), signal.SIGTERM)
 
 
 async def _decide(app: App, principal: Any, call: ToolCall) -> Decision:
@@ -118,6 +133,26 @@ async def _decide(app: App, principal: Any, call: ToolCall) -> Decision:
 # -- the on-demand hook service stops when the last session it serves ends -----------------------------------
 
 _live: dict[str, float] = {}  # session -> when its last event came (monotonic), until its SessionEnd
+_agents: dict[str, int] = {}  # session -> its agent's pid (AGENT_PID_HEADER), until its SessionEnd
+
+
+def _note_agent(headers: dict[str, str], payload: Any) -> None:
+    """Remember the agent process a command hook names (AGENT_PID_HEADER) for the event's session."""
+    pid = headers.get(AGENT_PID_HEADER, "")
+    session = payload.get("session_id") if isinstance(payload, dict) else None
+    if pid.isdigit() and 1 < int(pid) < 1 << 22 and isinstance(session, str) and len(_agents) < 4096:
+        _agents[session.split("/")[0]] = int(pid)
+
+
+def agents_alive() -> bool:
+    """Whether an agent process a command hook named (and whose session has not ended) still runs: while
+    one does, the on-demand service does not stop for being idle (its http hooks could not start it)."""
+    from coordinator.disk.fsio import pid_alive
+
+    for session, pid in list(_agents.items()):
+        if not pid_alive(pid):
+            del _agents[session]
+    return bool(_agents)
 
 
 def _last_session_ended(app: App, call: ToolCall | None) -> bool:
@@ -134,12 +169,21 @@ def _last_session_ended(app: App, call: ToolCall | None) -> bool:
     top = call.session.split("/")[0]
     for session in [s for s in _live if s == top or s.startswith(top + "/")]:
         del _live[session]
-    return not any(now - seen < app.config.idle_exit_s for seen in _live.values())
+    _agents.pop(top, None)
+    return not any(now - seen < app.config.idle_exit_s for seen in _live.values()) and not agents_alive()
 
 
 # -- the on-demand hook service restarts when its project config changes ----------------------------------
 
 _STARTED_NS = time.time_ns()  # this module is loaded as the service starts
+_restart: list[bool] = []  # the service of http hooks stopped for its config: it runs itself again
+
+
+def restart_wanted() -> bool:
+    """Whether the service stopped for a changed config and must run again (it has an http hook port)."""
+    return bool(_restart)
+
+
 _CONFIG_FILES = (".edit-coordinator.toml", "pyproject.toml")  # coordinator/cli/config.py's OWN_FILE, PYPROJECT
 _watched: dict[str, tuple[object, object]] = {}  # root -> (the files' stat stamp, the config they hold)
 
@@ -213,6 +257,20 @@ def _adapter(app: App) -> HookAdapter:
         hooks = HookAdapter(app.coord)
         app.hooks = hooks
     return hooks
+
+
+def _principal(app: App, scope: dict[str, Any], headers: dict[str, str]) -> Any:
+    """Who sends the event: on the http hooks' loopback port (--hook-http), whoever holds the repository's
+    hook key (the hook route alone is answered there: App._dispatch); elsewhere the bearer token's holder."""
+    if not app.on_hook_port(scope):
+        return app.authenticate(headers.get("authorization"))
+    given = headers.get(HOOK_KEY_HEADER, "")
+    if not hmac.compare_digest(given.encode("utf-8", "replace"), app.config.hook_key.encode()):
+        raise ServiceError(
+            "unauthorized",
+            "This hook did not carry the repository's hook key. Run `edit-coordinator init claude-code` again.",
+        )
+    return Principal("admin", None, float("inf"))
 
 
 def _check_hook_token(principal: Any, session: str) -> None:

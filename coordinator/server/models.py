@@ -227,6 +227,8 @@ class ServerConfig:
     inline: bool = True  # engine calls on the event loop while they need not wait (see App._engine)
     otel: bool = False  # an OpenTelemetry span per answered call (server/tracing.py)
     idle_exit_s: float = 0.0  # > 0: stop after this long without a request, or once the root is gone (one worker)
+    hook_port: int = 0  # > 0: the loopback port of Claude Code's http hooks (the hook route alone, with hook_key)
+    hook_key: str = ""  # the key those requests carry (cli/hookservice.py's KEY_HEADER)
     watch: bool = False  # the tree watcher (engine/watcher.py): every change recorded with its author (one worker)
 
     def to_json(self) -> str:

@@ -216,10 +216,12 @@ class Sandbox:
         hooked: bool = True,
         capture: bool = True,
         python: str | None = None,
+        init_args: tuple[str, ...] = (),
     ) -> Sandbox:
         """The repository with `files` committed, and the hooks of `agent` (with the capture handler beside each,
         unless `capture` is false) when `hooked`; `python` is the interpreter of the installation whose `init`
-        writes them (default: this one), so that another checkout's hooks can be measured."""
+        writes them (default: this one), so that another checkout's hooks can be measured; `init_args`: more
+        options of `init` (say `--hook-type command`)."""
         box = cls(agent, base, hooked)
         box.repo.mkdir(parents=True)
         box.capture.mkdir()
@@ -231,7 +233,7 @@ class Sandbox:
             git(box.repo, "add", "-A")
             git(box.repo, "commit", "-q", "-m", "start")
         if hooked:
-            coordinator_cli("init", agent, "--root", str(box.repo), python=python)
+            coordinator_cli("init", agent, "--root", str(box.repo), *init_args, python=python)
             if capture:
                 add_handlers(box.repo / box.kind.settings, [capture_handler(box.capture, box.kind)])
             exclude = box.repo / ".git" / "info" / "exclude"  # the hooks' own files stay out of `git status`

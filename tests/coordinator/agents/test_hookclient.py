@@ -66,12 +66,17 @@ def test_the_clients_constants_are_the_packages() -> None:
     assert all(fasthook.guards(e) == fails_closed(e) for e in (None, "PreToolUse", "BeforeTool", "Stop", "x"))
     assert {a: front_end(a).render(None, ALLOW).stdout.encode() for a in FRONT_ENDS} == fasthook.GO_ON
     assert f"/{hook_failures_file(STATE_DIR_NAME)}" == fasthook.FAILURE_LOG
-    from coordinator.agents.core import FORWARDED_ENV, env_header, forwarded, settings_from_headers
+    from coordinator.agents.core import AGENT_PID_HEADER, FORWARDED_ENV, env_header, forwarded, settings_from_headers
+    from coordinator.cli.hook import session_headers
 
     assert fasthook.FORWARDED_ENV == FORWARDED_ENV
+    assert fasthook.AGENT_PID_HEADER == AGENT_PID_HEADER
     env = {"EDIT_COORDINATOR_AUTO_COMMIT": "1", "OTHER": "x"}
     lines = dict(x.split(": ", 1) for x in fasthook.session_headers().splitlines())  # this process's: none
-    assert lines == {k: v for k, v in ((env_header(n), os.environ.get(n)) for n in FORWARDED_ENV) if v}
+    grandparent = fasthook.parent_of(os.getppid())
+    expected = {k: v for k, v in ((env_header(n), os.environ.get(n)) for n in FORWARDED_ENV) if v}
+    assert lines == expected | ({AGENT_PID_HEADER: str(grandparent)} if grandparent > 1 else {})
+    assert session_headers() == lines  # the full hook sends the same
     assert settings_from_headers({env_header(k): v for k, v in env.items()}) == forwarded(env)
     assert forwarded(env) == (("EDIT_COORDINATOR_AUTO_COMMIT", "1"),)
     assert forwarded({"EDIT_COORDINATOR_AUTO_COMMIT": "1\r\nX-Evil: 1"}) == ()

@@ -51,11 +51,20 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     assert merged["permissions"]["allow"] == ["Bash(make test)"]
     assert merged["permissions"]["deny"] == ["NotebookEdit"]
     assert merged["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]
-    ours = merged["hooks"]["PreToolUse"][1]["hooks"][0]
-    program, *words = shlex.split(ours["command"])  # the fast client, by absolute paths, on this root
+    from coordinator.agents.core import HOOK_KEY_HEADER
+    from coordinator.cli.hookservice import http_endpoint
+
+    ours = merged["hooks"]["PreToolUse"][1]["hooks"][0]  # Claude Code's http hook into the hook service
+    endpoint = http_endpoint(repo.resolve())
+    assert endpoint is not None and ours["url"] == f"http://127.0.0.1:{endpoint.port}/v1/hooks/claude-code"
+    assert ours["type"] == "http" and ours["headers"][HOOK_KEY_HEADER] == endpoint.key and ours["onFailure"] == "block"
+    assert (repo / ".edit-coordinator" / "hook-service" / "http.json").stat().st_mode & 0o777 == 0o600
+    (starter,) = merged["hooks"]["SessionStart"][0]["hooks"]  # a command hook: it starts the service
+    program, *words = shlex.split(starter["command"])  # the fast client, by absolute paths, on this root
     assert Path(program).is_absolute() and Path(program).exists()
     assert words[:2] == ["-I", "-S"] and Path(words[2]).name == "hookclient.py" and Path(words[2]).is_file()
-    assert words[3:7] == ["claude-code", "--root", str(repo.resolve()), "||"] and words[-2:] == ["2;", "}"]
+    assert words[3:7] == ["claude-code", "--root", str(repo.resolve()), "--fail-open"] and words[-2:] == ["0;", "}"]
+    assert merged["hooks"]["UserPromptSubmit"][0]["hooks"] == [starter]
 
     again = run(repo, "claude-code")
     assert again.returncode == 0 and "nothing changed" in again.stdout
@@ -198,7 +207,8 @@ def test_the_commands_init_writes_run_and_fail_closed(tmp_path: Path) -> None:
         from coordinator.cli import main
 
         for agent in ("claude-code", "codex", "gemini"):  # in this process: the hooks below are the real runs
-            assert main(["init", agent, "--root", str(repo)]) == 0
+            command = ["--hook-type", "command"] if agent == "claude-code" else []  # its default: http hooks
+            assert main(["init", agent, "--root", str(repo), *command]) == 0
         claude = hook_command(repo, ".claude/settings.local.json", "PreToolUse")
         base = {"session_id": "s1", "cwd": str(repo), "tool_use_id": "t1"}
         edit = {
@@ -284,7 +294,7 @@ def test_with_the_interpreter_gone_only_the_guarding_hooks_refuse(tmp_path: Path
     }
     answers = {}
     for agent, rel in files.items():
-        assert run(repo, agent).returncode == 0
+        assert run(repo, agent, *(("--hook-type", "command") if agent == "claude-code" else ())).returncode == 0
         _rewrite_commands(repo / rel, lambda c: c.replace(shlex.split(c)[0], "/nowhere/python3", 1))
         for event, groups in settings_of(repo, rel)["hooks"].items():
             (handler,) = [h for g in groups for h in g["hooks"] if "hookclient.py" in h.get("command", "")]

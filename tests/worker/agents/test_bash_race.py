@@ -84,4 +84,4 @@ def test_a_bash_only_race_of_four_claude_code_sessions(hooked: bool, sandbox: Ma
     assert reported > 0 and reported == landed
     history = json.loads(coordinator_cli("history", "--root", str(box.repo), RACE_FILE, "--json").stdout)["entries"]
     sessions = set().union(*(r.sessions for r in runs))
-    assert len(history) == landed and {v["session"] for v in history} <= sessions
+    assert len(history) == landed and {v["session"] for v in history} <= sessions, json.dumps(history, indent=1)

@@ -1,4 +1,4 @@
-"""scripts/real_agent_bench.py hook-cost runs against the real Claude Code: every Edit of both columns is
+"""scripts/real_agent_bench.py hook-cost runs against the real Claude Code: every Edit of every column is
 timed, and each session's edits are checked to be in the file (the script fails otherwise)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.worker.agents.installed import need
 pytestmark = pytest.mark.agents
 
 
-def test_hook_cost_times_every_edit_of_both_columns(tmp_path: Path) -> None:
+def test_hook_cost_times_every_edit_of_every_column(tmp_path: Path) -> None:
     need("claude-code")
     out = tmp_path / "cost.json"
     done = run_tool(
@@ -22,5 +22,5 @@ def test_hook_cost_times_every_edit_of_both_columns(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(out.read_text())
-    assert figures["noop"]["calls"] == figures["hooked"]["calls"] == 3
+    assert figures["noop"]["calls"] == figures["command"]["calls"] == figures["hooked"]["calls"] == 3
     assert "added_per_event_p50_ms" in figures and "per event" in done.stdout
