@@ -18,11 +18,11 @@ from coordinator.disk.fsio import MAX_PATH_CHARS
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server.auth import load_secret
 from coordinator.server.common import CONFIG_ENV, SECRET_ENV, MiB
-from coordinator.server.models import ServerConfig
 from coordinator.tokens import mint_token
 
 if TYPE_CHECKING:
     from coordinator.server.listener import UnixListener
+    from coordinator.server.models import ServerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -221,6 +221,7 @@ def _bind(host: str, port: int, backlog: int) -> socket.socket:
 
 def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | None]:
     from coordinator.engine import Coordinator
+    from coordinator.server.models import ServerConfig  # here: the other commands start without pydantic's models
 
     # Start (or find) the embedded Redis once, here, so that the workers share it from the start.
     with Coordinator(root, args.redis_url, durability=args.durability) as coord:

@@ -273,6 +273,9 @@ def test_events_are_awaited_long_polls(served: ServerProcess) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # A dropped connection
 # ---------------------------------------------------------------------------------------------------------
+TLS_HANDSHAKE = b"\x16"  # the first byte of a TLS record carrying a ClientHello
+
+
 class DropFirstAnswer:
     """A TCP proxy in front of the service: forwards each request, but for the first request to `path`
     reads the service's answer and closes the client's connection instead of passing it on."""
@@ -296,6 +299,12 @@ class DropFirstAnswer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if conn.recv(1, socket.MSG_PEEK) == TLS_HANDSHAKE:
+            # The client's probe after the dropped answer (does this port speak TLS?): a plain-HTTP service
+            # answers a ClientHello with an error and closes at once, and so does the proxy, instead of
+            # waiting for a request line that never comes until the probe's connect timeout runs out.
+            conn.close()
+            return
         with conn, socket.create_connection(self.upstream) as up:
             rfile, ufile = conn.makefile("rb"), up.makefile("rb")
             while True:
