@@ -15,7 +15,9 @@ repository's hook service, started by the first hook that finds none).
         --file PATH --edits N --out RESULT.json
 
 RESULT.json: {"acknowledged": [markers], "denied": {code-ish word: count}, "attempts": n}. With
-`--hold-after-pre`, the agent stops after its first allowed PreToolUse (and waits to be killed).
+`--hold-after-pre`, the agent stops after its first allowed PreToolUse (and waits to be killed). With
+`--go-file GO`, it writes RESULT.json.ready once started and begins its loop when GO exists (the test
+creates GO once every agent of the run is ready, so that they all begin together).
 """
 
 from __future__ import annotations
@@ -118,8 +120,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     acknowledged: list[str] = []
     denied: dict[str, int] = {}
     attempts = calls = 0
-    while time.time() < args.start_at:  # all agents of a run begin together, whenever each process started
-        time.sleep(0.005)
+    if args.go_file:  # all agents of a run begin together, once every process has started
+        Path(f"{args.out}.ready").write_text("")
+        while not os.path.exists(args.go_file):
+            time.sleep(0.005)
     for i in range(args.edits):
         marker = f"{args.session} edit {i}"
         for _ in range(args.retries):
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retries", type=int, default=200)
     p.add_argument("--think-s", type=float, default=0.002)
     p.add_argument("--hold-after-pre", action="store_true")
-    p.add_argument("--start-at", type=float, default=0.0, help="wall-clock time (time.time()) to begin at")
+    p.add_argument("--go-file", default="", help="write OUT.ready, then begin once this file exists")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     result = run(args)

@@ -65,8 +65,13 @@ def _fleet(
     """Run `agents` stand-ins on one new file; (acknowledged markers, the file's lines, denials by word)."""
     file = served.root / name
     file.write_text("")
-    begin = str(time.time() + 3.0)  # every agent's loop starts together, after the processes are up
-    started = [_start(served, hooks, f"{hooks}-agent-{k}", file, edits, "--start-at", begin) for k in range(agents)]
+    go = file.parent / f"go-{hooks}-{name}"  # every agent's loop starts together, once all the processes are up
+    started = [_start(served, hooks, f"{hooks}-agent-{k}", file, edits, "--go-file", str(go)) for k in range(agents)]
+    deadline = time.monotonic() + 120
+    while not all(Path(f"{out}.ready").exists() for _, out in started):
+        assert all(proc.poll() is None for proc, _ in started) and time.monotonic() < deadline
+        time.sleep(0.01)
+    go.write_text("")
     acknowledged: list[str] = []
     denied: dict[str, int] = {}
     for proc, out in started:
