@@ -64,6 +64,7 @@ from coordinator.state.process import (
     POLL_INTERVAL,
     PROBE_TIMEOUT,
     atomic_write_text,
+    client_count,
     is_our_server,
     log_tail,
     ping,
@@ -93,6 +94,7 @@ __all__ = [
     "runtime_dir_for",
     "socket_path_for",
     "stop_embedded_redis",
+    "stop_embedded_redis_if_unused",
 ]
 
 SOCKET_NAME = "redis.sock"
@@ -384,6 +386,23 @@ def stop_embedded_redis(state_dir: Path, timeout: float = 5.0) -> bool:
             return _stop_locked(state_dir, redis_dir, deadline)
     except filelock.Timeout as e:
         raise _lock_timeout_error(redis_dir, timeout) from e
+
+
+def stop_embedded_redis_if_unused(state_dir: Path, timeout: float = 5.0) -> bool:
+    """Stop ``state_dir``'s server only if no other client is connected to it (the repository's hook service,
+    once it has closed its own connections and stopped for good). A process that connects later starts it
+    again, as any first connection does. True iff it was stopped."""
+    redis_dir = _redis_dir(state_dir)
+    if not redis_dir.is_dir():
+        return False
+    try:
+        with _start_lock(redis_dir, timeout):
+            live = _live_socket(state_dir)
+            if live is None or client_count(live) != 1:  # 1: the probe itself
+                return False
+            return _stop_locked(state_dir, redis_dir, time.monotonic() + timeout)
+    except filelock.Timeout:
+        return False  # another process is starting or stopping it: leave it to that one
 
 
 def _stop_locked(state_dir: Path, redis_dir: Path, deadline: float) -> bool:

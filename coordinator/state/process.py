@@ -103,6 +103,17 @@ def server_pid(sock: Path) -> int | None:
         client.close()
 
 
+def client_count(sock: Path) -> int | None:
+    """How many clients the server on ``sock`` has connected (this probe's own included); None: no answer."""
+    client = unix_client(sock, PROBE_TIMEOUT)
+    try:
+        return int(client.info("clients")["connected_clients"])
+    except (redis.RedisError, KeyError, ValueError):
+        return None
+    finally:
+        client.close()
+
+
 def shutdown_nosave(sock: Path, timeout: float = PROBE_TIMEOUT) -> bool:
     """Send SHUTDOWN NOSAVE; True iff the server closed the connection without an error reply."""
     return _exchange(sock, b"SHUTDOWN NOSAVE", timeout) == b""

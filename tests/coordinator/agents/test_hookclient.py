@@ -25,6 +25,7 @@ from coordinator.cli import fasthook, hookservice
 from coordinator.disk.layout import STATE_DIR_NAME, hook_service_dir
 from coordinator.endpoint import MAX_UNIX_PATH_BYTES
 from coordinator.server.hooks import plain_answer
+from coordinator.state.embedded import embedded_status
 from tests import REPO_ROOT
 from tests.coordinator.agents.hooking import payload
 
@@ -509,8 +510,9 @@ def test_a_hook_client_dies_with_its_agent(tmp_path: Path) -> None:
 
 
 def test_the_hook_service_stops_when_its_last_session_ends(real_redis_root: Path) -> None:
-    """At 0effb2a the service stayed 30 min after every session had ended. Now the SessionEnd of the last
-    live session stops it (a subagent ends with its session); the next hook starts it again."""
+    """At 0effb2a the service stayed 30 min after every session had ended, and the embedded Redis for good.
+    Now the SessionEnd of the last live session stops the service (a subagent ends with its session), and the
+    service its embedded Redis, which no other client uses; the next hook starts both again."""
     root = real_redis_root
     (root / ".git").mkdir()
     (root / "a.py").write_text("x = 1\n")
@@ -528,10 +530,29 @@ def test_the_hook_service_stops_when_its_last_session_ends(real_redis_root: Path
         assert fast(root, payload("session_end", root, session_id="s1")).returncode == 0
         assert fast(root, read("s2")).returncode == 0  # s2 is still live: the same service answers
         assert int((folder / "pid").read_text()) == first and hookservice._alive(first)
+        assert embedded_status(root / STATE_DIR_NAME) is not None
         assert fast(root, payload("session_end", root, session_id="s2")).returncode == 0
         deadline = time.monotonic() + 60
         while hookservice._alive(first) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not hookservice._alive(first)
+        assert embedded_status(root / STATE_DIR_NAME) is None
+        assert fast(root, read("s3")).returncode == 0  # both start again
+        assert embedded_status(root / STATE_DIR_NAME) is not None
     finally:
         hookservice.stop(root)
+
+
+def test_an_on_demand_service_leaves_an_embedded_redis_others_use(real_redis_root: Path) -> None:
+    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis_if_unused
+    from coordinator.state.process import unix_client
+
+    state = real_redis_root / STATE_DIR_NAME
+    url = ensure_embedded_redis(state)
+    other = unix_client(Path(url.removeprefix("unix://")), 5.0)
+    try:
+        other.ping()  # another process's connection
+        assert not stop_embedded_redis_if_unused(state) and embedded_status(state) is not None
+    finally:
+        other.close()
+    assert stop_embedded_redis_if_unused(state) and embedded_status(state) is None
