@@ -87,7 +87,8 @@ def _session(box: Sandbox, edits: int) -> list[float]:
     if len(times) != edits:
         raise RuntimeError(f"{len(times)} of {edits} edits were answered: {run.stderr[-1500:]}")
     if (box.repo / "a.py").read_text() != f"value = {edits % 2}\n":
-        raise RuntimeError("the edits are not all in the file")
+        refused = [c.output for c in run.server.conversations()[-1].calls if not tools.succeeded(c)]
+        raise RuntimeError(f"the edits are not all in the file ({box.repo}): {refused[:3]}")
     return times
 
 
