@@ -86,6 +86,9 @@ class HookAdapter:
         told = notes.text()
         if not told:
             return decision
+        if decision.allow and call.notes_hidden:  # its answer shows the model nothing: told at the next event
+            protocol.keep_notes(call.session, notes)
+            return decision
         if decision.allow:
             return Decision.note(_joined(told, decision.reason))
         return decision._replace(reason=_joined(told, decision.reason))

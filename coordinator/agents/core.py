@@ -29,6 +29,8 @@ class ToolCall(NamedTuple):
     shown: for a read's "after", the text the agent was shown (None: not told); offset/limit: a partial
         read's window (None: from the start / no limit).
     cwd: the agent's working folder (where the root is found when no service is named).
+    notes_hidden: the agent shows its model no added context in its answer to this event (Gemini CLI's
+        BeforeTool): a note for the model is kept for the session's next event instead of being dropped.
     """
 
     session: str
@@ -45,9 +47,10 @@ class ToolCall(NamedTuple):
     cwd: str | None = None
     event: str = ""
     settings: tuple[tuple[str, str], ...] = ()
+    notes_hidden: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self._asdict().items() if v is not None and v != "" and v != ()}
+        return {k: v for k, v in self._asdict().items() if v is not None and v != "" and v != () and v is not False}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:

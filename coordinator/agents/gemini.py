@@ -13,7 +13,8 @@ SessionEnd end a session. Examples, with where each shape comes from: tests/data
 What is recorded of a read is what the tool's `llmContent` showed the model, after the truncation notice
 Gemini CLI puts before a partial file; the adapter keeps it only if those are the file's lines.
 
-Answer: allow is exit 0 with `{}` (stdout must be JSON on exit 0). A BeforeTool deny is exit 0 with
+Answer: allow is exit 0 with `{}` (stdout must be JSON on exit 0); a note for the model after a tool is
+`{"hookSpecificOutput": {"additionalContext": ...}}`. A BeforeTool deny is exit 0 with
 `{"decision": "deny", "reason": ...}`, the reason sent to the model as the tool's error; after a tool and at
 an end the answer is always "go on" (coordinator.agents.core.GUARD_EVENTS).
 """
@@ -66,7 +67,7 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     if phase == "after" and isinstance(response, dict) and response.get("error"):
         phase = "failed"
     base = ToolCall(session, phase, kind, tool=str(tool), operation=operation, cwd=cwd, event=event,
-                    tool_use_id=_call_id(payload, tool_input))  # fmt: skip
+                    tool_use_id=_call_id(payload, tool_input), notes_hidden=phase == "before")  # fmt: skip
     if kind == "shell":
         command = tool_input.get("command")
         return base._replace(command=command if isinstance(command, str) else None)
@@ -127,7 +128,14 @@ def _int(value: object) -> int | None:
 
 def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
     """A BeforeTool deny is the decision on stdout; after a tool or at an end, "go on" (an AfterAgent exit 2
-    retries the turn); a deny with no call (the payload unreadable) exit 2 with the reason on stderr."""
+    retries the turn); a deny with no call (the payload unreadable) exit 2 with the reason on stderr. A note
+    for the model (an allow with a reason: a late write repaired, another session's notice) after a tool is
+    `hookSpecificOutput.additionalContext`, which Gemini CLI appends to the tool's result for the model
+    (inside `<hook_context>`); its BeforeTool shows no added context, so the adapter keeps those notes for
+    the next event (`ToolCall.notes_hidden`)."""
+    if decision.allow and decision.reason and call is not None and call.event == "AfterTool":
+        told = {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": decision.reason}}
+        return HookAnswer(0, json.dumps(told), "", told)
     if decision.allow or (call is not None and call.phase != "before"):
         return HookAnswer(0, "{}", "", {})
     if call is not None and call.phase == "before":

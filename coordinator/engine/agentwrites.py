@@ -217,6 +217,12 @@ class AgentWrites:
             notes.extend(self._settle(entry, taken=False))
         return Settled((*notes, *notices))
 
+    def keep_notes(self, session: str, settled: Settled) -> None:
+        """Notes that `session`'s answer to this event cannot show its model (its agent adds no context
+        there): kept as notices for its next hook answer, so that no note of invariant 7 is dropped."""
+        for note in settled.notes:
+            self.calls.tell(session, note)
+
     def observed(self, key: str, created: bool = False) -> None:
         """A change of `key` was seen (the tree watcher, engine/watcher.py): recorded as the write of the
         session whose call accounts for it, else as `OUTSIDE`'s. An open call's write is recorded and the call

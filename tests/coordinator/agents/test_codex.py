@@ -192,3 +192,20 @@ def test_apply_patch_results_are_read_by_their_exit_code(tmp_path: Path) -> None
 def test_a_subagent_is_a_session_of_its_own(tmp_path: Path) -> None:
     call = codex.parse(payload("pre_apply_patch", tmp_path, agent_id="agent-7"))
     assert call is not None and call.session == f"{SID}/agent-7"
+
+
+def test_a_note_reaches_the_model_as_codex_reads_it(tmp_path: Path) -> None:
+    """A note (an allow with a reason: a late write repaired, another session's notice) is the
+    `hookSpecificOutput.additionalContext` that Codex 0.169's PostToolUse and PreToolUse outputs declare
+    (`PostToolUseHookSpecificOutputWire`: `hookEventName` "PostToolUse", `additionalContext`), never dropped."""
+    for name, event in (("post_apply_patch", "PostToolUse"), ("pre_apply_patch", "PreToolUse")):
+        call = codex.parse(payload(name, tmp_path))
+        assert call is not None and call.event == event
+        told = codex.render(call, Decision.note("Your patch landed late; their change was put back."))
+        assert told.exit_code == 0 and told.stderr == ""
+        assert json.loads(told.stdout) == {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "additionalContext": "Your patch landed late; their change was put back.",
+            }
+        }

@@ -154,3 +154,50 @@ def test_relative_paths_are_the_working_folders(tmp_path: Path) -> None:
     assert call is not None and call.path == str(sub / "mod.py")
     absolute = gemini.parse(payload("before_replace", tmp_path, tool_input__file_path=str(tmp_path / "a.py")))
     assert absolute is not None and absolute.path == str(tmp_path / "a.py")
+
+
+def test_a_note_reaches_the_model_after_a_tool(tmp_path: Path) -> None:
+    """After a tool a note is `hookSpecificOutput.additionalContext`, which Gemini CLI appends to the tool's
+    result for its model; its BeforeTool shows none, so that call is marked and the adapter keeps the note."""
+    for name in ("after_replace", "after_replace_error", "after_read_file"):
+        call = gemini.parse(payload(name, tmp_path))
+        assert call is not None and not call.notes_hidden
+        told = gemini.render(call, Decision.note("Their change was put back."))
+        assert (told.exit_code, told.stderr) == (0, "")
+        assert json.loads(told.stdout)["hookSpecificOutput"]["additionalContext"] == "Their change was put back."
+    before = gemini.parse(payload("before_replace", tmp_path))
+    assert before is not None and before.notes_hidden
+    assert json.loads(gemini.render(before, Decision.note("x")).stdout) == {}
+
+
+def test_a_late_write_is_told_to_both_gemini_sessions(coord: Coordinator, root: Path, app: Path) -> None:
+    """late's replace is allowed, then stalls; early waits out the holder's grace, writes another line and is
+    acknowledged; late's write lands on its old view. late's AfterTool answer says its write was repaired;
+    early's notice is not lost at its next BeforeTool (which shows no context): that call's AfterTool carries it."""
+    hooks = HookAdapter(coord, session_end=lambda root, session: None)
+    app.write_text("a = 1\nb = 2\nc = 3\n")
+    shown = {"llmContent": app.read_text(), "returnDisplay": ""}
+
+    def answer(name: str, who: str, tid: str, **changes: Any) -> dict[str, Any]:
+        call = gemini.parse(payload(name, root, session_id=who, tool_use_id=tid, **changes))
+        assert call is not None
+        out = gemini.render(call, hooks.handle(call))
+        assert out.exit_code == 0
+        return dict(json.loads(out.stdout))
+
+    for who in ("late", "early"):
+        assert answer("after_read_file", who, f"r-{who}", tool_response=shown) == {}
+    assert answer("before_replace", "late", "t-late") == {}
+    seen = app.read_text()
+    assert answer("before_replace", "early", "t-early") == {}  # after the holder's grace, not refused
+    app.write_text(seen.replace("c = 3", "c = 30"))
+    assert answer("after_replace", "early", "t-early") == {}
+    app.write_text(seen.replace("a = 1", "a = 10"))  # the late write, on late's old view
+    told = answer("after_replace", "late", "t-late")
+    assert "put back" in told["hookSpecificOutput"]["additionalContext"]
+    assert app.read_text() == "a = 10\nb = 2\nc = 30\n"
+    ls = {"tool_input__command": "ls"}
+    assert answer("before_shell", "early", "s-early", **ls) == {}  # allowed; the notice is kept, not dropped
+    done = {"hook_event_name": "AfterTool", "tool_response": {"llmContent": "src", "returnDisplay": "src"}}
+    later = answer("before_shell", "early", "s-early", **ls, **done)
+    assert "overwritten by a late edit of session late" in later["hookSpecificOutput"]["additionalContext"]
