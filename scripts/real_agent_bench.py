@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 
 from worker.agents.modelserver import Use  # noqa: E402
 from worker.agents.race import RACE_FILE, RACE_START, race  # noqa: E402
-from worker.agents.runner import AgentRun, Sandbox, run_agent  # noqa: E402
+from worker.agents.runner import AgentRun, Sandbox, coordinator_cli, run_agent  # noqa: E402
 from worker.agents.scripts import Tools, sequence  # noqa: E402
 
 # The columns, side by side in one run: no-op hooks; the command hooks (`init --hook-type command`: a process
@@ -88,7 +88,8 @@ def _session(box: Sandbox, edits: int) -> list[float]:
         raise RuntimeError(f"{len(times)} of {edits} edits were answered: {run.stderr[-1500:]}")
     if (box.repo / "a.py").read_text() != f"value = {edits % 2}\n":
         refused = [c.output for c in run.server.conversations()[-1].calls if not tools.succeeded(c)]
-        raise RuntimeError(f"the edits are not all in the file ({box.repo}): {refused[:3]}")
+        history = coordinator_cli("history", "--root", str(box.repo), "a.py", "--limit", "12").stdout
+        raise RuntimeError(f"the edits are not all in the file ({box.repo}): {refused[:3]}\n{history}")
     return times
 
 
