@@ -59,16 +59,30 @@ def _unsafe_worker(root: str, idx: int, n: int, start: mp.synchronize.Barrier) -
     return acked, 0
 
 
+_start: mp.synchronize.Barrier | None = None  # in a worker process: the fleet's start barrier
+
+
+def _keep_barrier(barrier: mp.synchronize.Barrier) -> None:
+    global _start
+    _start = barrier
+
+
+def _in_worker(worker, root: str, idx: int, n: int) -> tuple[int, int]:
+    assert _start is not None
+    return worker(root, idx, n, _start)
+
+
 def _run_fleet(
     root: Path, worker, increments: int = INCREMENTS, workers: int = WORKERS
 ) -> tuple[list[tuple[int, int]], dict[int, int]]:
     (root / "counters.txt").write_text(_slot_file(workers))
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("spawn")  # new processes that inherit this test's environment (its deployment's URL)
     # A barrier, not an event set here: every worker starts editing once all are set up (a slow connection,
-    # e.g. to a cluster, would otherwise stagger them until they no longer overlap).
-    start = ctx.Manager().Barrier(workers, timeout=120)
-    with ctx.Pool(workers) as pool:
-        results = [pool.apply_async(worker, (str(root), i, increments, start)) for i in range(workers)]
+    # e.g. to a cluster, would otherwise stagger them until they no longer overlap). Handed to each worker
+    # as its process starts (the pool's initializer): no manager process to start for it.
+    start = ctx.Barrier(workers, timeout=120)
+    with ctx.Pool(workers, initializer=_keep_barrier, initargs=(start,)) as pool:
+        results = [pool.apply_async(_in_worker, (worker, str(root), i, increments)) for i in range(workers)]
         out = [r.get(timeout=240) for r in results]
     text = (root / "counters.txt").read_text()
     final = {int(a): int(b) for a, b in re.findall(r"^slot (\d+): (\d+)$", text, re.M)}
