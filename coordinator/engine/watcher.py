@@ -10,7 +10,8 @@ recorded before their lock is released, so for them the watcher finds the newest
 and records nothing.
 
 "The tree" is what git would track: paths git ignores (build output, virtual environments; asked of
-`git check-ignore` once per batch), the `.git` folder, the state folder, the coordinator's temporaries,
+`git check-ignore` once per batch), the `.git` folder, the state folder, the coordinator's temporaries and
+Claude Code's (NAME.tmp.PID.HEX, renamed over NAME),
 binaries and files over the size limit stay out. Removals are not recorded (a version needs content).
 inotify watches every folder, ignored ones too (one watch per folder; see BENCHMARKS.md for the cost).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -32,6 +34,10 @@ from coordinator.disk.layout import STATE_DIR_NAME
 
 log = logging.getLogger("coordinator.watcher")
 
+# An agent's atomic-write temporary (Claude Code writes NAME.tmp.PID.HEX, then renames it over NAME): the
+# rename is the change of NAME; the temporary itself is no file of the tree (under load the watcher could
+# look at it before the rename and record it as a file created by "outside").
+_ATOMIC_TEMPORARY = re.compile(r"\.tmp\.\d+\.[0-9a-f]{6,}$")
 QUIET_S = 0.03  # a path is handled once no event has come for it this long,
 MAX_DELAY_S = 0.1  # and at the latest this long after its first event
 _STOP = object()
@@ -110,6 +116,8 @@ class TreeWatcher:
             return None
         parts = rel.split(os.sep)
         if parts[0] in (STATE_DIR_NAME, ".git") or (parts[-1].startswith(".") and parts[-1].endswith(".tmp")):
+            return None
+        if _ATOMIC_TEMPORARY.search(parts[-1]):
             return None
         return "/".join(parts)
 

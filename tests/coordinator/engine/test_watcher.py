@@ -3,6 +3,7 @@ with its author; what git would not track stays out; an agent's call accounts fo
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -71,6 +72,22 @@ def test_ignored_paths_and_the_state_folder_stay_out(watched):
     _wait_for(lambda: coord.history("new.py"), "the new file")
     assert coord.history("build/out.txt") == []
     assert _ops(coord, "new.py") == [("outside", "outside")]
+
+
+def test_an_agents_atomic_write_temporary_is_no_file_of_the_tree(watched):
+    """Claude Code writes NAME.tmp.PID.HEX, then renames it over NAME: the temporary stays out (under load
+    the watcher looked at it before the rename and recorded a created file), the rename is NAME's change."""
+    coord, watcher = watched
+    root = Path(coord.root)
+    assert watcher._key(str(root / "app.py.tmp.15331.4322a3324f36")) is None
+    assert watcher._key(str(root / "notes.tmp")) == "notes.tmp" and watcher._key(str(root / "a.tmp.1.x")) == "a.tmp.1.x"
+    temporary = root / "app.py.tmp.15331.4322a3324f36"
+    temporary.write_text("a = 2\n")
+    time.sleep(0.3)  # longer than the watcher's delay: it has looked at the temporary, alone
+    os.replace(temporary, root / "app.py")
+    _wait_for(lambda: coord.history("app.py"), "the rename")
+    assert _ops(coord, "app.py") == [("outside", "outside")]
+    assert coord.history(temporary.name) == []
 
 
 def test_the_coordinators_own_writes_are_not_recorded_twice(watched):
