@@ -59,6 +59,7 @@ LOCKS = "locks"
 TMP = "tmp"
 FENCES = "fences"
 TICKETS = "tickets"
+CALLS = "calls"
 HISTORY = "history"
 REDIS = "redis"
 METRICS = "metrics"
@@ -102,6 +103,11 @@ def fences_dir(state_dir: PathLike) -> Path:
 def tickets_dir(state_dir: PathLike) -> Path:
     """The write tickets' marks (disk/tickets.py owns what is inside)."""
     return Path(state_dir) / TICKETS
+
+
+def calls_dir(state_dir: PathLike) -> Path:
+    """The agents' open write calls' copy on disk (disk/calljournal.py owns what is inside)."""
+    return Path(state_dir) / CALLS
 
 
 def history_dir(state_dir: PathLike) -> Path:

@@ -25,6 +25,8 @@ A call's life:
   seen, the overwritten change is put back by the rebase rule or the acknowledged version restored
   (`NativeWrites.record_found`), and both sessions are told: the late writer in its hook answer, the
   overwritten session by a notice given with its next hook answer.
+- Redis losing the calls (a flush, an embedded Redis restarted empty): each open call is also journaled on
+  disk (`CallJournal`); one found only there is taken as lapsed, and its write judged as a late write.
 
 The permission-prompt case, decided: a call waiting on an interactive permission prompt does not hold the
 path. Another session that needs it waits at most `HOLDER_GRACE_S` (1 s) after the holder's grant, then
@@ -36,6 +38,7 @@ option.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,12 +49,13 @@ from coordinator.engine.native import Found, NativeWrite, NativeWrites
 from coordinator.engine.observer import refusal_outcome
 from coordinator.engine.write import OUTSIDE_WRITER
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.state.agentcalls import AgentCallStore, PendingCall
+from coordinator.state.agentcalls import LAPSED_LIFE_S, AgentCallStore, PendingCall
 from coordinator.state.connection import redis_call
 from coordinator.state.refusals import FileRefusals
 from coordinator.state.views import KIND_READ, ReadState
 
 if TYPE_CHECKING:
+    from coordinator.disk.calljournal import CallJournal
     from coordinator.engine.leasing import LeaseGate
 
 __all__ = ["OUTSIDE", "REPAIRED", "RESTORED", "AgentWrites", "Settled"]
@@ -99,10 +103,13 @@ class AgentWrites:
     """The protocol around agents' own writes (module docstring). Built by the Coordinator
     (`Coordinator.agent_writes`) from the parts it owns."""
 
-    def __init__(self, native: NativeWrites, gate: LeaseGate, calls: AgentCallStore) -> None:
+    def __init__(
+        self, native: NativeWrites, gate: LeaseGate, calls: AgentCallStore, journal: CallJournal | None = None
+    ) -> None:
         self.native = native
         self.gate = gate
         self.calls = calls
+        self.journal = journal  # the open calls' copy on disk, for when Redis loses them (disk/calljournal.py)
 
     # -- the steps ----------------------------------------------------------------------------------------
     def before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
@@ -125,7 +132,7 @@ class AgentWrites:
             entry = PendingCall(
                 session, call, prepared.key, ticket, prepared.before, operation, now, ends, window=window
             )
-            self.calls.put(entry)
+            self._remember(entry)
         except BaseException:
             self.gate.release(session, ticket, None)
             raise
@@ -134,6 +141,10 @@ class AgentWrites:
         """After an agent's own write call (`succeeded`: its tool said so): what the file holds now is
         recorded as the session's write, and its ticket released. A lapsed call's late write is repaired."""
         entry = self.calls.take(session, call)
+        if entry is not None:
+            self._forget(entry)
+        else:  # Redis lost the call's memory (a flush, a restart): its copy on disk judges its write all the same
+            entry = next((x for x in self._lost(session=session) if x.call == call and self._forget(x)), None)
         if entry is None:
             return Settled()  # no ticket was taken (refused before), or another step settled it
         return Settled(self._settle(entry, taken=True))
@@ -149,28 +160,36 @@ class AgentWrites:
     def _before_shell(self, session: str, call: str, command: str, cwd: str | None) -> None:
         from coordinator.text.shellfiles import write_targets
 
-        targets: dict[str, tuple[str, bool]] = {}  # key -> (the command's name, replaced whole)
+        targets: dict[str, tuple[str, bool]] = {}  # key -> (the command's name, its view judged)
         for target in write_targets(command):
             key = self.native.key_in_root(os.path.join(cwd or self.native.root, target.path))
-            if key is None or key in targets:
+            if key is None or key in targets or (target.how == "script" and not self._is_file(key)):
                 continue
-            if target.how == "whole":
+            if target.how in ("whole", "script"):
                 judged = self.native.judge_write(session, key, whole=True)
-                if judged.refusal is not None:
+                # A script's file: it may only read it, so one never read is let through (ticket and
+                # pre-image, as `sed -i`); one seen in a version since overwritten is refused: a script
+                # written from what the model saw would put that back over the newer one, and a rewrite
+                # with the same bytes cannot be told apart afterwards.
+                if judged.refusal is not None and (target.how == "whole" or judged.view is not None):
                     raise judged.refusal
-            targets[key] = (target.command, target.how == "whole")
+            # judged (again under the ticket): a whole overwrite's view, a script's file the session has seen
+            targets[key] = (
+                target.command,
+                target.how == "whole" or (target.how == "script" and judged.view is not None),
+            )
         if not targets:
             return
         tickets = self._take_tickets(session, list(targets))
         now = time.time()
         try:
             for i, (key, (name, whole)) in enumerate(targets.items()):
-                # Under the ticket and the path's lock: a whole overwrite's view judged again (another
+                # Under the ticket and the path's lock: a judged target's view judged again (another
                 # session may have written while this one waited for the ticket), the pre-image kept.
                 before = self.native.prepare_write(session, key, whole=True).before if whole else None
                 if not whole:
                     before = self.native.keep_pre_image(key)
-                self.calls.put(
+                self._remember(
                     PendingCall(session, f"{call}#{i}", key, tickets[i], before, "shell", now, now + TICKET_TTL_S,
                                 command=name)
                 )  # fmt: skip
@@ -186,12 +205,16 @@ class AgentWrites:
         from coordinator.text.shellfiles import printed_lines
 
         notes: list[str] = []
-        for entry in self.calls.of_session(session):
-            if not entry.call.startswith(f"{call}#") or not self.calls.remove(entry):
-                continue
+        kept = [x for x in self.calls.of_session(session) if x.call.startswith(f"{call}#")]
+        ours = [x for x in kept if self.calls.remove(x)]
+        for entry in ours:
+            self._forget(entry)
+        lost = self._lost(session=session, known=kept)  # Redis lost their memory: their copies on disk
+        ours += [x for x in lost if x.call.startswith(f"{call}#") and self._forget(x)]
+        for entry in ours:
             untouched = not entry.changed and self.native.unchanged(entry.key, entry.before)
             notes.extend(self._settle(entry, taken=True))
-            if untouched and entry.command not in ("rm", "mv"):
+            if untouched and entry.command not in ("rm", "mv") and not _PYTHON.match(entry.command):
                 notes.append(
                     f"Your command left {entry.key} unchanged: its {entry.command or 'command'} changed nothing "
                     f"there (a sed or perl pattern that matched nothing?). Read {entry.key} again and check."
@@ -211,6 +234,10 @@ class AgentWrites:
         run one at a time), so each is settled; then the notices left for it. `end`: the session stops."""
         notes: list[str] = []
         calls, notices = self.calls.at_event(session)
+        for entry in self._lost(session=session, known=calls):
+            if (entry.call == but or entry.call.startswith(f"{but}#")) or not self._forget(entry):
+                continue
+            notes.extend(self._settle(entry, taken=True))
         for entry in calls:
             if entry.call == but or entry.call.startswith(f"{but}#") or (entry.state == "lapsed" and not end):
                 continue
@@ -232,7 +259,14 @@ class AgentWrites:
         tool still writing (a shell's `cat > f` truncates, then writes) changes the file again after it
         was recorded, and that change is the call's, seen by the watcher's next event or the call's end."""
         accounted = False
-        for entry in self.calls.on_path(key):
+        kept = self.calls.on_path(key)
+        for entry in self._lost(key=key, known=kept):
+            if self.native.unchanged(key, entry.before) or not self._forget(entry):
+                continue
+            accounted = True
+            for note in self._settle(entry, taken=True):
+                self.calls.tell(entry.session, note)
+        for entry in kept:
             if self.native.unchanged(key, entry.before) or _wrote_already(entry):
                 continue  # nothing new; or a one-write tool's second change: not its (recorded as outside)
             accounted = True
@@ -244,11 +278,45 @@ class AgentWrites:
                 continue
             found = self._record(entry)
             if found.entry is not None and self.calls.remove(entry):
-                self.calls.put(replace(entry, before=found.entry.after, changed=True))
+                self._remember(replace(entry, before=found.entry.after, changed=True))
             for note in self._told(entry, found):
                 self.calls.tell(entry.session, note)
         if not accounted:
             self.native.record_outside(key, OUTSIDE, created=created)
+
+    # -- the memory of calls: Redis, and its copy on disk ----------------------------------------------------
+    def _remember(self, entry: PendingCall) -> None:
+        self.calls.put(entry)
+        if self.journal is not None:
+            self.journal.put(entry.key, entry.session, entry.call, entry.to_json())
+
+    def _forget(self, entry: PendingCall) -> bool:
+        """End `entry`'s copy on disk; True when this process removed it."""
+        return self.journal is not None and self.journal.remove(entry.key, entry.session, entry.call)
+
+    def _lost(
+        self, *, session: str | None = None, key: str | None = None, known: list[PendingCall] | None = None
+    ) -> list[PendingCall]:
+        """The journaled calls (of `session`, or on `key`) that Redis no longer holds (`known`: the ones it
+        holds, when already asked): its state was lost between the call's before-hook and now. Each is
+        returned lapsed (its ticket went with Redis); its write is judged against the view it was allowed to
+        change, as a late write's is. Ones past a lapsed call's life are swept."""
+        if self.journal is None:
+            return []
+        if known is None:
+            known = self.calls.all()
+        held = {x.field() for x in known}
+        now = time.time()
+        out: list[PendingCall] = []
+        for text in self.journal.entries(key):
+            entry = PendingCall.from_json(text)
+            if entry is None or (session is not None and entry.session != session) or entry.field() in held:
+                continue
+            if entry.started + LAPSED_LIFE_S < now:
+                self._forget(entry)
+                continue
+            out.append(replace(entry, ticket=None, state="lapsed", ends=now + LAPSED_LIFE_S))
+        return out
 
     # -- counts -------------------------------------------------------------------------------------------
     @contextmanager
@@ -325,6 +393,9 @@ class AgentWrites:
             ended = True
         return ended
 
+    def _is_file(self, key: str) -> bool:
+        return os.path.isfile(os.path.join(self.native.root, key))
+
     def _emptied(self, key: str) -> bool:
         """Whether `key` is an empty file now. Agents write a file in two system calls (Node's writeFile,
         a shell's `cat > f`: truncate, then write), and the watcher can look in between: an open call's
@@ -357,8 +428,10 @@ class AgentWrites:
         if unchanged and not taken:
             if entry.state == "open":
                 self.gate.release(entry.session, entry.ticket, None)
-            self.calls.put(entry.lapsed(time.time()))
+            self._remember(entry.lapsed(time.time()))
             return ()
+        if not taken:
+            self._forget(entry)
         try:
             if unchanged:
                 found = Found(None)
@@ -370,7 +443,24 @@ class AgentWrites:
         finally:
             if entry.ticket is not None and entry.state == "open":
                 self.gate.release(entry.session, entry.ticket, None)
+        if taken and entry.state == "lapsed" and found.entry is None and not unchanged:
+            return self._ran_late(entry)
         return self._told(entry, found)
+
+    def _ran_late(self, entry: PendingCall) -> tuple[str, ...]:
+        """A lapsed call's after-hook, with the file holding a newer version by another session and no
+        change of the call's own to record: its write, if it made one, had the same bytes as theirs, or was
+        overwritten by them. Which cannot be told from the bytes, so the writer is told to look again (a
+        stale rewrite that happens to equal the newer version would otherwise count as done in silence)."""
+        others = [w for w in self.native.writers_since(entry.key, entry.before) if w != entry.session]
+        if not others:
+            return ()
+        self.native.forget_view(entry.session, entry.key)
+        return (
+            f"Your {entry.operation} of {entry.key} ran after its write ticket had ended, and session "
+            f"{', '.join(others)} changed {entry.key} in between: what your command wrote there, if anything, "
+            f"is not in the file as its own change. Read {entry.key} again and check before going on.",
+        )
 
     def _record(self, entry: PendingCall) -> Found:
         prepared = NativeWrite(entry.key, entry.before)
@@ -396,6 +486,11 @@ class AgentWrites:
             done = f"Their change was put back into your result (version {fixed})."
         else:
             done = "Their change is still in the file."
+        yours = {  # the same, as the overwritten session hears it
+            "restore": f"The file was restored to your version (version {fixed}); that write is kept in the "
+            f"history as version {version} (undoable, restorable).",
+            "repair": f"Your change was put back into its result (version {fixed}).",
+        }.get(found.how, "Your change is still in the file.")
         late = (
             f"Your {entry.operation} of {entry.key} landed after its write ticket had ended, over a change by "
             f"session {who} that you had not seen. {done} Read {entry.key} again before changing it."
@@ -405,7 +500,7 @@ class AgentWrites:
                 self.calls.tell(
                     writer,
                     f"Your change to {entry.key} was overwritten by a late {entry.operation} of session "
-                    f"{entry.session} (version {version}). {done.replace('your write', 'that write')} "
+                    f"{entry.session} (version {version}). {yours} "
                     f"Read {entry.key} again before changing it.",
                 )
         return (late,)
@@ -413,6 +508,9 @@ class AgentWrites:
 
 # The agents' file tools that write their file once per call (a shell command may write it any number of
 # times): once the tree watcher has recorded such a call's write, a further change is not the call's.
+# An interpreter's inline script (text.shellfiles' `script` targets): it may only have read its file, so
+# its file left unchanged is not said to the model.
+_PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")
 _ONE_WRITE_OPERATIONS = frozenset({"edit", "multi_edit", "write", "notebook_edit"})
 
 

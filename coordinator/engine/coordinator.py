@@ -13,6 +13,7 @@ from coordinator import arguments
 from coordinator.arguments import check_policy as _check_policy
 from coordinator.arguments import check_session_id as _check_session_id
 from coordinator.disk import fsio, layout
+from coordinator.disk.calljournal import CallJournal
 from coordinator.disk.locks import LockManager
 from coordinator.disk.spares import SpareTemps
 from coordinator.disk.tickets import TicketMarks
@@ -234,7 +235,10 @@ class Coordinator:
             publish_events=self.publish_events,
         )
         # The protocol around agents' own writes (engine/agentwrites.py): tickets through the lease gate.
-        self.agent_writes = AgentWrites(self.native, self.lease_gate, AgentCallStore(self.redis, self.namespace))
+        journal = CallJournal(layout.calls_dir(self.state_dir))  # the calls' copy for when Redis loses them
+        self.agent_writes = AgentWrites(
+            self.native, self.lease_gate, AgentCallStore(self.redis, self.namespace), journal
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:

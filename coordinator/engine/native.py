@@ -322,6 +322,10 @@ class NativeWrites:
             how=repaired[2] if repaired else "present",
         )  # fmt: skip
 
+    def writers_since(self, key: str, before: str | None) -> list[str]:
+        """The sessions of the versions of `key` recorded after the one that left `before`, oldest first."""
+        return self._writers_since(fsio.resolve(self.root, key).key, before, 1 << 62)
+
     def _writers_since(self, key: str, before: str | None, late_version: int) -> list[str]:
         """The sessions of the versions recorded after the one that left `before` (the agent's view), up to
         the late write's own, oldest first."""

@@ -8,8 +8,8 @@ hook service, an HTTP route), so what the second needs from the first lives here
 All keys carry the repository's `{ns}` hash tag (one cluster slot, like the leases). Entries carry their own
 end time (an open call's: its ticket's life; a lapsed call's: `LAPSED_LIFE_S`), are ignored once past it
 and swept by the next write of the table; the hash itself expires after the latest end. Losing this state
-(a flush, a failover) loses only the memory of a call in flight: its write is then seen as a change of the
-path (the watcher, the session's next event) and recorded as it is found.
+(a flush, a failover) does not lose the calls in flight: each open call is also journaled on disk
+(coordinator/disk/calljournal.py), and one found only there is judged as a lapsed call's late write.
 
 The protocol that reads and writes these entries is `coordinator.engine.agentwrites` (their one owner).
 """

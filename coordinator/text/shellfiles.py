@@ -7,7 +7,10 @@ A `Target` is a path the command names as a file it writes, with how:
   `tee f`, `cp SRC f`, `mv SRC f`, `install SRC f`): the writer must have seen the current content first;
 - `in_place`: the file is rewritten from itself (`sed -i`, `perl -pi`/`-i`, `>> f`, `tee -a f`, `truncate`,
   an `apply_patch` here-document's Update File): it must not change under the command;
-- `remove`: `rm f`, `mv f ...` (its source).
+- `remove`: `rm f`, `mv f ...` (its source);
+- `script`: a file an interpreter's inline script names in a string literal (`python3 - <<EOF ... EOF`,
+  `python3 -c '...'`): it may read it or write it, the parser cannot tell which; the protocol treats it as
+  a target whose writer must not be behind (agentwrites.py), when the file exists.
 Paths are as written, joined to the command's folder (`cd` before it) when relative; words the shell
 expands at run time (variables, globs) are not targets (what the parser cannot see, the tree watcher does).
 
@@ -24,7 +27,7 @@ from typing import Literal
 
 from coordinator.text.shell import SimpleCommand, Word, parse
 
-How = Literal["whole", "in_place", "remove"]
+How = Literal["whole", "in_place", "remove", "script"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class Target:
 _WHOLE_COPIERS = frozenset({"cp", "install"})
 _PATCH_HOW: dict[str, How] = {"Update": "in_place", "Add": "whole", "Delete": "remove"}
 _PATCH_LINE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+)$", re.MULTILINE)
+_PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")
+# A string literal of a script that could be a file's name: no newline, no shell or format syntax in it.
+_LITERAL = re.compile(r"""(?<![\w])[rRbBuU]?(['"])([^'"\n{}<>|*?$]{1,255})\1""")
 
 
 def write_targets(command: str) -> list[Target]:
@@ -120,7 +126,28 @@ def _of_command(cmd: SimpleCommand) -> list[Target]:
     elif name == "truncate":
         targets += [Target(p, "in_place", name) for p in _files(cmd, [w for w in args if not w.text.startswith("-")])]
     targets += _patch_targets(cmd)
+    targets += _script_targets(cmd)
     return targets
+
+
+def _script_targets(cmd: SimpleCommand) -> list[Target]:
+    """A Python script given inline (`python3 - <<EOF`, `python3 -c CODE`): the names its string literals
+    give (the caller keeps the files that exist). A script file (`python3 tool.py`) is not read."""
+    if not _PYTHON.match(cmd.name or ""):
+        return []
+    args = [w.text for w in cmd.argv[1:]]
+    codes = [r.heredoc for r in cmd.redirects if r.heredoc and r.op.startswith("<<")]
+    if "-c" in args and args.index("-c") + 1 < len(args):
+        codes.append(args[args.index("-c") + 1])
+    elif any(a != "-" and not a.startswith("-") for a in args):
+        return []  # a script file: its code is not on the command line
+    out = []
+    for code in codes:
+        for _, name in _LITERAL.findall(code or ""):
+            joined = _joined(cmd, name.strip()) if name.strip() and " " not in name.strip() else None
+            if joined is not None:
+                out.append(Target(joined, "script", cmd.name))
+    return out
 
 
 def _redirect_target(cmd: SimpleCommand, op: str, word: Word | None) -> Target | None:

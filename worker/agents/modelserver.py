@@ -42,6 +42,10 @@ class Call:
     arguments: Any  # a dict of arguments, or the free-form input of a custom tool (a string)
     output: str | None = None
     is_error: bool = False
+    # Text the agent sent after the result, before the model's next turn (Claude Code 2.1.328: a hook's
+    # additionalContext, as a "system" message after the tool result: "PostToolUse:Bash hook additional
+    # context: ...").
+    context: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ _Results = dict[str, tuple[str, bool]]
 
 
 def _anthropic(body: dict[str, Any]) -> Conversation:
-    prompt, calls, results = "", _Calls(), _Results()
+    prompt, calls, results, context = "", _Calls(), _Results(), dict[str, str]()
+    last = ""  # the call whose result came last: the text that follows it in a user turn is its context
     for message in body.get("messages", []):
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
@@ -120,11 +125,14 @@ def _anthropic(body: dict[str, Any]) -> Conversation:
             kind = b.get("type")
             if kind == "text" and message.get("role") == "user" and not prompt and not calls:
                 prompt = b.get("text", "") if not b.get("text", "").startswith("<system-reminder>") else prompt
+            elif kind == "text" and message.get("role") in ("user", "system") and last:
+                context[last] = context.get(last, "") + b.get("text", "")
             elif kind == "tool_use":
                 calls.append((b["id"], b["name"], b.get("input", {})))
             elif kind == "tool_result":
                 results[b["tool_use_id"]] = (_text_of(b.get("content")), bool(b.get("is_error")))
-    return Conversation("anthropic", prompt, _joined(calls, results))
+                last = b["tool_use_id"]
+    return Conversation("anthropic", prompt, _joined(calls, results, context))
 
 
 def _openai(body: dict[str, Any]) -> Conversation:
@@ -167,11 +175,13 @@ def _gemini(body: dict[str, Any]) -> Conversation:
     return Conversation("gemini", prompt, _joined(calls, results))
 
 
-def _joined(calls: list[tuple[str, str, Any]], results: dict[str, tuple[str, bool]]) -> tuple[Call, ...]:
+def _joined(
+    calls: list[tuple[str, str, Any]], results: dict[str, tuple[str, bool]], context: dict[str, str] | None = None
+) -> tuple[Call, ...]:
     out = []
     for cid, name, args in calls:
         output, failed = results.get(cid, (None, False))
-        out.append(Call(cid, name, args, output, failed))
+        out.append(Call(cid, name, args, output, failed, (context or {}).get(cid, "")))
     return tuple(out)
 
 

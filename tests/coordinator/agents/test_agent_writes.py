@@ -183,6 +183,38 @@ def test_a_late_write_that_clashes_restores_the_acknowledged_version(hooks, coor
     assert "restored to session bob's version" in told
 
 
+@pytest.mark.parametrize("watcher_first", [False, True], ids=["after_hook", "watcher_first"])
+def test_a_late_write_after_a_redis_flush_is_repaired_and_both_are_told(real_redis_root: Path, watcher_first: bool):
+    """Alice's Edit is allowed (her ticket and the memory of her call in Redis), then Redis loses its state
+    (FLUSHALL on the embedded Redis, as a restart empty would); bob reads and edits another line, acknowledged;
+    alice's write then lands on her old view. Her write is judged from the call's copy on disk: bob's change
+    is put back, the history holds both, alice is told in her PostToolUse answer and bob at his next event,
+    whether her after-hook or the tree watcher sees the write first. Before, it was a silent overwrite."""
+    root = real_redis_root
+    app = root / "app.py"
+    app.write_text("a = 1\nb = 2\nc = 3\n")
+    with Coordinator(root, durability="none") as coord:
+        hooks = HookAdapter(coord, session_end=lambda r, s: None)
+        Agent(hooks, root, "alice").read("app.py")
+        fields = _edit_ids("alice", "t1", app, "a = 1", "a = 10")
+        assert run(hooks, payload("pre_edit", root, **fields)).allow
+        seen = app.read_text()  # what alice's tool works on
+        coord.redis.flushall()
+        bob = coord.session("bob")
+        bob.read("app.py")
+        bob.edit("app.py", "b = 2", "b = 20")  # acknowledged
+        app.write_text(seen.replace("a = 1", "a = 10"))  # alice's late write
+        if watcher_first:
+            coord.agent_writes.observed("app.py")
+        told = run(hooks, payload("post_edit", root, **fields))
+        assert app.read_text() == "a = 10\nb = 20\nc = 3\n"
+        assert _history(coord, "app.py") == [("bob", "edit"), ("alice", "edit"), ("bob", "repair")]
+        assert told.allow and "session bob" in told.reason and "put back" in told.reason
+        notice = run(hooks, payload("post_read", root, session_id="bob", tool_input__file_path=str(app)))
+        assert "overwritten by a late edit of session alice" in notice.reason
+        assert list((coord.state_dir / "calls").glob("*.call")) == []  # the copy on disk ended with the call
+
+
 def test_session_end_settles_its_open_calls(hooks, coord, root, app):
     Agent(hooks, root, "alice").read("app.py")
     assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))).allow
@@ -257,6 +289,62 @@ def test_a_sed_that_matched_nothing_is_said_and_one_that_did_is_recorded_and_und
     s.read("app.py")
     s.undo("app.py")
     assert "c = 3\n" in app.read_text()
+
+
+_STALE_SCRIPT = "python3 - <<'EOF'\nopen('app.py', 'w').write('a = 1\\nb = 20\\n')\nEOF"
+
+
+def test_a_python_script_writing_a_file_seen_in_an_overwritten_version_is_refused(hooks, coord, root, app):
+    """A `python3 -` script's writes are invisible to the parser; the files its string literals name are
+    taken as files it may write. A session whose view of one is behind another session's write is refused
+    before the script runs (its script could put the old content back, and a rewrite with the same bytes
+    could not be told apart afterwards); after a new read it goes through, recorded as its shell write."""
+    _bash(hooks, root, "s1", "t1", "cat app.py")
+    other = coord.session("other")
+    other.read("app.py")
+    other.edit("app.py", "e = 5", "e = 50")
+    before, _ = _bash(hooks, root, "s1", "t2", _STALE_SCRIPT)
+    assert not before.allow and before.code == "stale" and "e = 50" in app.read_text()
+    _bash(hooks, root, "s1", "t3", "cat app.py")
+    before, after = _bash(hooks, root, "s1", "t4", _STALE_SCRIPT)
+    assert before.allow and after is not None and after.reason == "" and app.read_text() == "a = 1\nb = 20\n"
+    assert _history(coord, "app.py") == [("other", "edit"), ("s1", "shell")]
+    assert coord.lease_store.live() == []
+
+
+def test_a_python_script_reading_a_file_never_read_goes_on_and_is_not_said_unchanged(hooks, coord, root, app):
+    """A script that only reads a file the session never read is let through (its file gets a ticket and
+    its pre-image kept, as a `sed -i`'s), and its file left unchanged is not reported as a failed write."""
+    before, after = _bash(hooks, root, "s1", "t1", "python3 -c \"print(open('app.py').read().count('='))\"")
+    assert before.allow and after is not None and after.reason == ""
+    assert coord.history("app.py") == [] and coord.lease_store.live() == []
+
+
+def test_a_lapsed_shell_call_whose_file_holds_another_sessions_same_bytes_is_told(hooks, root, app, monkeypatch):
+    """s1's script is allowed, then does not run for longer than the holder's grace; s2 takes the path and
+    writes `total = 1`; s1's script then writes the same `total = 1` on its old view. The bytes show no
+    change of s1's own, so its increment would count as done in silence: its after-hook says to look again."""
+    monkeypatch.setattr(agentwrites, "HOLDER_GRACE_S", 0.0)
+    app.write_text("total = 0\n")
+    script = "python3 - <<'EOF'\nopen('app.py', 'w').write('total = 1\\n')\nEOF"
+    for who in ("s1", "s2"):
+        _bash(hooks, root, who, f"r-{who}", "cat app.py")
+
+    def hook(who: str, call: str, event: str) -> object:
+        data = payload("pre_bash", root, session_id=who, tool_use_id=call, tool_input__command=script)
+        if event != "PreToolUse":
+            data |= {"hook_event_name": event, "tool_response": {"stdout": "", "stderr": ""}}
+        return run(hooks, data)
+
+    assert hook("s1", "t1", "PreToolUse").allow
+    assert hook("s2", "t2", "PreToolUse").allow  # s1's call is taken to be over: its ticket lapses
+    app.write_text("total = 1\n")
+    assert hook("s2", "t2", "PostToolUse").reason == ""
+    app.write_text("total = 1\n")  # s1's late script: the same bytes
+    told = hook("s1", "t1", "PostToolUse")
+    assert told.allow and "ticket had ended" in told.reason and "session s2" in told.reason
+    before, _ = _bash(hooks, root, "s1", "t3", "cat > app.py <<'EOF'\ntotal = 2\nEOF")
+    assert not before.allow and before.code == "not_read"  # its view was dropped: it must read again
 
 
 # -- refusals and repairs counted ---------------------------------------------------------------------------------

@@ -28,8 +28,22 @@ from coordinator.text.shellfiles import Target, printed_file, write_targets
         ),
         ("bash -lc 'echo x > f.txt'", [Target("f.txt", "whole", "echo")]),
         ("ls 2>/dev/null > /dev/null", []),
+        (
+            "python3 - <<'EOF'\nimport re\np = 'counter.txt'\n"
+            "n = int(re.search(r'total = (\\d+)', open(p).read())[1])\n"
+            "open(p, 'w').write(f'total = {n + 1}\\n')\nEOF",
+            [Target("counter.txt", "script", "python3"), Target("w", "script", "python3")],
+        ),
+        (
+            "cd src && python3 -c \"open('a.txt', 'w')\"",
+            [Target("src/a.txt", "script", "python3"), Target("src/w", "script", "python3")],
+        ),
+        ("python3 tool.py out.txt", []),
         ("echo $X > $F", []),  # known only at run time: the tree watcher sees it
-        ("python3 - <<'EOF'\nopen('f', 'w').write('x')\nEOF", []),
+        (
+            "python3 - <<'EOF'\nopen('f', 'w').write('x')\nEOF",
+            [Target("f", "script", "python3"), Target("w", "script", "python3"), Target("x", "script", "python3")],
+        ),
         ("cat f.txt | grep x", []),
     ],
 )
