@@ -178,17 +178,18 @@ def _deny_while(flag: Path) -> dict[str, object]:
     return {"type": "command", "command": f"if [ -e {f} ]; then echo 'denied by another hook' >&2; exit 2; fi"}
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+@pytest.mark.parametrize("agent", AGENTS)
 def test_a_call_that_ends_without_post_tool_use_does_not_hold_the_file(agent: str, sandbox: Make) -> None:
-    """Session A's write is allowed by our PreToolUse, then never happens and never reports back (Claude Code:
-    another PreToolUse hook denies it; Codex: the patch does not apply). While A is still running, session B
-    reads and edits the same file: the edit lands."""
+    """Session A's write is allowed by our PreToolUse, then never happens and never reports back (Claude Code,
+    Gemini CLI: another before-tool hook denies it; Codex: the patch does not apply). While A is still
+    running, session B reads and edits the same file: the edit lands."""
     box = sandbox(agent, {"a.txt": "one\n"})
     tools = Tools(agent, box.repo)
     flag = box.base / "deny"
-    if agent == "claude-code":
+    if agent in ("claude-code", "gemini"):
         flag.touch()
-        add_handlers(box.repo / box.kind.settings, [_deny_while(flag)], {"PreToolUse"})
+        event = "PreToolUse" if agent == "claude-code" else "BeforeTool"
+        add_handlers(box.repo / box.kind.settings, [_deny_while(flag)], {event})
         lost_write = tools.edit("a.txt", "one", "uno")
     else:
         lost_write = tools.edit("a.txt", "a line that is not there", "uno")
@@ -203,7 +204,9 @@ def test_a_call_that_ends_without_post_tool_use_does_not_hold_the_file(agent: st
     _ok(first)
     assert not tools.succeeded(_last_calls(first)[1])
     (b,) = second
-    own = [p for p in first.events("PostToolUse", "Edit" if agent == "claude-code" else "apply_patch")
+    after, tool = {"claude-code": ("PostToolUse", "Edit"), "codex": ("PostToolUse", "apply_patch"),
+                   "gemini": ("AfterTool", "replace")}[agent]  # fmt: skip
+    own = [p for p in first.events(after, tool)
            if p.get("session_id") not in b.sessions]  # fmt: skip  # B's edit runs within A's run
     assert own == []
     _ok(b)
