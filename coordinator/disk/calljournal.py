@@ -6,9 +6,11 @@ and its write (a FLUSHALL, a restarted embedded Redis, a failover that lost the 
                                                                           (state/agentcalls.py's PendingCall)
 
 Redis stays the table every process reads first; a journal entry is written at the call's before-hook, after
-its Redis entry, and removed when its call ends. One whose Redis entry is gone is a call whose memory Redis
-lost: its write is still judged against the view it was allowed to change (invariant 7: a late write over an
-acknowledged version is repaired or restored and told, never recorded as a plain overwrite). Entries carry
+its Redis entry (the caller's text carries the generation of Redis's state it was written in), and removed
+when its call ends, after its Redis entry. One of an earlier generation whose Redis entry is gone is a call
+whose memory Redis lost: its write is still judged against the view it was allowed to change (invariant 7: a
+late write over an acknowledged version is repaired or restored and told, never recorded as a plain
+overwrite). Entries carry
 their own end and are swept when listed after it. Best effort: a disk error loses only this second copy.
 """
 

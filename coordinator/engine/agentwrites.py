@@ -68,6 +68,11 @@ RESTORED = "late_write_restored"
 OUTSIDE = OUTSIDE_WRITER
 
 TICKET_TTL_ENV = "EDIT_COORDINATOR_TICKET_TTL_S"
+# A shell call running (no path: `PendingCall.key`): a change no call's ticket accounts for, seen while
+# exactly one session's shell call runs, is that session's (attribution by the call running at that moment).
+# It ends with the call's after-hook or the session's next event, at the latest after RUNNING_S.
+RUNNING = ""
+RUNNING_S = 600.0
 TICKET_WAIT_ENV = "EDIT_COORDINATOR_TICKET_WAIT_S"
 
 
@@ -158,7 +163,7 @@ class AgentWrites:
             self._before_shell(session, call, command, cwd)
 
     def _before_shell(self, session: str, call: str, command: str, cwd: str | None) -> None:
-        from coordinator.text.shellfiles import write_targets
+        from coordinator.text.shellfiles import printed_lines, write_targets
 
         targets: dict[str, tuple[str, bool]] = {}  # key -> (the command's name, its view judged)
         for target in write_targets(command):
@@ -178,6 +183,9 @@ class AgentWrites:
                 target.command,
                 target.how == "whole" or (target.how == "script" and judged.view is not None),
             )
+        if not printed_lines(command):  # it may write where the parser sees no target: the watcher asks
+            now = time.time()
+            self.calls.put(PendingCall(session, f"{call}#run", RUNNING, None, None, "shell", now, now + RUNNING_S))
         if not targets:
             return
         tickets = self._take_tickets(session, list(targets))
@@ -206,7 +214,7 @@ class AgentWrites:
 
         notes: list[str] = []
         kept = [x for x in self.calls.of_session(session) if x.call.startswith(f"{call}#")]
-        ours = [x for x in kept if self.calls.remove(x)]
+        ours = [x for x in kept if self.calls.remove(x) and x.key != RUNNING]
         for entry in ours:
             self._forget(entry)
         lost = self._lost(session=session, known=kept)  # Redis lost their memory: their copies on disk
@@ -241,6 +249,9 @@ class AgentWrites:
         for entry in calls:
             if entry.call == but or entry.call.startswith(f"{but}#") or (entry.state == "lapsed" and not end):
                 continue
+            if entry.key == RUNNING:  # its shell call is over: no longer the one running
+                self.calls.remove(entry)
+                continue
             notes.extend(self._settle(entry, taken=False))
         return Settled((*notes, *notices))
 
@@ -270,8 +281,8 @@ class AgentWrites:
             if self.native.unchanged(key, entry.before) or _wrote_already(entry):
                 continue  # nothing new; or a one-write tool's second change: not its (recorded as outside)
             accounted = True
-            if entry.state == "open" and self._emptied(key):
-                continue  # a write in two steps half-way (truncated, not yet written): its next change is seen
+            if self._emptied(key):  # a write in two steps half-way (truncated, not yet written), of an open
+                continue  # call or a lapsed one's late write: its next change is seen
             if entry.state == "lapsed":
                 for note in self._settle(entry, taken=False):
                     self.calls.tell(entry.session, note)
@@ -282,13 +293,28 @@ class AgentWrites:
             for note in self._told(entry, found):
                 self.calls.tell(entry.session, note)
         if not accounted:
+            self._unaccounted(key, created)
+
+    def _unaccounted(self, key: str, created: bool) -> None:
+        """A change no call's ticket accounts for: the write of the one session whose shell call is running
+        now (a script's write, a name the parser could not see), else `OUTSIDE`'s. While shell calls of
+        several sessions run it cannot be told whose it is: outside."""
+        running = {x.session for x in self.calls.all() if x.key == RUNNING}
+        if len(running) == 1:
+            self.native.record_outside(key, running.pop(), created=created, operation="shell")
+        else:
             self.native.record_outside(key, OUTSIDE, created=created)
 
     # -- the memory of calls: Redis, and its copy on disk ----------------------------------------------------
     def _remember(self, entry: PendingCall) -> None:
         self.calls.put(entry)
-        if self.journal is not None:
-            self.journal.put(entry.key, entry.session, entry.call, entry.to_json())
+        if self.journal is not None:  # with the generation of Redis's state it was kept in
+            epoch = self._epoch()
+            self.journal.put(entry.key, entry.session, entry.call, f"{epoch}\n{entry.to_json()}")
+
+    def _epoch(self) -> str:
+        state = self.native.state
+        return redis_call(lambda: state.epoch().id)
 
     def _forget(self, entry: PendingCall) -> bool:
         """End `entry`'s copy on disk; True when this process removed it."""
@@ -297,25 +323,34 @@ class AgentWrites:
     def _lost(
         self, *, session: str | None = None, key: str | None = None, known: list[PendingCall] | None = None
     ) -> list[PendingCall]:
-        """The journaled calls (of `session`, or on `key`) that Redis no longer holds (`known`: the ones it
-        holds, when already asked): its state was lost between the call's before-hook and now. Each is
-        returned lapsed (its ticket went with Redis); its write is judged against the view it was allowed to
-        change, as a late write's is. Ones past a lapsed call's life are swept."""
+        """The journaled calls (of `session`, or on `key`) that Redis lost: kept in an earlier generation of
+        its state (`StateStore.epoch`: a flush, a restart empty) and not held now (`known`: the ones it holds,
+        when already asked). A copy of the current generation that Redis does not hold is a call another
+        process is ending (Redis first, then the copy): not lost. Each lost one is returned lapsed (its
+        ticket went with Redis); its write is judged against the view it was allowed to change, as a late
+        write's is. Copies past a lapsed call's life are swept."""
         if self.journal is None:
+            return []
+        texts = self.journal.entries(key)
+        if not texts:
             return []
         if known is None:
             known = self.calls.all()
         held = {x.field() for x in known}
         now = time.time()
+        current: str | None = None
         out: list[PendingCall] = []
-        for text in self.journal.entries(key):
-            entry = PendingCall.from_json(text)
+        for text in texts:
+            epoch, _, raw = text.partition("\n")
+            entry = PendingCall.from_json(raw)
             if entry is None or (session is not None and entry.session != session) or entry.field() in held:
                 continue
             if entry.started + LAPSED_LIFE_S < now:
                 self._forget(entry)
                 continue
-            out.append(replace(entry, ticket=None, state="lapsed", ends=now + LAPSED_LIFE_S))
+            current = current if current is not None else self._epoch()
+            if epoch != current:
+                out.append(replace(entry, ticket=None, state="lapsed", ends=now + LAPSED_LIFE_S))
         return out
 
     # -- counts -------------------------------------------------------------------------------------------

@@ -225,7 +225,9 @@ class NativeWrites:
             self._record_state(found.overwritten[-1], rp.key, found.repair, found.repair_st, (1, 1), view=False)
         return found
 
-    def record_outside(self, key: str, author: str, *, created: bool = False) -> HistoryEntry | None:
+    def record_outside(
+        self, key: str, author: str, *, created: bool = False, operation: str = "outside"
+    ) -> HistoryEntry | None:
         """A change of `key` that no write of the coordinator's recorded (the tree watcher saw it): a version
         by `author` from the newest version to the bytes on disk. A file with no version yet is taken from
         its last git commit when git tracks it (the version's pre-image is then the committed content), else
@@ -237,7 +239,9 @@ class NativeWrites:
         for attempt in range(2):  # the second, with the committed content, when the path has no version yet
             held = self.locks.acquire(rp.key)
             try:
-                found = self._outside_locked(held, rp, author, committed, baseline=attempt > 0, created=created)
+                found = self._outside_locked(
+                    held, rp, author, committed, baseline=attempt > 0, created=created, operation=operation
+                )
             finally:
                 held.release()
             if found is not None:
@@ -258,6 +262,7 @@ class NativeWrites:
         *,
         baseline: bool,
         created: bool = False,
+        operation: str = "outside",
     ) -> Found | None:
         """`record_outside` under the lock; None: the path has no version yet and `baseline` is not given
         (the caller looks up the committed content, outside the lock, and comes again)."""
@@ -276,7 +281,7 @@ class NativeWrites:
             return Found(None)
         try:
             if (head.digest is None or head.at is None) and created and head.counter == 0:
-                return self._found_locked(held, rp, author, NativeWrite(rp.key, None), "outside", None)
+                return self._found_locked(held, rp, author, NativeWrite(rp.key, None), operation, None)
             if head.digest is None or head.at is None:
                 if not baseline:
                     return None
@@ -287,7 +292,7 @@ class NativeWrites:
                 head = self.history_store.read_head(held)
         except OSError as exc:
             raise fsio.os_error(exc, rp) from exc
-        return self._found_locked(held, rp, author, NativeWrite(rp.key, head.digest), "outside", None)
+        return self._found_locked(held, rp, author, NativeWrite(rp.key, head.digest), operation, None)
 
     def _found_locked(
         self, held: Any, rp: fsio.ResolvedPath, session: str, prepared: NativeWrite, operation: str, call: str | None

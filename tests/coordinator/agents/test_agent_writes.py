@@ -215,6 +215,22 @@ def test_a_late_write_after_a_redis_flush_is_repaired_and_both_are_told(real_red
         assert list((coord.state_dir / "calls").glob("*.call")) == []  # the copy on disk ended with the call
 
 
+def test_a_calls_copy_on_disk_counts_as_lost_only_after_redis_lost_its_state(real_redis_root: Path):
+    """While a call is being ended (its Redis entry removed, its copy on disk not yet), another process must not
+    take it for a call Redis lost: only a copy kept in an earlier generation of Redis's state is."""
+    root = real_redis_root
+    (root / "app.py").write_text("a = 1\n")
+    with Coordinator(root, durability="none") as coord:
+        hooks = HookAdapter(coord, session_end=lambda r, s: None)
+        Agent(hooks, root, "alice").read("app.py")
+        assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", root / "app.py", "a", "b"))).allow
+        protocol = coord.agent_writes
+        assert protocol.calls.take("alice", "t1") is not None  # another process ending it, half-way
+        assert protocol._lost(session="alice") == []
+        coord.redis.flushall()
+        assert [x.call for x in protocol._lost(session="alice")] == ["t1"]
+
+
 def test_session_end_settles_its_open_calls(hooks, coord, root, app):
     Agent(hooks, root, "alice").read("app.py")
     assert run(hooks, payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))).allow
@@ -347,6 +363,26 @@ def test_a_lapsed_shell_call_whose_file_holds_another_sessions_same_bytes_is_tol
     assert not before.allow and before.code == "not_read"  # its view was dropped: it must read again
 
 
+def test_a_write_no_target_names_is_the_running_shell_calls(hooks, coord, root, app):
+    """A script file's writes have no target the parser sees: the tree watcher's change seen while exactly
+    one session's shell call runs is that session's (operation shell); once the call is over, or
+    while calls of two sessions run, such a change is outside's."""
+    coord.agent_writes.observed("app.py")  # an untracked file seen the first time: its baseline
+    pre = payload("pre_bash", root, session_id="s1", tool_use_id="t1", tool_input__command="python3 tool.py")
+    assert run(hooks, pre).allow
+    app.write_text(app.read_text().replace("a = 1", "a = 10"))  # the script's write
+    coord.agent_writes.observed("app.py")
+    assert run(hooks, pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}}).allow
+    app.write_text(app.read_text().replace("b = 2", "b = 20"))  # no call running: another program
+    coord.agent_writes.observed("app.py")
+    for who in ("s1", "s2"):
+        data = payload("pre_bash", root, session_id=who, tool_use_id=f"r-{who}", tool_input__command="make")
+        assert run(hooks, data).allow
+    app.write_text(app.read_text().replace("c = 3", "c = 30"))  # whose? two calls run
+    coord.agent_writes.observed("app.py")
+    assert _history(coord, "app.py") == [("s1", "shell"), ("outside", "outside"), ("outside", "outside")]
+
+
 # -- refusals and repairs counted ---------------------------------------------------------------------------------
 def test_hooked_refusals_and_repairs_are_counted_where_status_and_the_dashboard_read(
     hooks, coord, root, app, monkeypatch
@@ -464,3 +500,22 @@ def test_the_watcher_between_the_two_steps_of_an_agents_write_records_it_once(ho
     run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
     assert _history(coord, "app.py") == [("alice", "edit")]
     assert coord.history("app.py")[0].size_after == len(new.encode())
+
+
+def test_the_watcher_between_the_two_steps_of_a_late_write_records_it_once(hooks, coord, root, app, monkeypatch):
+    """The same for a call whose ticket lapsed (its script started after the holder's grace): the truncated
+    file is not recorded as its late write, the content is, as the session's (seen in the real Claude Code
+    race: an empty version of the session's, then its content as "outside")."""
+    monkeypatch.setattr(agentwrites, "HOLDER_GRACE_S", 0.0)
+    _bash(hooks, root, "s1", "r1", "cat app.py")
+    script = "python3 - <<'EOF'\nopen('app.py', 'w').write('z = 0\\n')\nEOF"
+    pre = payload("pre_bash", root, session_id="s1", tool_use_id="t1", tool_input__command=script)
+    assert run(hooks, pre).allow
+    assert run(hooks, payload("pre_bash", root, session_id="s2", tool_use_id="t2", tool_input__command="ls")).allow
+    agentwrites.AgentWrites._unblock(coord.agent_writes, "app.py", "s2")  # s2 waited: s1's ticket lapses
+    app.write_text("")  # s1's script, late: the first step
+    coord.agent_writes.observed("app.py")
+    app.write_text("z = 0\n")  # the second
+    coord.agent_writes.observed("app.py")
+    assert _history(coord, "app.py") == [("s1", "shell")]
+    assert coord.history("app.py")[0].size_after == len(b"z = 0\n")
