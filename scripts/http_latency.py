@@ -301,7 +301,7 @@ def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[
     secret = b"a" * 32
     driver = AsgiDriver(root, str(coord.redis_url), mint_token(secret, admin=True, ttl_s=3600), secret)
     closers.append(driver.close)
-    real = LocalClient(driver.app.coord)
+    real = LocalClient(driver.app.opened()[0])
     real.read(SESSION, path)
     result = real.edit(SESSION, path, "s000 = 0\n", "s000 = 1\n")
 
@@ -319,7 +319,7 @@ def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[
         def edit(self, *args: Any, **kwargs: Any) -> Any:
             return result
 
-    driver.app.client = Stub()
+    driver.app.client = Stub()  # type: ignore[assignment]  # stands in for the client
     return driver.edit
 
 

@@ -133,7 +133,6 @@ def child_count(calls: int) -> None:
 
 def scrape_report(paths: int, versions: int, workers: int) -> dict[str, float]:
     from coordinator import Coordinator
-    from coordinator.history.footprint import FootprintMeter
     from coordinator.server.metrics import ServiceMetrics
     from coordinator.state.embedded import stop_embedded_redis
 
@@ -145,7 +144,7 @@ def scrape_report(paths: int, versions: int, workers: int) -> dict[str, float]:
             for p in range(paths):
                 for v in range(versions):
                     s.write(f"d{p % 50}/f{p}.txt", f"file {p} version {v}\n" * 20)
-            meter = FootprintMeter(coord.history_store)
+            meter = coord.footprint_meter()
             start = time.perf_counter()
             size = meter.measure()
             figures["footprint_first_ms"] = (time.perf_counter() - start) * 1e3

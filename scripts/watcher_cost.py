@@ -93,7 +93,7 @@ def per_change(base: Path, changes: int) -> dict[str, float]:
 
             def observed(key: str, created: bool) -> None:
                 t = time.thread_time()
-                coord.agent_writes.observed(key, created)
+                coord.agent_port().observed(key, created)
                 spent.append(time.thread_time() - t)
 
             watcher = TreeWatcher(coord.root, observed)

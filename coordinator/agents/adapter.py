@@ -67,7 +67,7 @@ class HookAdapter:
         check_session_id(call.session)  # ids from a hook event reach history, trailers and Redis: one rule
         if call.tool_use_id:
             check_call_id(call.tool_use_id)
-        protocol = self.coord.agent_writes
+        protocol = self.coord.agent_port()
         if call.kind == "session":
             notes = protocol.settle_session(call.session, end=True)
             self._end(call)
@@ -104,7 +104,7 @@ class HookAdapter:
         return not any(p == root or p.startswith(root.rstrip("/") + "/") for p in inside)
 
     def _decide(self, call: ToolCall) -> Decision:
-        protocol = self.coord.agent_writes
+        protocol = self.coord.agent_port()
         if call.kind == "shell":
             return self._shell(call)
         assert call.path is not None
@@ -127,7 +127,7 @@ class HookAdapter:
         its targets recorded and what it printed taken as a read."""
         if not call.command:
             return ALLOW
-        protocol = self.coord.agent_writes
+        protocol = self.coord.agent_port()
         if call.phase != "before":
             done = protocol.after_shell(call.session, call.tool_use_id, call.command, call.cwd, call.shown)
             return Decision.note(done.text())

@@ -226,7 +226,7 @@ def _config(args: argparse.Namespace, root: str) -> tuple[ServerConfig, str | No
     # Start (or find) the embedded Redis once, here, so that the workers share it from the start.
     with Coordinator(root, args.redis_url, durability=args.durability) as coord:
         redis_url = coord.redis_url
-        coord.state.ping()
+        coord.ping()
     _, secret_source = load_secret(root, args.secret_file, create=True)
     config = ServerConfig(
         root=root,

@@ -68,7 +68,7 @@ class LocalClient(Client):
     def announce(self, session: str) -> None:
         """Put `session` in the session registry now, before its first call (so `status` lists an MCP
         server's session from its start). Over HTTP the first call does this."""
-        self.coord.state.register(self.engine.session(session).id)
+        self.coord.register(self.engine.session(session).id)
 
     @property
     def default_read_lines(self) -> int:

@@ -840,7 +840,7 @@ class Status(Operation[SessionStatus]):
     def apply(self, engine: Engine, session: str | None) -> SessionStatus:
         assert session is not None
         leases = tuple(engine.session(session, self).leases())
-        return SessionStatus(session, engine.coord.state.last_seen(session), leases)
+        return SessionStatus(session, engine.coord.last_seen(session), leases)
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> SessionStatus:

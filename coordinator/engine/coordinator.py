@@ -6,6 +6,7 @@ import errno
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -33,11 +34,13 @@ from coordinator.engine.results import WriteResult
 from coordinator.engine.session import Session
 from coordinator.engine.write import CheckThenWrite, _KnownPath
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import History, HistoryEntry, retention
+from coordinator.history import History, HistoryEntry, content_hash, retention
+from coordinator.history.footprint import FootprintMeter
 from coordinator.state import events as events_mod
 from coordinator.state.agentcalls import AgentCallStore
-from coordinator.state.connection import REDIS_URL_ENV
+from coordinator.state.connection import REDIS_URL_ENV, redis_call
 from coordinator.state.leases import Lease, LeaseStore, normalize_pattern
+from coordinator.state.refusals import FileRefusals
 from coordinator.state.views import StateStore, connect
 
 
@@ -239,6 +242,7 @@ class Coordinator:
         self.agent_writes = AgentWrites(
             self.native, self.lease_gate, AgentCallStore(self.redis, self.namespace), journal
         )
+        self.file_refusals = FileRefusals(self.redis, self.namespace)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -379,6 +383,82 @@ class Coordinator:
     def resolve(self, path: str) -> fsio.ResolvedPath:
         return fsio.resolve(self.root, path)
 
+    # -- what the adapters ask (the service, its dashboard and metrics, the hooks, the command line) --------
+    def agent_port(self) -> AgentWrites:
+        """The port through which agents' own tool calls are checked and recorded (engine/agentwrites.py):
+        tickets before a write, records after it, a shell command's targets, the tree watcher's events."""
+        return self.agent_writes
+
+    def ping(self) -> bool:
+        """Whether Redis answers a PING; raises state_unavailable when it cannot be reached."""
+        return self.state.ping()
+
+    def redis_info(self) -> dict[str, Any]:
+        """A few INFO fields of the Redis server (one server or the Sentinel primary; on a Cluster, none).
+        Empty when Redis cannot answer: health is reported, never raised."""
+        try:
+            info = redis_call(self.redis.info)
+        except CoordinatorError:
+            return {}
+        if "redis_version" not in info:
+            return {}
+        return {name: info[name] for name in _INFO_FIELDS if name in info}
+
+    def sessions(self, since_s: float | None = None) -> list[tuple[str, float]]:
+        """(session, last seen) of the sessions seen (at most a registration period late), oldest first."""
+        return self.state.sessions(since_s)
+
+    def register(self, session: str) -> None:
+        """Put `session` in the sessions' registry now (e.g. an MCP server announcing its session)."""
+        _check_session_id(session)
+        self.state.register(session)
+
+    def last_seen(self, session: str) -> float | None:
+        """When `session` was last registered (None: never, or its registry entry is gone)."""
+        return self.state.last_seen(session)
+
+    def refusal_counts(self) -> dict[str, int]:
+        """Refusals of writes by code, over every process of this repository (flushed after writes)."""
+        return self.state.error_counts()
+
+    def refusals_by_file(self) -> dict[str, Any]:
+        """The service's per-file refusal tally (state/refusals.py `FileRefusals.snapshot`): by file and
+        code, by code over the files kept, the newest refusals."""
+        return self.file_refusals.snapshot()
+
+    def count_refusal(self, code: str, path: str, session: str, operation: str) -> None:
+        """Count one refusal of `operation` on `path` in the per-file tally; raises state_unavailable when
+        Redis cannot be reached, and a path error for a path that is not the repository's."""
+        self.file_refusals.record(code, self.resolve(path).key, session, operation)
+
+    def content(self, path: str, digest: str | None) -> bytes | None:
+        """The bytes of a recorded version of `path` whose content hash is `digest` (b"" for None: before
+        the file existed): from the history, else the file itself when it still holds them (the newest
+        version's content is kept in the history only once a later write replaces it); None when neither
+        holds them any more (removed by gc, or changed outside)."""
+        if digest is None:
+            return b""
+        key = self.resolve(path).key
+        try:
+            return bytes(self.history_store.load(digest, key))
+        except CoordinatorError:
+            pass
+        try:
+            data = retention.read_on_disk(self.root, key)
+        except CoordinatorError:
+            return None
+        return data if data is not None and content_hash(data) == digest else None
+
+    def footprint_meter(self) -> FootprintMeter:
+        """A meter of the history's size on disk (history/footprint.py); it remembers what it counted."""
+        return FootprintMeter(self.history_store)
+
+    def keyspace(self) -> tuple[redis.Redis, str]:
+        """The Redis client and this repository's namespace, for a store an adapter keeps beside the
+        engine's own keys (the service's idempotency records). The engine's keys are its own: use the
+        methods above for them."""
+        return self.redis, self.namespace
+
     def check_then_write(
         self,
         session: str,
@@ -398,6 +478,9 @@ class Coordinator:
         return self.writer.check_then_write(
             session, path, operation, transform, may_create=may_create, policy=policy, finish=finish, options=options
         )
+
+
+_INFO_FIELDS = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory", "used_memory_human", "role")
 
 
 def _setup_refused(exc: OSError, root: str) -> CoordinatorError:

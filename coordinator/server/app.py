@@ -27,7 +27,7 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 import xxhash
@@ -38,7 +38,6 @@ from coordinator.client.local import LocalClient
 from coordinator.client.operations import Engine, Operation
 from coordinator.engine import CallOptions, LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history.footprint import FootprintMeter
 from coordinator.server import dashboard
 from coordinator.server.auth import Principal, load_secret, verify_token
 from coordinator.server.common import (
@@ -68,9 +67,14 @@ from coordinator.server.routes import ROUTE_BY_PATH, Answer, Route, openapi_docu
 from coordinator.server.tracing import CallTracer
 from coordinator.state.connection import observe_redis
 from coordinator.state.leases import MODES as LEASE_MODES
-from coordinator.state.refusals import FileRefusals
 from coordinator.tokens import mint_token
 from coordinator.version import __version__
+
+if TYPE_CHECKING:
+    from coordinator.agents.adapter import HookAdapter
+    from coordinator.engine import Coordinator
+    from coordinator.engine.watcher import TreeWatcher
+    from coordinator.history.footprint import FootprintMeter
 
 log = logging.getLogger("edit_coordinator.server")
 
@@ -100,9 +104,9 @@ class App:
         self.config = config
         self._secret = secret
         self._tokens: dict[str, Principal] = {}
-        self.coord: Any = None  # Coordinator, opened at start-up (lifespan) or on first use
+        self.coord: Coordinator | None = None  # opened at start-up (lifespan) or on first use
         # One client for every request: policy and match are fields of the write operations.
-        self.client: Any = None  # LocalClient, made with the coordinator
+        self.client: LocalClient | None = None  # made with the coordinator
         self._shaped: dict[CallOptions, tuple[Any, Engine]] = {}  # (client, its engine shaped), made once
         self.idem: IdempotencyStore | None = None
         self.executor = concurrent.futures.ThreadPoolExecutor(
@@ -122,8 +126,8 @@ class App:
         self._stopping: asyncio.Task[None] | None = None
         self.metrics = ServiceMetrics(self._scrape_gauges, os.environ.get(MULTIPROC_ENV) or None)
         self._history_size: TimedCache | None = None
-        self.hooks: Any = None  # the agents' hook adapter (server/hooks.py), made on first use
-        self.watcher: Any = None  # the tree watcher (config.watch; engine/watcher.py)
+        self.hooks: HookAdapter | None = None  # the agents' hook adapter (server/hooks.py), made on first use
+        self.watcher: TreeWatcher | None = None  # the tree watcher (config.watch; engine/watcher.py)
         self.tracer = CallTracer() if config.otel else None  # OpenTelemetry spans (tracing.py), off by default
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -146,17 +150,25 @@ class App:
             )
             self.client = LocalClient(coord)
             self.idem = IdempotencyStore(
-                coord.redis, coord.namespace, ttl_s=self.config.idempotency_ttl_s, wait_s=self.config.lock_timeout + 5
+                *coord.keyspace(), ttl_s=self.config.idempotency_ttl_s, wait_s=self.config.lock_timeout + 5
             )
             coord.observe(self.metrics)
-            meter = FootprintMeter(coord.history_store)
+            meter = coord.footprint_meter()
             self._history_size = TimedCache(lambda: _footprint(meter))
             self.coord = coord
             if self.config.watch:
                 from coordinator.engine.watcher import TreeWatcher
 
-                self.watcher = TreeWatcher(coord.root, coord.agent_writes.observed)
+                self.watcher = TreeWatcher(coord.root, coord.agent_port().observed)
                 self.watcher.start()
+
+    def opened(self) -> tuple[Coordinator, LocalClient]:
+        """The coordinator and the client over it; the service opens them before it runs any route (at
+        start-up, or on the first request), so a route's handler always finds them."""
+        coord, client = self.coord, self.client
+        if coord is None or client is None:
+            raise CoordinatorError(ErrorCode.STATE_UNAVAILABLE, "The service has not opened its coordinator yet.")
+        return coord, client
 
     def close(self) -> None:
         """Refuse new work, let running engine calls finish, then close the coordinator."""
@@ -378,11 +390,11 @@ class App:
         if code not in _LIBRARY_CODES or not isinstance(path, str):
             return
         session = principal.session or getattr(model, "session", None) or "admin"
-        tally = FileRefusals(self.coord.redis, self.coord.state.ns)
+        coord, _ = self.opened()
 
         def record() -> None:
             with contextlib.suppress(CoordinatorError):
-                tally.record(code, self.coord.resolve(path).key, session, route.name)
+                coord.count_refusal(code, path, session, route.name)
 
         with contextlib.suppress(RuntimeError):  # the pool is shut down: the service is stopping
             self.executor.submit(record)
@@ -412,7 +424,7 @@ class App:
     def _shaped_client(self, options: CallOptions) -> Engine:
         """The engine the declarations run against, its calls shaped by `options` (`_INLINE`, `_WAITING`),
         made once per options."""
-        client = self.client
+        _, client = self.opened()
         found = self._shaped.get(options)
         if found is None or found[0] is not client:
             found = self._shaped[options] = (client, client.engine.shaped(options))
@@ -496,7 +508,7 @@ class App:
         session the request names (a viewer acts as none: its routes are inspection calls that take no
         session)."""
         session = None if p.is_viewer else self._acting_session(p, getattr(m, "session", None))
-        engine, shaped = self.client.engine, self._shaped_client
+        engine, shaped = self.opened()[1].engine, self._shaped_client
         if route.long_poll and m.wait_s > self.config.max_poll_wait_s:  # type: ignore[attr-defined]
             m = dataclasses.replace(m, wait_s=self.config.max_poll_wait_s)  # type: ignore[type-var]
         if route.mutating:
@@ -527,7 +539,7 @@ class App:
         newest write; a version written by another session needs the admin token."""
         if version is None:
             return
-        target = next((e for e in self.coord.history(path) if e.version == version), None)
+        target = next((e for e in self.opened()[0].history(path) if e.version == version), None)
         if target is not None and target.session != session:
             raise ServiceError(
                 "forbidden",
@@ -537,12 +549,12 @@ class App:
 
     async def op_leases(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         op = ops.Leases(session=query_session(scope))
-        engine = self.client.engine
+        engine = self.opened()[1].engine
         return await self._engine(lambda _: op.answer(engine, op.apply(engine, op.session)))
 
     async def op_session(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
         session = self._acting_session(p, query_session(scope))
-        op, engine = ops.Status(session=session), self.client.engine
+        op, engine = ops.Status(session=session), self.opened()[1].engine
 
         def status(_: CallOptions) -> dict[str, Any]:
             found = op.apply(engine, session)
@@ -551,10 +563,10 @@ class App:
         return await self._engine(status)
 
     async def op_sessions(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
-        store = self.coord.state
+        coord, _ = self.opened()
         return await self._run(
             lambda: self._call_engine(
-                lambda: {"sessions": [{"session": s, "last_seen": t} for s, t in store.sessions()]}
+                lambda: {"sessions": [{"session": s, "last_seen": t} for s, t in coord.sessions()]}
             )
         )
 
@@ -570,10 +582,10 @@ class App:
         )
 
     async def op_dashboard(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
-        client = self.client
+        coord, client = self.opened()
 
         def snapshot() -> dict[str, Any]:
-            found = dashboard.snapshot(self.coord, client, p.role, p.expires_at)
+            found = dashboard.snapshot(coord, client, p.role, p.expires_at)
             size = self._history_size.get() if self._history_size is not None else {}  # from disk, cached
             if size:
                 found["history"] = {"entries": int(size["history_entries"]), "bytes": int(size["history_bytes"])}
@@ -583,8 +595,9 @@ class App:
 
     async def op_version_diff(self, route: Route, p: Principal, m: DiffRequest, scope: Any, h: Any) -> Answer:
         # In the thread pool: a diff of a large file takes a while, and must not stall the event loop.
+        coord, _ = self.opened()
         return await self._run(
-            lambda: self._call_engine(lambda: dashboard.version_diff(self.coord, m.path, m.version, m.context))
+            lambda: self._call_engine(lambda: dashboard.version_diff(coord, m.path, m.version, m.context))
         )
 
     async def op_shutdown(self, route: Route, p: Principal, m: None, scope: Any, h: Any) -> Answer:
@@ -643,9 +656,10 @@ class App:
         if self._history_size is not None:
             found.update(self._history_size.get())
         try:
-            found["sessions"] = float(len(self.coord.state.sessions()))
+            coord, client = self.opened()
+            found["sessions"] = float(len(coord.sessions()))
             by_mode = dict.fromkeys(LEASE_MODES, 0.0)
-            for lease in self.client.leases(None):
+            for lease in client.leases(None):
                 by_mode[lease.mode] = by_mode.get(lease.mode, 0.0) + 1
             found["leases_held"] = by_mode
         except (redis.RedisError, CoordinatorError):
@@ -657,7 +671,7 @@ class App:
             if self.coord is None:
                 self.open()
             try:
-                return bool(self.coord.state.ping())
+                return self.opened()[0].ping()
             except (redis.RedisError, CoordinatorError):
                 return False
 

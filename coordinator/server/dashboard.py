@@ -19,14 +19,14 @@ import time
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import content_hash
-from coordinator.history.retention import read_on_disk
-from coordinator.state.connection import redis_call
-from coordinator.state.refusals import FileRefusals
 from coordinator.text.diffs import unified_diff
+
+if TYPE_CHECKING:
+    from coordinator.client.local import LocalClient
+    from coordinator.engine import Coordinator
 
 DASHBOARD_PATH = "/dashboard"
 MAX_SESSIONS = 200  # the most recently active; a stress fleet may have thousands
@@ -63,7 +63,7 @@ def content_security_policy(html: bytes) -> str:
     )
 
 
-def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dict[str, Any]:
+def snapshot(coord: Coordinator, client: LocalClient, role: str, token_expires_at: float) -> dict[str, Any]:
     """Everything the page shows except the timeline: health, sessions, leases, refusals, recent change
     events with the cursor to follow them. A part Redis cannot give is empty, with a note saying so.
 
@@ -72,18 +72,17 @@ def snapshot(coord: Any, client: Any, role: str, token_expires_at: float) -> dic
     its own timeout on a Redis that hangs, and the page would wait for all of them in turn."""
     parts = _Parts()
     started = time.perf_counter()
-    redis_ok = parts.get("redis", lambda: bool(coord.state.ping()) or _no_pong(), False)
+    redis_ok = parts.get("redis", lambda: coord.ping() or _no_pong(), False)
     ping_ms = (time.perf_counter() - started) * 1000
     recent: list[Any] = parts.get("events", lambda: client.recent_events(RECENT_EVENTS), [])
-    seen: list[tuple[str, float]] = parts.get("sessions", lambda: coord.state.sessions(), [])
+    seen: list[tuple[str, float]] = parts.get("sessions", coord.sessions, [])
     leases: list[Any] = parts.get("leases", lambda: client.leases(None), [])
-    counts = FileRefusals(coord.redis, coord.state.ns)
-    by_code: dict[str, int] = parts.get("refusals", coord.state.error_counts, {})
+    by_code: dict[str, int] = parts.get("refusals", coord.refusal_counts, {})
     by_file: dict[str, Any] = parts.get(
-        "refusals_by_file", counts.snapshot, {"by_file": [], "by_code_here": {}, "recent": []}
+        "refusals_by_file", coord.refusals_by_file, {"by_file": [], "by_code_here": {}, "recent": []}
     )
     cursor = recent[-1].id if recent else parts.get("cursor", lambda: client.poll_events("$").cursor, "$")
-    info: dict[str, Any] = parts.get("redis_info", lambda: _redis_info(coord), {})
+    info: dict[str, Any] = parts.get("redis_info", coord.redis_info, {})
     return {
         "now": time.time(),
         "role": role,
@@ -143,19 +142,7 @@ def looks_like_ticket(lease: Any) -> bool:
     return bool(lease.mode == "exclusive" and one_file and lease.ends_at - lease.granted_at <= TICKET_TTL_S + 1)
 
 
-def _redis_info(coord: Any) -> dict[str, Any]:
-    """A few INFO fields of the Redis server (one server or the Sentinel primary; on a Cluster, none)."""
-    try:
-        info = redis_call(coord.redis.info)
-    except CoordinatorError:  # health is reported, never raised
-        return {}
-    if not isinstance(info, dict) or "redis_version" not in info:
-        return {}
-    names = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory", "used_memory_human", "role")
-    return {name: info[name] for name in names if name in info}
-
-
-def version_diff(coord: Any, path: str, version: int, context: int = 3) -> dict[str, Any]:
+def version_diff(coord: Coordinator, path: str, version: int, context: int = 3) -> dict[str, Any]:
     """The unified diff of one recorded version of `path` against the content before it."""
     key = coord.resolve(path).key
     entry = next((e for e in coord.history(path) if e.version == version), None)
@@ -166,7 +153,7 @@ def version_diff(coord: Any, path: str, version: int, context: int = 3) -> dict[
             path=key,
         )
     out: dict[str, Any] = {**entry.to_dict(), "path": key, "diff": None, "note": "", "truncated": False}
-    before, after = _content(coord, key, entry.before), _content(coord, key, entry.after)
+    before, after = coord.content(key, entry.before), coord.content(key, entry.after)
     if before is None or after is None:
         out["note"] = "The content of this version is no longer kept (removed by gc, or changed outside)."
         return out
@@ -179,19 +166,3 @@ def version_diff(coord: Any, path: str, version: int, context: int = 3) -> dict[
         return out
     out["diff"], out["truncated"] = text[:MAX_DIFF_CHARS], len(text) > MAX_DIFF_CHARS
     return out
-
-
-def _content(coord: Any, key: str, digest: str | None) -> bytes | None:
-    """A version's bytes: from the history, else the file itself when it still holds them (the newest
-    version's content is kept in the history only once a later write replaces it)."""
-    if digest is None:
-        return b""
-    try:
-        return bytes(coord.history_store.load(digest, key))
-    except CoordinatorError:
-        pass
-    try:
-        data = read_on_disk(coord.root, key)
-    except CoordinatorError:
-        return None
-    return data if data is not None and content_hash(data) == digest else None

@@ -251,10 +251,11 @@ def _failed(message: str) -> str:
 
 def _adapter(app: App) -> HookAdapter:
     hooks: HookAdapter | None = app.hooks
-    if hooks is None or hooks.coord is not app.coord:
+    coord, _ = app.opened()
+    if hooks is None or hooks.coord is not coord:
         from coordinator.agents.adapter import HookAdapter
 
-        hooks = HookAdapter(app.coord)
+        hooks = HookAdapter(coord)
         app.hooks = hooks
     return hooks
 
