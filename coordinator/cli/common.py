@@ -29,15 +29,17 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from coordinator import errors
 from coordinator.arguments import DURABILITIES, MATCHES, POLICIES
 from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.connection import REDIS_URL_ENV
+
+if TYPE_CHECKING:
+    from coordinator.engine import Coordinator
 
 ROOT_ENV = "EDIT_COORDINATOR_ROOT"
 SESSION_ENV = "EDIT_COORDINATOR_SESSION"
@@ -380,51 +382,29 @@ def running_redis_url(root: str, redis_url: str | None) -> str | None:
     return str(found["url"]) if found else None
 
 
-def not_running(root: str) -> str:
+def not_running(root: str, redis_url: str | None = None) -> str:
+    if redis_url:
+        return (
+            f"No coordinator has used {real_root(root)} yet: it has no state folder ({state_dir(root)}), so "
+            "nothing of it is kept in that Redis."
+        )
     return (
         f"No coordinator is running for {real_root(root)}: no Redis URL was given (--redis-url or "
         f"${REDIS_URL_ENV}) and the root's embedded Redis server is not running (it starts on first use)."
     )
 
 
-@dataclass
-class Inspector:
-    """A read-only look at a root's coordination state, on a Redis that already runs: leases and events."""
+def open_running(root: str, redis_url: str | None) -> Coordinator | None:
+    """The Coordinator a command that only inspects (`leases`, `watch`) looks through: on the given Redis
+    URL, else on the root's embedded server if it is running. None where nothing runs or the root has no
+    state folder (no coordinator has used it, so there is nothing to see): no Redis server is started and
+    no state folder is created."""
+    url = running_redis_url(root, redis_url)
+    if url is None or not state_dir(root).is_dir():
+        return None
+    from coordinator.engine import Coordinator
 
-    root: str
-    client: Any
-    namespace: str
-
-    @classmethod
-    def open(cls, root: str, redis_url: str | None) -> Inspector | None:
-        url = running_redis_url(root, redis_url)
-        if url is None:
-            return None
-        from coordinator.disk.layout import namespace_for
-        from coordinator.state.views import connect
-
-        real = real_root(root)
-        return cls(real, connect(url), namespace_for(real))
-
-    def leases(self) -> list[Any]:
-        from coordinator.state.leases import LeaseStore
-
-        return LeaseStore(self.client, self.namespace).live()
-
-    def recent_events(self, count: int) -> list[Any]:
-        from coordinator.state.events import recent
-
-        return recent(self.client, self.namespace, count)
-
-    def follow(self, since: str, paths: list[str] | None, timeout_s: float | None) -> Any:
-        from coordinator.state.events import follow
-        from coordinator.state.leases import normalize_pattern
-
-        pats = [normalize_pattern(p, self.root) for p in paths] if paths else None
-        return follow(self.client, self.namespace, since=since, paths=pats, timeout_s=timeout_s)
-
-    def close(self) -> None:
-        self.client.close()
+    return Coordinator(real_root(root), url)
 
 
 def open_client(args: argparse.Namespace, **options: Any) -> Any:

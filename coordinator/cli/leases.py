@@ -37,38 +37,23 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "break" and not args.id and not args.session:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "Give --id or --session to break leases.")
     if args.server:
-        return _show(args, _remote(args))
-    inspector = cmd_common.Inspector.open(args.root, args.redis_url)
-    if inspector is None:
-        print(cmd_common.not_running(args.root) + " No lease is live.")
-        return 0 if args.action == "list" else 1
+        client: Any = cmd_common.open_client(args)
+    else:
+        coord = cmd_common.open_running(args.root, args.redis_url)
+        if coord is None:
+            print(cmd_common.not_running(args.root, args.redis_url) + " No lease is live.")
+            return 0 if args.action == "list" else 1
+        from coordinator.client import LocalClient
+
+        client = LocalClient(coord, owns=True)
     try:
         if args.action == "list":
-            leases = inspector.leases()
+            leases = list(client.leases(None))
         else:
-            leases = _break(args, inspector.client)
-    finally:
-        inspector.close()
-    return _show(args, leases)
-
-
-def _remote(args: argparse.Namespace) -> list[Any]:
-    client = cmd_common.open_client(args)
-    try:
-        if args.action == "list":
-            return list(client.leases(None))
-        return list(client.break_lease(lease_id=args.id, session=args.session))
+            leases = list(client.break_lease(lease_id=args.id, session=args.session))
     finally:
         client.close()
-
-
-def _break(args: argparse.Namespace, client: Any) -> list[Any]:
-    from coordinator.client import LocalClient
-    from coordinator.engine import Coordinator
-
-    # The root's state folder exists (a Redis of this root is running): breaking may update its fences.
-    with LocalClient(Coordinator(cmd_common.real_root(args.root), redis_client=client), owns=True) as admin:
-        return admin.break_lease(lease_id=args.id, session=args.session)
+    return _show(args, leases)
 
 
 def _show(args: argparse.Namespace, leases: list[Any]) -> int:

@@ -40,16 +40,16 @@ def run(args: argparse.Namespace) -> int:
         return _remote(args)
     if args.path:  # globs as PATHs are taken: relative to the current folder inside the root
         args.path = [cmd_common.shell_path(args.root, p) for p in args.path]
-    inspector = cmd_common.Inspector.open(args.root, args.redis_url)
-    if inspector is None:
-        message = f"{cmd_common.not_running(args.root)} There is nothing to watch."
+    coord = cmd_common.open_running(args.root, args.redis_url)
+    if coord is None:
+        message = f"{cmd_common.not_running(args.root, args.redis_url)} There is nothing to watch."
         return cmd_common.fail(CoordinatorError(ErrorCode.STATE_UNAVAILABLE, message))
     try:
-        _follow(args, inspector.recent_events, inspector.follow, inspector.root)
+        _follow(args, coord.recent_events, coord.events, coord.root)
     except KeyboardInterrupt:
         pass
     finally:
-        inspector.close()
+        coord.close()
     return 0
 
 

@@ -40,6 +40,11 @@ class LocalClient(Client):
         return self.engine.match
 
     @property
+    def matching(self) -> Match:
+        """The matching its edits use: its own `match`, else the coordinator's."""
+        return self.engine.match or self.coord.match
+
+    @property
     def options(self) -> CallOptions:
         """How its sessions' engine calls are shaped (`with_options`)."""
         return self.engine.options

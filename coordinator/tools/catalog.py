@@ -198,7 +198,12 @@ _registry_lock = threading.Lock()
 
 
 def _tools_for(target: Any) -> SessionTools:
-    owner = getattr(target, "coord", None) or getattr(target, "client", None)
+    from coordinator.client import BoundSession
+    from coordinator.engine import Session
+
+    owner: Any = target.coord if isinstance(target, Session) else None
+    if isinstance(target, BoundSession):
+        owner = target.client
     session_id = getattr(target, "id", None)
     if owner is None or not isinstance(session_id, str) or not hasattr(target, "read"):
         raise CoordinatorError(

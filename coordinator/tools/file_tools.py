@@ -291,8 +291,14 @@ def tool_specs(default_read_lines: int = 2000, match: str = "exact") -> list[Too
 def session_match(session: Any) -> str:
     """The matching rule the edits of `session` (a BoundSession) are made with: its client's, else (an
     in-process client that leaves it to the engine) its coordinator's."""
+    from coordinator.client import LocalClient
+
     client = getattr(session, "client", None)
-    found = getattr(client, "match", None) or getattr(getattr(client, "coord", None), "match", None)
+    found: str | None = None
+    if isinstance(client, LocalClient):
+        found = client.matching
+    else:  # HttpClient's own (not imported here: that would load httpx for every local MCP server)
+        found = getattr(client, "match", None)
     return "flexible" if found == "flexible" else "exact"
 
 

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.errors import CoordinatorError, ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.engine import Coordinator
 
 NAME = "hook"
 TITLE = "Claude Code hook"
@@ -129,14 +132,16 @@ def _refused(message: str) -> str:
     return f"The edit coordinator could not check this call, so it is refused: {message}"
 
 
-def engine_of(session: Any) -> Any:
+def engine_of(session: Any) -> Coordinator:
     """The local engine behind an MCP server's session (a BoundSession of a LocalClient); `invalid_argument`
     for a remote one, whose hooks go to the service's HTTP route."""
-    coord = getattr(getattr(session, "client", None), "coord", None)
-    if coord is None:
+    from coordinator.client import BoundSession, LocalClient
+
+    client = session.client if isinstance(session, BoundSession) else None
+    if not isinstance(client, LocalClient):
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
             "The hook tool needs the MCP server's own engine (`edit-coordinator mcp --root R --hook-tool`); with "
             "--server, send the hooks to the service (`edit-coordinator init claude-code --http URL`).",
         )
-    return coord
+    return client.coord
