@@ -105,3 +105,18 @@ def test_every_help_fits_100_columns(monkeypatch: pytest.MonkeyPatch, columns: s
     }
     assert len(too_long) > 20  # every command was formatted
     assert {prog: lines for prog, lines in too_long.items() if lines} == {}
+
+
+@pytest.mark.parametrize("command", [["leases", "list"], ["watch", "--timeout", "0.1"]])
+def test_inspecting_a_root_no_coordinator_used_creates_nothing(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a Redis URL given, a root without a state folder has nothing in it to see: the command says so
+    without connecting (the URL here answers nothing) and creates no state folder."""
+    from coordinator.cli import main
+
+    code = main([*command, "--root", str(tmp_path), "--redis-url", "redis://127.0.0.1:1/0"])
+    out = capsys.readouterr()
+    assert "No coordinator has used" in out.out + out.err and "it has no state folder" in out.out + out.err
+    assert code == (0 if command[0] == "leases" else 5)
+    assert not (tmp_path / ".edit-coordinator").exists()
