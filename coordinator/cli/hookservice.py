@@ -240,11 +240,12 @@ def stop_all(root: str | os.PathLike[str]) -> list[str]:
     is answered by a service whose Redis is gone: the next hook starts both again), then its embedded Redis
     server (its state persists in the state folder). What was stopped, by name."""
     from coordinator.disk.layout import state_dir_of
-    from coordinator.state.embedded import stop_embedded_redis
+    from coordinator.state.embedded import embedded_status, stop_embedded_redis
 
-    stopped = ["hook service"] if stop(root) else []
     folder = state_dir_of(root)
-    if folder.is_dir() and stop_embedded_redis(folder):
+    redis_ran = folder.is_dir() and embedded_status(folder) is not None
+    stopped = ["hook service"] if stop(root) else []  # which stops the Redis it used, if no one else uses it
+    if folder.is_dir() and (stop_embedded_redis(folder) or (redis_ran and embedded_status(folder) is None)):
         stopped.append("embedded Redis")
     return stopped
 
