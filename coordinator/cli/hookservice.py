@@ -235,6 +235,24 @@ def _service_pid(service: Path) -> int | None:
     return pid if ours and _alive(pid) else None
 
 
+def stop_unused_redis(root: str) -> bool:
+    """The hook service's last step once it has stopped for good: its embedded Redis stopped too, if no other
+    client is connected. Under the start lock, so that no hook is starting a new service (and its Redis
+    connection) at that moment; a hook that comes later starts both. True iff it was stopped."""
+    import fcntl
+
+    from coordinator.disk.layout import state_dir_of
+    from coordinator.state.embedded import stop_embedded_redis_if_unused
+
+    folder = state_dir_of(root)
+    service = hook_service_dir(folder)
+    if not service.is_dir():
+        return stop_embedded_redis_if_unused(folder) if folder.is_dir() else False
+    with open(service / "start.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        return stop_embedded_redis_if_unused(folder)
+
+
 def stop_all(root: str | os.PathLike[str]) -> list[str]:
     """Stop everything the repository at `root` started on its own: its hook service first (so that no hook
     is answered by a service whose Redis is gone: the next hook starts both again), then its embedded Redis

@@ -397,10 +397,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if restart_wanted():  # the hook service of http hooks, stopped for a changed config: the same command again
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     if args.idle_exit:  # a service started on demand, stopped for good: its embedded Redis too, if unused
-        from coordinator.state.embedded import stop_embedded_redis_if_unused
+        from coordinator.cli.hookservice import stop_unused_redis
 
         with contextlib.suppress(CoordinatorError, OSError):
-            stop_embedded_redis_if_unused(cmd_common.state_dir(root))
+            stop_unused_redis(root)
     return status
 
 
