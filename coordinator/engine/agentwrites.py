@@ -145,11 +145,17 @@ class AgentWrites:
     def after_write(self, session: str, call: str, *, succeeded: bool) -> Settled:
         """After an agent's own write call (`succeeded`: its tool said so): what the file holds now is
         recorded as the session's write, and its ticket released. A lapsed call's late write is repaired."""
-        entry = self.calls.take(session, call)
+        entry = self.calls.get(session, call)
         if entry is not None:
+            # Recorded while the call is still listed, then taken: the tree watcher, looking at the same change
+            # meanwhile, finds the call and leaves the change to it; taken first, the change was the watcher's
+            # to record, as outside's, and the session's next Edit was refused as stale.
+            notes = self._settle(entry, taken=True)
+            self.calls.take(session, call)
             self._forget(entry)
-        else:  # Redis lost the call's memory (a flush, a restart): its copy on disk judges its write all the same
-            entry = next((x for x in self._lost(session=session) if x.call == call and self._forget(x)), None)
+            return Settled(notes)
+        # Redis lost the call's memory (a flush, a restart): its copy on disk judges its write all the same
+        entry = next((x for x in self._lost(session=session) if x.call == call and self._forget(x)), None)
         if entry is None:
             return Settled()  # no ticket was taken (refused before), or another step settled it
         return Settled(self._settle(entry, taken=True))
@@ -214,12 +220,11 @@ class AgentWrites:
 
         notes: list[str] = []
         kept = [x for x in self.calls.of_session(session) if x.call.startswith(f"{call}#")]
-        ours = [x for x in kept if self.calls.remove(x) and x.key != RUNNING]
-        for entry in ours:
-            self._forget(entry)
         lost = self._lost(session=session, known=kept)  # Redis lost their memory: their copies on disk
-        ours += [x for x in lost if x.call.startswith(f"{call}#") and self._forget(x)]
-        for entry in ours:
+        # Recorded while still listed, then taken (after_write's rule: the watcher finds the call meanwhile).
+        ours = [x for x in kept if x.key != RUNNING]
+        claimed = [x for x in lost if x.call.startswith(f"{call}#") and self._forget(x)]  # one process each
+        for entry in ours + claimed:
             untouched = not entry.changed and self.native.unchanged(entry.key, entry.before)
             notes.extend(self._settle(entry, taken=True))
             if untouched and entry.command not in ("rm", "mv") and not _PYTHON.match(entry.command):
@@ -227,6 +232,10 @@ class AgentWrites:
                     f"Your command left {entry.key} unchanged: its {entry.command or 'command'} changed nothing "
                     f"there (a sed or perl pattern that matched nothing?). Read {entry.key} again and check."
                 )
+        for entry in kept:
+            self.calls.take(entry.session, entry.call)
+        for entry in ours:
+            self._forget(entry)
         shown = printed_lines(command)
         if shown is not None and printed is not None:
             key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown[0]))

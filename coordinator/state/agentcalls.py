@@ -104,6 +104,12 @@ class AgentCallStore:
 
         redis_call(go)
 
+    def get(self, session: str, call: str) -> PendingCall | None:
+        """The entry of this call, left in place (None: none, or it ended)."""
+        raw = redis_call(lambda: self.r.hget(self.key, field_of(session, call)))
+        found = PendingCall.from_json(raw) if raw is not None else None
+        return found if found is not None and found.ends > time.time() else None
+
     def take(self, session: str, call: str) -> PendingCall | None:
         """The entry of this call, removed as it is read (None: none, or it ended)."""
         field = field_of(session, call)

@@ -32,7 +32,8 @@ def test_noop_settings_keep_events_and_matchers_and_run_true(tmp_path: Path) -> 
     assert data["hooks"]["PreToolUse"] == [
         {"matcher": "^(Edit)$", "hooks": [{"type": "command", "command": "true", "timeout": 60}]}
     ]
-    assert data["hooks"]["Stop"][0]["hooks"] == [{"type": "command", "command": "true"}, {"type": "http", "url": "u"}]
+    true = {"type": "command", "command": "true"}  # an http handler too: a no-op hook is a process that does nothing
+    assert data["hooks"]["Stop"][0]["hooks"] == [true, true]
 
 
 def test_edit_times_are_between_the_request_asking_and_the_one_answering() -> None:

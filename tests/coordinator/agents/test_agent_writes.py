@@ -519,3 +519,30 @@ def test_the_watcher_between_the_two_steps_of_a_late_write_records_it_once(hooks
     coord.agent_writes.observed("app.py")
     assert _history(coord, "app.py") == [("s1", "shell")]
     assert coord.history("app.py")[0].size_after == len(b"z = 0\n")
+
+
+def test_the_watcher_looking_while_an_after_hook_records_leaves_the_write_to_the_call(
+    hooks, coord, root, app, monkeypatch
+):
+    """The PostToolUse of alice's Edit and the tree watcher's look at the same change run at once (the hook
+    service's two threads). The watcher must find alice's call, not take the change for outside's: then
+    alice's next Edit was refused stale ("changed outside the coordinator"), seen in the real Claude Code."""
+    alice = Agent(hooks, root, "alice")
+    alice.read("app.py")
+    edit = payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))
+    assert run(hooks, edit).allow
+    app.write_text(app.read_text().replace("a = 1", "a = 10"))  # Claude Code's write
+    recorded = coord.agent_writes._record
+    looked: list[bool] = []
+
+    def watcher_first(entry: object) -> object:
+        if not looked:  # the after-hook's record: the watcher's thread gets the path's lock first
+            looked.append(True)
+            coord.agent_writes.observed("app.py")
+        return recorded(entry)
+
+    monkeypatch.setattr(coord.agent_writes, "_record", watcher_first)
+    run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
+    monkeypatch.setattr(coord.agent_writes, "_record", recorded)
+    assert _history(coord, "app.py") == [("alice", "edit")]
+    assert alice.edit("app.py", "b = 2", "b = 20").allow  # her view is what she wrote
