@@ -5,9 +5,11 @@ and what a race of sessions loses with and without the hooks.
     python3 scripts/real_agent_bench.py race [AGENT ...] [--sessions 4] [--rounds 5] [--json OUT]
 
 hook-cost: one repository, one Claude Code session per round and column, each a Read then N Edits of one line
-(every Edit is 2 hook events: PreToolUse and PostToolUse). Three columns, their rounds interleaved:
+(every Edit is 2 hook events: PreToolUse and PostToolUse). Four columns, their rounds interleaved:
 - ``noop``: the settings `init` writes with every handler replaced by the command `true` (the same events and
   matchers, a process per event that does nothing);
+- ``noop-http``: the http handlers post to a server of the script's that answers 200 with nothing (Claude
+  Code's own cost of an http hook), the command handlers run `true`;
 - ``command``: the settings of `init --hook-type command` (a process per event: the fast client to the
   repository's hook service);
 - ``hooked``: the settings as `init` writes them (Claude Code's http hooks into the hook service).
@@ -26,12 +28,14 @@ printed per agent: increments reported done, what the counter gained, lost updat
 from __future__ import annotations
 
 import argparse
+import http.server
 import itertools
 import json
 import os
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +51,8 @@ from worker.agents.scripts import Tools, sequence  # noqa: E402
 # The columns, side by side in one run: no-op hooks; the command hooks (`init --hook-type command`: a process
 # per event, the fast client to the hook service); the hooks `init` writes by default (Claude Code's http
 # hooks into the hook service, SessionStart and UserPromptSubmit as command hooks).
-COLUMNS = ("noop", "command", "hooked")
-INIT_ARGS = {"noop": (), "command": ("--hook-type", "command"), "hooked": ()}
+COLUMNS = ("noop", "noop-http", "command", "hooked")
+INIT_ARGS = {"noop": (), "noop-http": (), "command": ("--hook-type", "command"), "hooked": ()}
 EVENTS_PER_EDIT = 2  # PreToolUse and PostToolUse
 
 
@@ -63,6 +67,34 @@ def noop_settings(settings: Path) -> None:
                 timeout = {"timeout": handler["timeout"]} if "timeout" in handler else {}
                 handlers[i] = {"type": "command", "command": "true", **timeout}
     settings.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def noop_http_settings(settings: Path, url: str) -> None:
+    """Every http handler of the hooks file posts to `url` instead (a server that answers 200 with nothing:
+    Claude Code's own cost of an http hook), every command handler runs `true`."""
+    data = json.loads(settings.read_text())
+    for groups in data.get("hooks", {}).values():
+        for group in groups:
+            handlers = group.get("hooks", [])
+            for i, handler in enumerate(handlers):
+                if handler.get("type") == "http":
+                    handlers[i] = {"type": "http", "url": url, "timeout": handler.get("timeout", 60)}
+                else:
+                    handlers[i] = {"type": "command", "command": "true", "timeout": handler.get("timeout", 60)}
+    settings.write_text(json.dumps(data, indent=2) + "\n")
+
+
+class _Nothing(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 def edit_times(run: AgentRun) -> list[float]:
@@ -114,11 +146,15 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
         prefix = "added_per_event" if col == "hooked" else f"{col}_added_per_event"
         for q in ("p50", "p95"):
             out[f"{prefix}_{q}_ms"] = (out[col][f"{q}_ms"] - out["noop"][f"{q}_ms"]) / EVENTS_PER_EDIT
+            if col == "hooked" and "noop-http" in out:  # over a no-op hook of its own type
+                out[f"over_noop_http_{q}_ms"] = (out[col][f"{q}_ms"] - out["noop-http"][f"{q}_ms"]) / EVENTS_PER_EDIT
     return out
 
 
 def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {col: [] for col in COLUMNS}
+    nothing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Nothing)
+    threading.Thread(target=nothing.serve_forever, daemon=True).start()
     with tempfile.TemporaryDirectory(prefix="ec-hookcost-") as tmp:
         boxes = {}
         try:
@@ -133,6 +169,8 @@ def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
                 )
                 if col == "noop":
                     noop_settings(box.repo / box.kind.settings)
+                elif col == "noop-http":
+                    noop_http_settings(box.repo / box.kind.settings, f"http://127.0.0.1:{nothing.server_port}/")
                 boxes[col] = box
             for col in COLUMNS:  # warm-up: the hook service starts, the binary is in the page cache
                 (boxes[col].repo / "a.py").write_text("value = 0\n")
@@ -144,6 +182,7 @@ def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
         finally:
             for box in boxes.values():
                 box.close()
+            nothing.shutdown()
     load = os.getloadavg()[0]
     return {"edits": edits, "rounds": rounds, "python": python or sys.executable, "load1": load, **summarize(times)}
 
@@ -182,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = hook_cost(args.python, args.edits, args.rounds)
         for col in COLUMNS:
             f = figures[col]
-            print(f"{col:>7}: {f['calls']} Edit calls, p50 {f['p50_ms']:.1f} ms, p95 {f['p95_ms']:.1f} ms")
+            print(f"{col:>9}: {f['calls']} Edit calls, p50 {f['p50_ms']:.1f} ms, p95 {f['p95_ms']:.1f} ms")
         print(
             f"command hooks over no-op hooks, per event: p50 {figures['command_added_per_event_p50_ms']:+.1f} ms, "
             f"p95 {figures['command_added_per_event_p95_ms']:+.1f} ms"
@@ -190,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"the hooks init writes over no-op hooks, per event: p50 {figures['added_per_event_p50_ms']:+.1f} ms, "
             f"p95 {figures['added_per_event_p95_ms']:+.1f} ms ({figures['python']}; load {figures['load1']:.1f})"
+        )
+        print(
+            f"the hooks init writes over no-op http hooks, per event: p50 {figures['over_noop_http_p50_ms']:+.1f} "
+            f"ms, p95 {figures['over_noop_http_p95_ms']:+.1f} ms"
         )
     else:
         figures = races(args.agents, args.sessions, args.rounds)

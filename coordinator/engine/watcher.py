@@ -38,6 +38,7 @@ log = logging.getLogger("coordinator.watcher")
 # rename is the change of NAME; the temporary itself is no file of the tree (under load the watcher could
 # look at it before the rename and record it as a file created by "outside").
 _ATOMIC_TEMPORARY = re.compile(r"\.tmp\.\d+\.[0-9a-f]{6,}$")
+_IGNORED_KEPT = 100_000  # paths whose ignore status is kept at most (then asked again)
 QUIET_S = 0.03  # a path is handled once no event has come for it this long,
 MAX_DELAY_S = 0.1  # and at the latest this long after its first event
 _STOP = object()
@@ -54,6 +55,7 @@ class TreeWatcher:
         self._observer: Any = None
         self._thread: threading.Thread | None = None
         self.handled = 0  # paths handed on (for tests and the benchmark)
+        self._ignored: dict[str, bool] = {}  # key -> whether git ignores it (`_tracked`)
 
     def start(self) -> None:
         from watchdog.observers.inotify import InotifyObserver
@@ -122,9 +124,22 @@ class TreeWatcher:
         return "/".join(parts)
 
     def _tracked(self, keys: list[str]) -> Iterable[str]:
-        """The keys git would track (all of them outside a git work tree)."""
-        if not keys:
-            return []
+        """The keys git would track (all of them outside a git work tree). Git is asked once per path, not per
+        change (a `git check-ignore` process per write cost a hooked Edit about 10 ms per hook event, measured
+        in the real Claude Code): the answers are kept until a `.gitignore` changes (or `_IGNORED_KEPT` paths
+        are known); a change of `.git/info/exclude` or of the user's global excludes is not seen."""
+        if any(k == ".gitignore" or k.endswith("/.gitignore") for k in keys) or len(self._ignored) > _IGNORED_KEPT:
+            self._ignored.clear()
+        unknown = [k for k in keys if k not in self._ignored]
+        if unknown:
+            asked = self._ask_git(unknown)
+            if asked is None:
+                return keys  # git could not say: everything is the tree, and nothing is kept
+            self._ignored.update((k, k in asked) for k in unknown)
+        return [k for k in keys if not self._ignored[k]]
+
+    def _ask_git(self, keys: list[str]) -> set[str] | None:
+        """The keys of `keys` git ignores; None when git cannot say (no git work tree, no git)."""
         try:
             done = subprocess.run(
                 ["git", "-C", self.root, "check-ignore", "-z", "--stdin"],
@@ -135,11 +150,10 @@ class TreeWatcher:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired):
-            return keys
+            return None
         if done.returncode not in (0, 1):
-            return keys  # not a git work tree (128): everything is the tree
-        ignored = set(done.stdout.split("\0"))
-        return [k for k in keys if k not in ignored]
+            return None  # not a git work tree (128): everything is the tree
+        return set(done.stdout.split("\0"))
 
 
 class _Handler(FileSystemEventHandler):

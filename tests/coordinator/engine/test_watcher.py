@@ -160,3 +160,26 @@ def test_another_programs_change_between_an_agents_hooks_is_not_credited_to_the_
     s.read("app.py")
     s.undo("app.py")
     assert app.read_text() == "a = 1\nb = 20\n"
+
+
+def test_git_is_asked_once_per_path_until_a_gitignore_changes(watched, monkeypatch):
+    """A `git check-ignore` process per change cost a hooked Edit ~10 ms per hook event: the answer is kept
+    per path, and asked again once a .gitignore changes (a new file it ignores then stays out)."""
+    coord, watcher = watched
+    root = Path(coord.root)
+    asked: list[list[str]] = []
+    real = watcher._ask_git
+    monkeypatch.setattr(watcher, "_ask_git", lambda keys: asked.append(list(keys)) or real(keys))
+    for n in range(3):
+        (root / "app.py").write_text(f"a = {n + 2}\n")
+        _wait_for(lambda n=n: len(coord.history("app.py")) == n + 1, f"change {n}")
+    assert [keys for keys in asked if "app.py" in keys] == [["app.py"]]
+    (root / "gen.py").write_text("g = 1\n")
+    _wait_for(lambda: coord.history("gen.py"), "the new file")
+    (root / ".gitignore").write_text("build/\n.edit-coordinator/\ngen.py\n")
+    _wait_for(lambda: any(".gitignore" in keys for keys in asked), "the .gitignore change")
+    (root / "gen.py").write_text("g = 2\n")
+    (root / "app.py").write_text("a = 9\n")
+    _wait_for(lambda: len(coord.history("app.py")) == 4, "the change after it")
+    assert len([keys for keys in asked if "app.py" in keys]) == 2  # asked again after the .gitignore change
+    assert len(coord.history("gen.py")) == 1  # now ignored: its change stays out
