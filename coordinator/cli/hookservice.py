@@ -71,11 +71,7 @@ def http_endpoint(root: str | os.PathLike[str], *, create: bool = False) -> Hook
     import secrets
 
     made = HookHttp(_free_port(), found.key if found is not None else secrets.token_urlsafe(32))
-    tmp = service / f".http-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"port": made.port, "key": made.key}, f)
-    os.replace(tmp, service / HTTP_FILE)
+    _write_private(service / HTTP_FILE, json.dumps({"port": made.port, "key": made.key}))
     return made
 
 
@@ -304,12 +300,16 @@ def _write_token(root: str, service: Path) -> None:
     from coordinator.tokens import mint_token
 
     secret, _ = load_secret(root)
-    token = mint_token(secret, admin=True, ttl_s=TOKEN_TTL_S)
-    tmp = service / f".token-{os.getpid()}"
+    _write_private(service / "token", mint_token(secret, admin=True, ttl_s=TOKEN_TTL_S) + "\n")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` into `path` whole (a temporary renamed over it), readable by this user alone (mode 0600)."""
+    tmp = path.with_name(f".{path.name}-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.replace(tmp, service / "token")
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def _healthy(sock: Path) -> bool:

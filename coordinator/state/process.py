@@ -93,25 +93,24 @@ def unix_client(sock: Path, timeout: float) -> redis.Redis:
     )
 
 
-def server_pid(sock: Path) -> int | None:
+def _info_number(sock: Path, section: str, field: str) -> int | None:
+    """One number of the INFO `section` of the server on ``sock``; None when it does not answer."""
     client = unix_client(sock, PROBE_TIMEOUT)
     try:
-        return int(client.info("server")["process_id"])
+        return int(client.info(section)[field])
     except (redis.RedisError, KeyError, ValueError):
         return None
     finally:
         client.close()
+
+
+def server_pid(sock: Path) -> int | None:
+    return _info_number(sock, "server", "process_id")
 
 
 def client_count(sock: Path) -> int | None:
     """How many clients the server on ``sock`` has connected (this probe's own included); None: no answer."""
-    client = unix_client(sock, PROBE_TIMEOUT)
-    try:
-        return int(client.info("clients")["connected_clients"])
-    except (redis.RedisError, KeyError, ValueError):
-        return None
-    finally:
-        client.close()
+    return _info_number(sock, "clients", "connected_clients")
 
 
 def shutdown_nosave(sock: Path, timeout: float = PROBE_TIMEOUT) -> bool:
