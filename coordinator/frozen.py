@@ -10,7 +10,7 @@ equality, hashing, repr, `dataclasses.replace` and `asdict` are the dataclass's 
 
 Invariant, checked when the decorator runs: the class is a frozen dataclass with an instance `__dict__`
 (no slots), no `__post_init__`, no keyword-only or init-less fields. A class that breaks it is refused
-with TypeError when its module is imported, so it cannot go unnoticed. tests/coordinator/core/test_frozen.py pins the
+with TypeError when its module is imported, so it cannot go unnoticed. tests/coordinator/test_frozen.py pins the
 behaviour against the generated `__init__`.
 """
 

@@ -1,6 +1,6 @@
 """What a checked landing (`commit --check CMD`) costs on this repository, beside running CMD in the tree.
 
-    python3 scripts/check_cost.py [--repeat 3] [--command "python3 -m pytest -q -p no:randomly tests/coordinator/core"]
+    python3 scripts/check_cost.py [--repeat 3] [--command "python3 -m pytest -q -p no:randomly tests/coordinator/text"]
 
 For HEAD of the repository this script sits in: the time to write the commit's tree into a scratch folder
 (`git archive`, check.materialise), CMD run there by `run_check` (what `--check` does: a fresh folder every
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--command", default="python3 -m pytest -q -p no:randomly -x tests/coordinator/core")
+    ap.add_argument("--command", default="python3 -m pytest -q -p no:randomly -x tests/coordinator/text")
     args = ap.parse_args()
     git = Git(str(ROOT))
     head = git.head()[1]

@@ -42,7 +42,7 @@ view that is not current costs one more read of the file, never a wrong answer (
 the path's resolution and the hash of a clean content it wrote, `_KnownPath`, which only spares the next
 decode of that very content its binary sniff); and since a contended path
 is left to the general path from the start, the lock is taken twice only for the first stale view of a
-while. tests/coordinator/engine/test_hot.py and test_fastpath_differential.py pin that both paths give the
+while. tests/coordinator/engine/test_common_path.py and test_fastpath_differential.py pin that both paths give the
 same results, refusals, files, history, views and events.
 """
 

@@ -58,7 +58,7 @@ _HiredisParser: Any
 NOT_ENOUGH_DATA: Any
 try:
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
-except ImportError:  # (tests/coordinator/state/test_redislane.py runs this in a subprocess)
+except ImportError:  # (tests/coordinator/state/test_lane.py runs this in a subprocess)
     _HiredisParser, NOT_ENOUGH_DATA = None, object()
 
 _HAS_POLL = hasattr(select, "poll")
@@ -99,7 +99,7 @@ class Batch:
     def add_packed(self, wire: bytes, count: int, make: Callable[..., list[tuple[Any, ...]]], *args: Any) -> None:
         """`count` commands already in the Redis protocol (`wire`, made from a `template`); `make(*args)`
         gives their raw arguments (called only for `commands`). The caller owes `wire == packed(make(*args))`
-        (tests/coordinator/state/test_redislane.py checks every template against hiredis's packing)."""
+        (tests/coordinator/state/test_lane.py checks every template against hiredis's packing)."""
         self._wire.append(wire)
         self._later.append((make, args))
         self._count += count

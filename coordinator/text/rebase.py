@@ -34,14 +34,14 @@ nobody changed, with what lies between them now, must occur exactly once in C. N
 place other than where its text matched in the version the session read. Anything else raises
 `CoordinatorError(STALE)` whose message names the lines that changed (the engine adds which sessions changed
 them, from the history). Nothing here does I/O, so the engine may run it under the file lock. Property-tested
-against real ``git merge-file`` in tests/coordinator/core/test_rebase_git.py; the rule and its measure on
+against real ``git merge-file`` in tests/coordinator/text/test_rebase_git.py; the rule and its measure on
 CooperBench are in docs/merge.md.
 
 The session's *view* after a rebased edit is B with its own edit applied (`RebaseOutcome.view`), not C:
 the session has not seen the intervening changes, so its read state must not claim it has. A result names
 the changes near the edit (`RebaseOutcome.nearby`), which the model should look at before relying on them.
 
-Invariant (property-tested in tests/coordinator/core/test_rebase.py): two edits made against the same base
+Invariant (property-tested in tests/coordinator/text/test_rebase.py): two edits made against the same base
 that commute give the same final text in either order of writing, equal to applying both one after the
 other; pairs whose changed lines overlap are refused whichever is written second.
 """

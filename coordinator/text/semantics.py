@@ -565,7 +565,7 @@ def render_snippet_at(text: str, offset: int, length: int, first_line: int, cont
 
     One function for the common case: the context lines before are cut from a window of `_SNIPPET_WINDOW`
     characters in one `rsplit`, those after from one in one `split`, and the lines shown are numbered from
-    the table of `number_lines` (identical output; tests/coordinator/core/test_semantics.py checks it
+    the table of `number_lines` (identical output; tests/coordinator/text/test_semantics.py checks it
     against `render_snippet`). Stepping line by line (`_context_start` / `_context_end`) happens only when a
     window holds too few lines; a region at the very end, an offset outside the text or a negative context
     go through `_snippet_at_edge`."""

@@ -1,4 +1,4 @@
-"""The MCP tools beyond Read / Write / Edit: leases, history, undo and redo (see mcp_tools.py for the file
+"""The MCP tools beyond Read / Write / Edit: leases, history, undo and redo (see file_tools.py for the file
 tools).
 
 Not a tool: `restore` (a whole file back as it was at a version, discarding every later version, whoever

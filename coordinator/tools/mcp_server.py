@@ -3,7 +3,7 @@
 Each agent gets its own server process (its MCP client starts it). With `--root`, the process routes its
 tool calls through a local engine on the shared Redis; with `--server URL --token T` it forwards them to a
 remote `edit-coordinator serve` and runs no engine and no Redis of its own. Either way any number of agents
-share one view of the repository. The tools (mcp_tools.py, mcp_coordination.py) are adapters over the
+share one view of the repository. The tools (file_tools.py, coordination_tools.py) are adapters over the
 `coordinator.Client` interface: they translate arguments and results, and never decide. Refusals come back
 as MCP tool errors (`isError: true`) whose text is `[<code>] <message>` and whose structured content is
 `{"code": ..., "message": ...}`, with the engine's codes unchanged.

@@ -38,8 +38,8 @@ def test_a_local_session_commits_only_its_own_writes(repo: Path, gcoord: Coordin
 def test_commit_over_http_and_mcp_with_session_tokens(repo: Path, tmp_path: Path) -> None:
     """A real `serve` on the repository: s1 commits over HTTP, s2 through its MCP server's `commit` tool;
     each commit holds its own session's file only and names it in the trailer; the tree is untouched."""
-    from tests.coordinator.mcp.test_mcp import _ok, agent
     from tests.coordinator.server.test_server import ServerProcess, token
+    from tests.coordinator.tools.test_mcp_server import _ok, agent
 
     server = ServerProcess(repo)
     try:

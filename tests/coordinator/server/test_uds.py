@@ -163,7 +163,7 @@ def test_cli_commands_with_a_unix_server(served: ServerProcess, tmp_path: Path) 
 
 
 def test_mcp_server_forwarding_to_a_unix_server(served: ServerProcess, tmp_path: Path) -> None:
-    from tests.coordinator.mcp.test_mcp import _ok, agent
+    from tests.coordinator.tools.test_mcp_server import _ok, agent
 
     (served.root / "mcp.txt").write_text("draft\n")
 

@@ -12,7 +12,7 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.text.flexmatch import INDENTATION, TRAILING_WHITESPACE, find_flexible
 from coordinator.text.rebase import rebase_edit
 from coordinator.text.semantics import EditSpec, apply_edit, apply_edits
-from tests.coordinator.core import examples
+from tests.coordinator.text import examples
 
 SRC = "class A:\n    def f(self):\n        x = 1   \n        return x\n\n    def g(self):\n        pass\n"
 

@@ -21,7 +21,7 @@ from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tools import hook_tool
 from tests import REPO_ROOT
 from tests.coordinator.agents.hooking import payload
-from tests.coordinator.mcp.test_mcp import FILE_TOOLS, ORIGINAL, _ok, agent
+from tests.coordinator.tools.test_mcp_server import FILE_TOOLS, ORIGINAL, _ok, agent
 
 
 @pytest.fixture

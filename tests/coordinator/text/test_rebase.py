@@ -20,7 +20,7 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.text import rebase
 from coordinator.text.rebase import Hunk, line_diff, rebase_edit, rebase_edits, split_keepends
 from coordinator.text.semantics import LEFT_DOUBLE, RIGHT_DOUBLE, EditSpec, apply_edit, apply_edits, split_lines
-from tests.coordinator.core import examples
+from tests.coordinator.text import examples
 
 
 def stale(fn, *args) -> CoordinatorError:  # type: ignore[no-untyped-def]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.text.rebase import rebase_edit
 from coordinator.text.semantics import EditSpec, apply_edit
-from tests.coordinator.core import examples
+from tests.coordinator.text import examples
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from coordinator import Coordinator
-from coordinator.state import lane as redislane
+from coordinator.state import lane
 from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 from coordinator.state.lane import Batch, Lane, reply_reader
 from tests import REPO_ROOT
@@ -321,7 +321,7 @@ from pathlib import Path
 import redis.client
 {block}
 from coordinator import Coordinator
-from coordinator.state import lane as redislane
+from coordinator.state import lane
 from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 root = Path(tempfile.mkdtemp()) / "repo"
 root.mkdir()
@@ -334,9 +334,9 @@ try:
         for i in range(1, 4):
             res = s.edit("f.txt", f"a = {{i}}", f"a = {{i + 1}}")
             assert not res.warnings, res.warnings
-        lane = coord.state._lane
-        print("lane", lane is not None, "version", coord.state.meta("f.txt")["version"])
-        print("parser names", redislane._HiredisParser is not None)
+        kept = coord.state._lane
+        print("lane", kept is not None, "version", coord.state.meta("f.txt")["version"])
+        print("parser names", lane._HiredisParser is not None)
         other = coord.session("t")
         other.read("f.txt")
         other.edit("f.txt", "a = 4", "a = 5")
@@ -365,9 +365,9 @@ def test_a_redis_py_without_the_private_names_still_records_every_write(block: s
 
 
 def test_the_lane_is_supported_only_where_the_pipeline_has_what_it_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert redislane.supported()
+    assert lane.supported()
     monkeypatch.delattr(redis.client.Pipeline, "_execute_pipeline")
-    assert not redislane.supported()
+    assert not lane.supported()
 
 
 @pytest.mark.parametrize(
@@ -477,7 +477,7 @@ def test_a_tuned_lane_writes_and_reads_its_socket_directly(
     """On a plain socket the batch goes out in one write(2) and replies already there are taken with one
     read(2): neither redis-py's send nor the parser's socket read (each a poll(2) first) is used, and the
     round trip is still counted."""
-    from coordinator.state import connection as redisconn
+    from coordinator.state import connection
 
     kwargs = {**client.connection_pool.connection_kwargs, "socket_timeout": 2.0}  # as the engine connects
     pool = redis.ConnectionPool(connection_class=client.connection_pool.connection_class, **kwargs)
@@ -489,7 +489,7 @@ def test_a_tuned_lane_writes_and_reads_its_socket_directly(
     monkeypatch.setattr(parser, "read_from_socket", lambda *a, **k: reads.__setitem__(0, reads[0] + 1) or real_read())
     monkeypatch.setattr(conn, "send_packed_command", lambda *a, **k: pytest.fail("redis-py's send was used"))
     trips: list[int] = []
-    monkeypatch.setattr(redisconn, "_observer", type("O", (), {"round_trip": lambda self: trips.append(1)})())
+    monkeypatch.setattr(connection, "_observer", type("O", (), {"round_trip": lambda self: trips.append(1)})())
     finish = lane.start(_batch(1), lambda: pytest.fail("the fallback ran"))
     import select as select_mod
 

@@ -31,7 +31,7 @@ from coordinator.text.semantics import (
     suggest_path,
     to_eol,
 )
-from tests.coordinator.core import examples
+from tests.coordinator.text import examples
 from tests.refusals import refused
 
 # --- quotes -------------------------------------------------------------------------------------------

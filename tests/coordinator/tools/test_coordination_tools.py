@@ -19,7 +19,7 @@ import pytest
 from coordinator.history import History
 from coordinator.state.embedded import stop_embedded_redis
 from coordinator.tools.mcp_server import tool_specs
-from tests.coordinator.mcp.test_mcp import _err, _ok, agent
+from tests.coordinator.tools.test_mcp_server import _err, _ok, agent
 
 INDENTED = "def f():\n    x = 1\n    return x\n"
 FLAT_EDIT = {"old_string": "x = 1\nreturn x", "new_string": "x = 2\nreturn x"}  # indentation dropped

@@ -20,7 +20,7 @@ from coordinator.text.codecs import (
     encode_text,
     looks_binary,
 )
-from tests.coordinator.core import examples
+from tests.coordinator.text import examples
 
 
 def refused(code: ErrorCode, data: bytes) -> CoordinatorError:
