@@ -296,7 +296,7 @@ class AgentWrites:
                 for note in self._settle(entry, taken=False):
                     self.calls.tell(entry.session, note)
                 continue
-            found = self._record(entry)
+            found = self._record(entry, writing=True)
             if found.entry is not None and self.calls.remove(entry):
                 self._remember(replace(entry, before=found.entry.after, changed=True))
             for note in self._told(entry, found):
@@ -506,10 +506,10 @@ class AgentWrites:
             f"is not in the file as its own change. Read {entry.key} again and check before going on.",
         )
 
-    def _record(self, entry: PendingCall) -> Found:
+    def _record(self, entry: PendingCall, *, writing: bool = False) -> Found:
         prepared = NativeWrite(entry.key, entry.before)
         return self.native.record_found(
-            entry.session, prepared, entry.operation, call=entry.call or None, window=entry.window
+            entry.session, prepared, entry.operation, call=entry.call or None, window=entry.window, writing=writing
         )
 
     def _told(self, entry: PendingCall, found: Found) -> tuple[str, ...]:

@@ -194,6 +194,7 @@ class NativeWrites:
         operation: str,
         call: str | None = None,
         window: tuple[int, int] | None = None,
+        writing: bool = False,
     ) -> Found:
         """After the agent's own write of `prepared.key` (`prepared.before`: the version it was allowed to
         change): the history entry of the bytes now on disk, attributed to `session`, then the session's new
@@ -208,11 +209,14 @@ class NativeWrites:
         the overwritten version is restored whole (the agent's write stays on record, undoable). The repair
         is a version of its own, attributed to the overwritten version's writer. A Redis failure after the
         entries raises state_unavailable; the entries stand. `window`: the session's view was partial (offset,
-        limit) and stays so (its tool's answer did not show it the file): a whole write still needs a read."""
+        limit) and stays so (its tool's answer did not show it the file): a whole write still needs a read.
+        `writing`: the agent's tool may still be writing (the tree watcher saw a change of an open call's file):
+        an empty file is then a write half-way (truncated, not yet written) and nothing is recorded; looked at
+        under the lock, since the tool can truncate the file between any earlier look and this one."""
         rp = fsio.resolve(self.root, prepared.key)
         held = self.locks.acquire(rp.key)
         try:
-            found = self._found_locked(held, rp, session, prepared, operation, call)
+            found = self._found_locked(held, rp, session, prepared, operation, call, writing)
         finally:
             held.release()
         if found.entry is None:
@@ -295,10 +299,17 @@ class NativeWrites:
         return self._found_locked(held, rp, author, NativeWrite(rp.key, head.digest), operation, None)
 
     def _found_locked(
-        self, held: Any, rp: fsio.ResolvedPath, session: str, prepared: NativeWrite, operation: str, call: str | None
+        self,
+        held: Any,
+        rp: fsio.ResolvedPath,
+        session: str,
+        prepared: NativeWrite,
+        operation: str,
+        call: str | None,
+        writing: bool = False,
     ) -> Found:
         cur = self._current(rp)
-        if not cur.exists or cur.digest == prepared.before:
+        if not cur.exists or cur.digest == prepared.before or (writing and not cur.data):
             return Found(None)
         assert cur.st is not None and cur.digest is not None
         self.history_store.reconcile(held, rp.key, cur.digest)

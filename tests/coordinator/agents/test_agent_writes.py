@@ -471,8 +471,8 @@ def test_the_watcher_leaves_a_shell_commands_later_writes_to_its_call(hooks, coo
     app.write_text("a")  # written in part
     recorded = coord.agent_writes._record
 
-    def and_then_written(entry: object) -> object:
-        found = recorded(entry)
+    def and_then_written(entry: object, **kw: bool) -> object:
+        found = recorded(entry, **kw)
         app.write_text("a\n")  # A's cat writes while the watcher is recording the truncation
         return found
 
@@ -496,6 +496,25 @@ def test_the_watcher_between_the_two_steps_of_an_agents_write_records_it_once(ho
     app.write_text("")  # the first step
     coord.agent_writes.observed("app.py")
     app.write_text(new)  # the second
+    coord.agent_writes.observed("app.py")
+    run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
+    assert _history(coord, "app.py") == [("alice", "edit")]
+    assert coord.history("app.py")[0].size_after == len(new.encode())
+
+
+def test_a_truncation_after_the_watchers_look_is_not_recorded_as_the_edit(hooks, coord, root, app, monkeypatch):
+    """The watcher looks at the file, then records under the path's lock: Node's writeFile can truncate the
+    file in between (seen with the real Gemini CLI under load: the Edit recorded as emptying the file, its
+    content then as "outside"). Whether the file is empty is judged under the lock, where it is recorded."""
+    Agent(hooks, root, "alice").read("app.py")
+    edit = payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))
+    assert run(hooks, edit).allow
+    new = app.read_text().replace("a = 1", "a = 10")
+    monkeypatch.setattr(coord.agent_writes, "_emptied", lambda key: False)  # looked before the truncation
+    app.write_text("")
+    coord.agent_writes.observed("app.py")
+    assert coord.history("app.py") == [] or coord.history("app.py")[0].size_after != 0
+    app.write_text(new)
     coord.agent_writes.observed("app.py")
     run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
     assert _history(coord, "app.py") == [("alice", "edit")]
@@ -535,11 +554,11 @@ def test_the_watcher_looking_while_an_after_hook_records_leaves_the_write_to_the
     recorded = coord.agent_writes._record
     looked: list[bool] = []
 
-    def watcher_first(entry: object) -> object:
+    def watcher_first(entry: object, **kw: bool) -> object:
         if not looked:  # the after-hook's record: the watcher's thread gets the path's lock first
             looked.append(True)
             coord.agent_writes.observed("app.py")
-        return recorded(entry)
+        return recorded(entry, **kw)
 
     monkeypatch.setattr(coord.agent_writes, "_record", watcher_first)
     run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
