@@ -450,16 +450,19 @@ class AgentWrites:
             return False
 
     def _still_writing(self, entry: PendingCall, now: float) -> bool:
-        """A shell command's target has changed, but the command may not be done with it (`cat > f <<EOF`
-        truncates f, then writes it): its call counts as over for a waiter only once the file has been
-        quiet for HOLDER_GRACE_S (or at its after-hook). An agent's file tool writes its file once."""
-        if entry.operation != "shell":
-            return False
+        """A call's file has changed, but its writer may not be done with it: a shell command (`cat > f <<EOF`
+        truncates f, then writes it; a script may write it several times), or an agent's file tool whose
+        file is empty (Node's writeFile truncates, then writes: seen with the real Gemini CLI, whose Edit a
+        waiter settled as emptying the file, its content then counted as outside's). Such a call counts as
+        over for a waiter only once the file has been quiet for HOLDER_GRACE_S (or at its after-hook); an
+        agent's file tool that has written content has written its one write."""
         try:
-            changed_at = os.stat(os.path.join(self.native.root, entry.key)).st_mtime
+            st = os.stat(os.path.join(self.native.root, entry.key))
         except OSError:
             return False
-        return now - changed_at < HOLDER_GRACE_S
+        if entry.operation != "shell" and st.st_size != 0:
+            return False
+        return now - st.st_mtime < HOLDER_GRACE_S
 
     def _settle(self, entry: PendingCall, *, taken: bool) -> tuple[str, ...]:
         """Record what `entry`'s call left on disk and end its ticket. An open call whose file is unchanged

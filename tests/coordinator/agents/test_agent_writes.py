@@ -521,6 +521,25 @@ def test_a_truncation_after_the_watchers_look_is_not_recorded_as_the_edit(hooks,
     assert coord.history("app.py")[0].size_after == len(new.encode())
 
 
+def test_a_waiter_between_the_two_steps_of_an_agents_write_leaves_the_ticket_to_it(hooks, coord, root, app):
+    """Bob waits for alice's ticket while her tool writes in two steps (truncate, then write): looking in
+    between, he must not take her call as over, record the empty file as her Edit and release her ticket
+    (seen with the real Gemini CLI in a race: the Edit recorded as emptying the file, its content as
+    "outside"'s, and the ticket free while her tool was still writing)."""
+    Agent(hooks, root, "alice").read("app.py")
+    edit = payload("pre_edit", root, **_edit_ids("alice", "t1", app, "a = 1", "a = 10"))
+    assert run(hooks, edit).allow
+    new = app.read_text().replace("a = 1", "a = 10")
+    app.write_text("")  # the first step
+    assert not coord.agent_writes._unblock("app.py", "bob")
+    assert coord.history("app.py") == []
+    app.write_text(new)  # the second
+    coord.agent_writes.observed("app.py")
+    run(hooks, edit | {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}})
+    assert _history(coord, "app.py") == [("alice", "edit")]
+    assert coord.history("app.py")[0].size_after == len(new.encode())
+
+
 def test_the_watcher_between_the_two_steps_of_a_late_write_records_it_once(hooks, coord, root, app, monkeypatch):
     """The same for a call whose ticket lapsed (its script started after the holder's grace): the truncated
     file is not recorded as its late write, the content is, as the session's (seen in the real Claude Code
