@@ -16,10 +16,11 @@ What maps to what:
   write of it (an edit for Update, a whole write for Add and Delete). A patch of several files, or one
   that moves a file, is refused before it runs: one ToolCall guards one path, so the agent is asked to
   send one patch per file (the coordinator fails closed on what it cannot guard).
-- Bash before: the shell guard. Bash after: Codex has no read tool; a plain read of one file by the shell
-  (`cat F`, `head -n N F`, `sed -n 'A,Bp' F`, `nl -ba F`, `nl -ba F | sed -n 'A,Bp'`) is a read of the
-  lines it printed, recorded only if they are what the file holds (the adapter checks). Any other
-  command records nothing.
+- Bash before: the shell guard and the protocol's look at the files it will write; Bash after: what it
+  wrote recorded, and what it printed, when it printed lines of one file (Codex has no read tool: `cat F`,
+  `nl -ba F`, `sed -n 'A,Bp' F`, `nl -ba F | sed -n 'A,Bp'`, `head`/`tail -n N F`: text.shellfiles'
+  `printed_lines`, every agent's shell alike), is a read of those lines, recorded only if they are what the
+  file holds.
 - Stop and SessionEnd end a session.
 
 Answer: Codex reads the same PreToolUse deny as Claude Code (`hookSpecificOutput.permissionDecision`), and
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from typing import Any
 
 from coordinator.agents import claude_code
@@ -44,14 +44,12 @@ _ENDS = {"Stop", "SessionEnd"}
 _FILE_LINE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+?)\s*$", re.MULTILINE)
 _MOVE_LINE = re.compile(r"^\*\*\* Move to: ", re.MULTILINE)
 _OPERATIONS = {"Update": "edit", "Add": "write", "Delete": "write"}
-_SED_RANGE = re.compile(r"(\d+)(?:,(\d+))?p")
-_NL_PREFIX = re.compile(r"^ *\d+\t", re.MULTILINE)
 _EXIT_LINE = re.compile(r"(?:Exit code:|Process exited with code) (-?\d+)\b")
 # What a shell read is, said in a refusal of a write to a file the session has not read (or read only in part).
 READS_THAT_COUNT = (
     "Codex has no read tool: a read counts when the command prints one file and nothing else: `cat F`, "
-    "`nl -ba F`, `sed -n 'A,Bp' F`, `nl -ba F | sed -n 'A,Bp'`, `head -n N F` (a login shell's warnings "
-    "printed with it spoil it: run it again)."
+    "`nl -ba F`, `sed -n 'A,Bp' F`, `nl -ba F | sed -n 'A,Bp'`, `head -n N F`, `tail -n N F` (a login "
+    "shell's warnings printed with it spoil it: run it again)."
 )
 
 
@@ -75,9 +73,8 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     )  # fmt: skip
     if tool == "apply_patch" or "*** Begin Patch" in command:
         return _patch_call(base, command, payload.get("tool_response"))
-    if base.phase == "before":
-        return base._replace(kind="shell", operation="shell", command=command)
-    return _shell_read(base, command, payload.get("tool_response"))
+    shell = base._replace(kind="shell", operation="shell", command=command)
+    return shell if base.phase == "before" else shell._replace(shown=_output(payload.get("tool_response")))
 
 
 def _patch_call(base: ToolCall, patch: str, response: object) -> ToolCall:
@@ -124,65 +121,6 @@ def _output(response: object) -> str | None:
         for key in ("stdout", "output", "aggregated_output", "formatted_output"):
             if isinstance(response.get(key), str):
                 return str(response[key])
-    return None
-
-
-def _shell_read(base: ToolCall, command: str, response: object) -> ToolCall | None:
-    """A Bash command that only printed lines of one file, as a read of them; None for any other."""
-    shown = _output(response)
-    read = _read_command(command)
-    if shown is None or read is None:
-        return None
-    path, offset, limit, numbered = read
-    if numbered:
-        shown = _NL_PREFIX.sub("", shown)
-    return base._replace(kind="read", operation="read", path=_absolute(path, base.cwd), shown=shown,
-                   offset=offset, limit=limit)  # fmt: skip
-
-
-def _read_command(command: str) -> tuple[str, int | None, int | None, bool] | None:
-    """(path, first line, line count, numbered by nl) of a plain one-file read command, else None."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if len(words) == 3 and words[0] in ("bash", "sh", "zsh") and words[1] in ("-c", "-lc"):
-        return _read_command(words[2])
-    if "|" in words:
-        i = words.index("|")
-        left, right = words[:i], words[i + 1 :]
-        if len(left) == 3 and left[:2] == ["nl", "-ba"] and len(right) == 3 and right[:2] == ["sed", "-n"]:
-            window = _sed_window(right[2])
-            return (left[2], *window, True) if window else None
-        return None
-    if any(w in (";", "&&", "||", ">", ">>", "<", "&") for w in words):
-        return None
-    if len(words) == 2 and words[0] == "cat":
-        return words[1], None, None, False
-    if len(words) == 3 and words[:2] == ["nl", "-ba"]:
-        return words[2], None, None, True
-    if len(words) == 4 and words[:2] == ["sed", "-n"]:
-        window = _sed_window(words[2])
-        return (words[3], *window, False) if window else None
-    if words[:1] == ["head"]:
-        return _head(words[1:])
-    return None
-
-
-def _sed_window(expr: str) -> tuple[int, int] | None:
-    m = _SED_RANGE.fullmatch(expr)
-    if m is None:
-        return None
-    first = int(m.group(1))
-    last = int(m.group(2)) if m.group(2) else first
-    return (first, last - first + 1) if first >= 1 and last >= first else None
-
-
-def _head(args: list[str]) -> tuple[str, int | None, int | None, bool] | None:
-    if len(args) == 3 and args[0] == "-n" and args[1].isdigit():
-        return args[2], 1, int(args[1]), False
-    if len(args) == 2 and args[0].startswith("-") and args[0][1:].isdigit():
-        return args[1], 1, int(args[0][1:]), False
     return None
 
 

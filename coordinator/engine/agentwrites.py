@@ -215,7 +215,7 @@ class AgentWrites:
     def after_shell(self, session: str, call: str, command: str, cwd: str | None, printed: str | None) -> Settled:
         """After an agent's shell command: its targets' changes recorded as the session's writes (a named
         target it left unchanged is said: "your sed matched nothing"), and a file it printed whole (`cat f`)
-        recorded as the session's view from what it printed."""
+        recorded as the session's view from what it printed (text.shellfiles.printed_lines: which commands)."""
         from coordinator.text.shellfiles import printed_lines
 
         notes: list[str] = []
@@ -238,9 +238,11 @@ class AgentWrites:
             self._forget(entry)
         shown = printed_lines(command)
         if shown is not None and printed is not None:
-            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown[0]))
+            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown.path))
+            text = shown.text(printed)
             if key is not None:  # a window past the file's end is what the file has: `record_view` checks it
-                self.native.record_view(session, key, printed, shown[1], _shown_count(printed, shown[2]))
+                count = _shown_count(text, shown.count)
+                self.native.record_view(session, key, text, shown.first, count, from_end=shown.from_end)
         return Settled(tuple(notes))
 
     def after_read(self, session: str, path: str, shown: str, start_line: int, num_lines: int | None) -> None:

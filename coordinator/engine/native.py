@@ -114,13 +114,21 @@ class NativeWrites:
         self.observer: EngineObserver | None = None  # Coordinator.observe sets it
 
     def record_view(
-        self, session: str, path: str, shown: str, start_line: int = 1, num_lines: int | None = None
+        self,
+        session: str,
+        path: str,
+        shown: str,
+        start_line: int = 1,
+        num_lines: int | None = None,
+        *,
+        from_end: bool = False,
     ) -> bool:
         """After an agent's own read of `path`: record `session`'s view of the file if `shown` (the text the
         agent was shown, lines `start_line`.. of the file, `num_lines` of them; None: to the end) is what the
         file holds there now. A window short of the whole file is a partial view (an edit may follow; a whole
         write needs a full read). When what was shown is not the file (it changed in between, or the agent's
-        tool showed something else), the session's view is dropped instead. Returns whether one was recorded."""
+        tool showed something else), the session's view is dropped instead. `from_end`: `shown` is the file's
+        last `num_lines` lines (`tail`), wherever they start. Returns whether one was recorded."""
         rp = fsio.resolve(self.root, path)
         cur = self._current(rp)
         try:
@@ -128,6 +136,8 @@ class NativeWrites:
         except CoordinatorError:
             text = None
         lines = _text_lines(text) if text is not None else None
+        if from_end and lines is not None and num_lines is not None:
+            start_line = len(lines) - min(num_lines, len(lines)) + 1
         start = max(start_line, 1)
         count = len(lines) - start + 1 if lines is not None and num_lines is None else (num_lines or 0)
         if lines is None or lines[start - 1 : start - 1 + count] != _text_lines(shown)[: max(count, 0)] or count < 0:

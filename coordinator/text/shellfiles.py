@@ -14,8 +14,9 @@ A `Target` is a path the command names as a file it writes, with how:
 Paths are as written, joined to the command's folder (`cd` before it) when relative; words the shell
 expands at run time (variables, globs) are not targets (what the parser cannot see, the tree watcher does).
 
-`printed_lines` is the file a read-only command prints lines of (`cat f`, `head -n N f`, `sed -n 'A,Bp' f`),
-and which lines: the session's view (whole or partial) can be recorded from what it printed.
+`printed_lines` is the file a read-only command prints lines of (`cat f`, `cat -n f`, `nl -ba f`, `head -n N f`,
+`tail -n N f`, `sed -n 'A,Bp' f`, a whole print piped into one of those windows), and which lines: the
+session's view (whole or partial) is recorded from what it printed, for every agent's shell alike.
 """
 
 from __future__ import annotations
@@ -55,50 +56,93 @@ def write_targets(command: str) -> list[Target]:
     return list(out.values())
 
 
-def printed_file(command: str) -> str | None:
-    """The one file `command` prints whole to its output (`cat FILE`, nothing else in the line), else None."""
-    shown = printed_lines(command)
-    return shown[0] if shown is not None and shown[1:] == (1, None) else None
+@dataclass(frozen=True)
+class Printed:
+    """What a read-only command printed of one file: lines `first`.. of it (`count` of them; None: to the
+    end), or its last `count` lines (`from_end`); `numbered`: each line came with its number (`cat -n`,
+    `nl -ba`), which `text` takes off."""
+
+    path: str
+    first: int
+    count: int | None
+    from_end: bool = False
+    numbered: bool = False
+
+    def text(self, output: str) -> str:
+        """The file's own text in what the command printed."""
+        return _NUMBERED.sub("", output) if self.numbered else output
 
 
 _SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
+_NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)  # cat -n's and nl -ba's "%6d\t" before each line
+Window = tuple[int, "int | None", bool]  # first line, count (None: to the end), from the end
 
 
-def printed_lines(command: str) -> tuple[str, int, int | None] | None:
-    """The one file `command` prints lines of, as (path, first line, number of lines or None: to the end):
-    `cat FILE` (all of it), `head -n N FILE` / `head -N FILE` (the first N), `sed -n 'A,Bp' FILE` /
-    `sed -n 'Ap' FILE` (lines A..B); nothing else in the line. None for anything else (a pipe, several files,
-    other options)."""
+def printed_lines(command: str) -> Printed | None:
+    """The one file `command` prints lines of, and which (module docstring): `cat F`, `cat -n F`, `nl -ba F`,
+    `head -n N F` / `head -N F`, `tail -n N F` / `tail -N F` / `tail -n +K F`, `sed -n 'A,Bp' F` / `sed -n
+    'Ap' F`, or a whole print piped into one of the windows (`nl -ba F | sed -n 'A,Bp'`, `cat -n F | head
+    -n N`); nothing else in the line (`bash -lc '...'` around it is the parser's to take off). None for
+    anything else: several files, other options, another command, output sent elsewhere. `grep F` is no
+    read: it shows matching lines, not the file (as Claude Code's Grep tool does not count as its Read)."""
     script = parse(command)
-    if not script.certain or len(script.commands) != 1:
+    commands = script.commands
+    if not script.certain or not 1 <= len(commands) <= 2 or any(_prints_elsewhere(c) for c in commands):
         return None
-    cmd = script.commands[0]
-    if any(r.fd in (None, 1) and r.op not in ("<",) for r in cmd.redirects):
-        return None
-    words = [w.text for w in cmd.argv[1:]]
-    if not all(w.literal for w in cmd.argv[1:]) or not words:
-        return None
-    window = _window(cmd.name, words[:-1])
-    if window is None or words[-1].startswith("-"):
+    shown = _of_file(commands[0])
+    if shown is None or len(commands) == 1:
+        return shown
+    words = _literal_words(commands[1])
+    window = None if words is None else _window(commands[1].name, words)
+    if window is None or shown.count is not None or shown.first != 1 or shown.from_end:
+        return None  # a window of a whole print, read from the pipe (no file named)
+    return Printed(shown.path, window[0], window[1], window[2], shown.numbered)
+
+
+def _prints_elsewhere(cmd: SimpleCommand) -> bool:
+    return any(r.fd in (None, 1) and r.op != "<" for r in cmd.redirects)
+
+
+def _literal_words(cmd: SimpleCommand) -> list[str] | None:
+    words = cmd.argv[1:]
+    return [w.text for w in words] if all(w.literal for w in words) else None
+
+
+def _of_file(cmd: SimpleCommand) -> Printed | None:
+    words = _literal_words(cmd)
+    if not words or words[-1].startswith("-"):
         return None
     path = _joined(cmd, words[-1])
-    return None if path is None else (path, *window)
+    options = words[:-1]
+    numbered = (cmd.name == "cat" and options == ["-n"]) or (cmd.name == "nl" and options in (["-ba"], ["-b", "a"]))
+    window = (1, None, False) if numbered else _window(cmd.name, options)
+    return None if path is None or window is None else Printed(path, *window, numbered=numbered)
 
 
-def _window(name: str, options: list[str]) -> tuple[int, int | None] | None:
+def _window(name: str, options: list[str]) -> Window | None:
+    """The lines `name options` prints of its input (a file named after the options, or its standard input)."""
     if name == "cat" and not options:
-        return 1, None
-    if name == "head":
-        if len(options) == 2 and options[0] == "-n" and options[1].isdigit():
-            return 1, int(options[1])
-        if len(options) == 1 and options[0][1:].isdigit() and options[0].startswith("-"):
-            return 1, int(options[0][1:])
+        return 1, None, False
+    count = "10" if not options and name in ("head", "tail") else _count(options)  # their default: 10 lines
+    if name == "head" and count is not None and not count.startswith("+"):
+        return 1, int(count), False
+    if name == "tail" and count is not None:
+        return (int(count[1:]), None, False) if count.startswith("+") else (1, int(count), True)
     if name == "sed" and len(options) == 2 and options[0] == "-n":
         m = _SED_RANGE.match(options[1])
         if m is not None:
             first = int(m.group(1))
             last = int(m.group(2)) if m.group(2) else first
-            return (first, last - first + 1) if last >= first >= 1 else None
+            return (first, last - first + 1, False) if last >= first >= 1 else None
+    return None
+
+
+def _count(options: list[str]) -> str | None:
+    """N of `-n N` / `-N` (`+K` kept as written: tail's "from line K"), else None."""
+    if len(options) == 2 and options[0] == "-n" and options[1].lstrip("+").isdigit():
+        return options[1] if int(options[1].lstrip("+")) >= 1 else None
+    if len(options) == 1 and options[0].startswith("-") and options[0][1:].isdigit() and int(options[0][1:]) >= 1:
+        return options[0][1:]
     return None
 
 

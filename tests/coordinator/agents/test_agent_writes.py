@@ -268,13 +268,16 @@ def test_a_file_unchanged_read_answer_keeps_the_view(hooks, root, app):
 # -- the shell channel --------------------------------------------------------------------------------------------
 def _bash(hooks: HookAdapter, root: Path, session: str, call: str, command: str, stdout: str | None = None):
     """One Bash call through the hooks: PreToolUse, then (if allowed and `run`) the command in `root`, then
-    PostToolUse with what it printed."""
+    PostToolUse with what it printed (`stdout`: what the hook is told it printed instead)."""
     pre = payload("pre_bash", root, session_id=session, tool_use_id=call, tool_input__command=command)
     before = run(hooks, pre)
     if not before.allow:
         return before, None
     done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True, check=False)
-    post = pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": done.stdout, "stderr": ""}}
+    post = pre | {
+        "hook_event_name": "PostToolUse",
+        "tool_response": {"stdout": done.stdout if stdout is None else stdout, "stderr": ""},
+    }
     return before, run(hooks, post)
 
 
@@ -429,6 +432,26 @@ def test_a_partial_shell_read_records_a_partial_view(hooks, coord, root, app):
     before, _ = _bash(hooks, root, "s1", "t2", "cat > app.py <<'EOF'\nz\nEOF")
     assert not before.allow and "read only in part" in before.reason
     assert Agent(hooks, root, "s1").edit("app.py", "b = 2", "b = 20").allow
+
+
+def test_tail_records_the_last_lines_as_a_partial_view(hooks, coord, root, app):
+    """`tail -n 2 app.py` shows lines 4-5 (wherever the file ends): an Edit may follow (as after a Read of
+    some lines), a whole-file here-document may not; what it printed must be the file's last lines."""
+    _bash(hooks, root, "s2", "t0", "tail -n 2 app.py", stdout="d = 4\nX\n")
+    before, _ = _bash(hooks, root, "s1", "t1", "tail -n 2 app.py")
+    before, _ = _bash(hooks, root, "s1", "t2", "cat > app.py <<'EOF'\nz\nEOF")
+    assert not before.allow and "read only in part" in before.reason
+    assert Agent(hooks, root, "s1").edit("app.py", "e = 5", "e = 50").allow
+    assert not Agent(hooks, root, "s2").edit("app.py", "e = 5", "e = 50").allow  # s2 was shown something else
+
+
+def test_a_numbered_print_is_a_read_of_the_files_own_lines(hooks, coord, root, app):
+    """`cat -n app.py` (and `nl -ba`) print each line after its number: what the model saw is the file."""
+    _bash(hooks, root, "s1", "t1", "cat -n app.py")
+    before, _ = _bash(hooks, root, "s1", "t2", "cat > app.py <<'EOF'\nz = 0\nEOF")
+    assert before.allow
+    assert app.read_text() == "z = 0\n"
+    assert _history(coord, "app.py") == [("s1", "shell")]
 
 
 def _heredoc_pair(hooks: HookAdapter, root: Path) -> tuple[dict[str, object], dict[str, object]]:

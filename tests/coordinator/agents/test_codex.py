@@ -43,7 +43,6 @@ def test_registered_and_every_example_is_read(tmp_path: Path) -> None:
         ("pre_apply_patch", "before", "write", "edit", "src/app.py"),
         ("post_apply_patch", "after", "write", "edit", "src/app.py"),
         ("pre_apply_patch_add", "before", "write", "write", "src/new.py"),
-        ("post_bash_read", "after", "read", "read", "src/app.py"),
     ],
 )
 def test_file_calls(tmp_path: Path, name: str, phase: str, kind: str, operation: str, rel: str) -> None:
@@ -59,8 +58,14 @@ def test_shell_before_and_session_ends(tmp_path: Path) -> None:
     for name in ("stop", "session_end"):
         end = codex.parse(payload(name, tmp_path))
         assert end is not None and (end.kind, end.phase) == ("session", "end")
-    # a Bash command that only runs something records nothing after it
-    assert codex.parse(payload("post_bash_read", tmp_path, tool_input__command="make test")) is None
+    # after a Bash command: the command and what it printed (what it wrote and read is the protocol's to find)
+    after = codex.parse(payload("post_bash_read", tmp_path, tool_input__command="make test", tool_response="ok\n"))
+    assert after is not None and (after.kind, after.phase, after.command, after.shown) == (
+        "shell",
+        "after",
+        "make test",
+        "ok\n",
+    )
 
 
 def test_a_patch_of_several_files_is_refused_naming_them(tmp_path: Path) -> None:
@@ -83,38 +88,27 @@ def test_an_apply_patch_run_through_the_shell_is_a_patch(tmp_path: Path) -> None
     )
 
 
-@pytest.mark.parametrize(
-    ("command", "window"),
-    [
-        ("cat src/app.py", (None, None, False)),
-        ("sed -n '5,20p' src/app.py", (5, 16, False)),
-        ("sed -n 7p src/app.py", (7, 1, False)),
-        ("head -n 40 src/app.py", (1, 40, False)),
-        ("head -3 src/app.py", (1, 3, False)),
-        ("nl -ba src/app.py", (None, None, True)),
-        ("nl -ba src/app.py | sed -n '10,30p'", (10, 21, True)),
-        ("bash -lc 'cat src/app.py'", (None, None, False)),
-    ],
-)
-def test_plain_shell_reads_are_recognised(command: str, window: tuple[Any, ...]) -> None:
-    assert codex._read_command(command) == ("src/app.py", *window)
-
-
-@pytest.mark.parametrize(
-    "command",
-    ["cat a b", "cat a > b", "cat a && rm a", "sed -i 's/a/b/' f", "sed -n '20,5p' f", "grep x f", "cat 'unclosed",
-     "head -n x f", "nl -ba f | grep x"],
-)  # fmt: skip
-def test_other_shell_commands_are_no_reads(command: str) -> None:
-    assert codex._read_command(command) is None
-
-
-def test_numbered_output_is_read_without_its_numbers(tmp_path: Path) -> None:
-    call = codex.parse(
-        payload("post_bash_read", tmp_path, tool_input__command="nl -ba src/app.py",
-                tool_response="     1\tdef main():\n     2\t    return 1\n")
-    )  # fmt: skip
-    assert call is not None and call.shown == "def main():\n    return 1\n"
+def test_numbered_output_is_read_without_its_numbers(coord: Coordinator, root: Path) -> None:
+    """`nl -ba F` (Codex's usual read) prints each line after its number: the view is the file's own lines."""
+    app = root / "src" / "app.py"
+    app.parent.mkdir()
+    app.write_text("def main():\n    return 1\n")
+    hooks = HookAdapter(coord, session_end=lambda root, session: None)
+    for name, changes in (
+        ("pre_apply_patch", {}),
+        (
+            "post_bash_read",
+            {
+                "tool_input__command": "nl -ba src/app.py",
+                "tool_response": "     1\tdef main():\n     2\t    return 1\n",
+            },
+        ),
+        ("pre_apply_patch", {}),
+    ):
+        call = codex.parse(payload(name, root, **changes))
+        assert call is not None
+        decision = hooks.handle(call)
+    assert decision.allow  # unread at first (refused), then read through nl: the patch may go on
 
 
 def test_render_is_claude_codes_answer(tmp_path: Path) -> None:
@@ -183,10 +177,10 @@ def test_apply_patch_results_are_read_by_their_exit_code(tmp_path: Path) -> None
     read = codex.parse(payload("post_bash_read", tmp_path, tool_input__command="cat src/app.py", tool_response=shown))
     assert read is not None and read.shown == "def main():\n    return 1\n"
     bad = "Exit code: 1\nWall time: 0 seconds\nOutput:\ncat: src/app.py: No such file\n"
-    assert (
-        codex.parse(payload("post_bash_read", tmp_path, tool_input__command="cat src/app.py", tool_response=bad))
-        is None
+    failed_read = codex.parse(
+        payload("post_bash_read", tmp_path, tool_input__command="cat src/app.py", tool_response=bad)
     )
+    assert failed_read is not None and failed_read.shown is None  # nothing it printed counts as a read
 
 
 def test_a_subagent_is_a_session_of_its_own(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.text.shellfiles import Target, printed_file, write_targets
+from coordinator.text.shellfiles import Printed, Target, printed_lines, write_targets
 
 
 @pytest.mark.parametrize(
@@ -53,20 +53,43 @@ def test_write_targets(command: str, expected: list[Target]) -> None:
 
 @pytest.mark.parametrize(
     ("command", "expected"),
-    [("cat shared.txt", "shared.txt"), ("cat a b", None), ("cat f | grep x", None), ("cat -n f", None),
-     ("cat f 2>/dev/null", "f"), ("cat f > g", None), ("cd src && cat m.py", None), ("cat $F", None)],
-)  # fmt: skip
-def test_printed_file(command: str, expected: str | None) -> None:
-    assert printed_file(command) == expected
+    [
+        ("cat a.py", Printed("a.py", 1, None)),
+        ("cat f 2>/dev/null", Printed("f", 1, None)),
+        ("cat -n a.py", Printed("a.py", 1, None, numbered=True)),
+        ("nl -ba a.py", Printed("a.py", 1, None, numbered=True)),
+        ("bash -lc 'cat a.py'", Printed("a.py", 1, None)),
+        ("head -n 3 a.py", Printed("a.py", 1, 3)),
+        ("head -5 a.py", Printed("a.py", 1, 5)),
+        ("head a.py", Printed("a.py", 1, 10)),
+        ("tail -n 4 a.py", Printed("a.py", 1, 4, from_end=True)),
+        ("tail -2 a.py", Printed("a.py", 1, 2, from_end=True)),
+        ("tail a.py", Printed("a.py", 1, 10, from_end=True)),
+        ("tail -n +3 a.py", Printed("a.py", 3, None)),
+        ("sed -n '2,4p' a.py", Printed("a.py", 2, 3)),
+        ("sed -n 3p a.py", Printed("a.py", 3, 1)),
+        ("nl -ba a.py | sed -n '10,30p'", Printed("a.py", 10, 21, numbered=True)),
+        ("cat -n a.py | head -n 5", Printed("a.py", 1, 5, numbered=True)),
+        ("cat a.py | tail -3", Printed("a.py", 1, 3, from_end=True)),
+    ],
+)
+def test_printed_lines(command: str, expected: Printed) -> None:
+    assert printed_lines(command) == expected
 
 
 @pytest.mark.parametrize(
-    ("command", "expected"),
-    [("cat a.py", ("a.py", 1, None)), ("head -n 3 a.py", ("a.py", 1, 3)), ("head -5 a.py", ("a.py", 1, 5)),
-     ("sed -n '2,4p' a.py", ("a.py", 2, 3)), ("sed -n 3p a.py", ("a.py", 3, 1)), ("head a.py", None),
-     ("sed -n '4,2p' a.py", None), ("sed -n 2,4p a.py b.py", None), ("head -n 3 a.py | tail -1", None)],
+    "command",
+    ["cat a b", "cat a > b", "cat a && rm a", "cat f | grep x", "cd src && cat m.py; ls", "cat $F", "grep x f",
+     "sed -i 's/a/b/' f", "sed -n '4,2p' a.py", "sed -n 2,4p a.py b.py", "head -n x f", "head -n 0 f",
+     "head -n 3 a.py | tail -1", "nl -ba f | grep x", "cat 'unclosed", "tail -f a.py", "head -n +3 a.py"],
 )  # fmt: skip
-def test_printed_lines(command: str, expected: tuple[str, int, int | None] | None) -> None:
-    from coordinator.text.shellfiles import printed_lines
+def test_other_commands_print_no_file(command: str) -> None:
+    assert printed_lines(command) is None
 
-    assert printed_lines(command) == expected
+
+def test_numbered_output_gives_the_files_own_lines() -> None:
+    shown = printed_lines("nl -ba a.py")
+    assert (
+        shown is not None and shown.text("     1\tdef main():\n     2\t    return 1\n") == "def main():\n    return 1\n"
+    )
+    assert Printed("a.py", 1, None).text("     1\tx\n") == "     1\tx\n"  # a plain cat's output is the file
