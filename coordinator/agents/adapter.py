@@ -19,8 +19,15 @@ from collections.abc import Callable
 from coordinator.agents.core import ALLOW, Decision, ToolCall
 from coordinator.arguments import check_call_id, check_session_id
 from coordinator.engine import Coordinator
-from coordinator.engine.agentwrites import TICKET_TTL_ENV, TICKET_TTL_S, TICKET_WAIT_ENV, TICKET_WAIT_S
+from coordinator.engine.agentwrites import (
+    TICKET_TTL_ENV,
+    TICKET_TTL_S,
+    TICKET_WAIT_ENV,
+    TICKET_WAIT_S,
+    Settled,
+)
 from coordinator.errors import CoordinatorError, ErrorCode
+from coordinator.text.semantics import EditSpec
 
 __all__ = ["TICKET_TTL_ENV", "TICKET_TTL_S", "TICKET_WAIT_ENV", "TICKET_WAIT_S", "HookAdapter"]
 
@@ -89,9 +96,21 @@ class HookAdapter:
         if decision.allow and call.notes_hidden:  # its answer shows the model nothing: told at the next event
             protocol.keep_notes(call.session, notes)
             return decision
-        if decision.allow:
-            return Decision.note(_joined(told, decision.reason))
         return decision._replace(reason=_joined(told, decision.reason))
+
+    def policy(self) -> str:
+        """The policy of the hooked sessions' writes (docs/agents/agent-writes.md, "Policy rebase"): the
+        project config's `policy` (`.edit-coordinator.toml`, or `[tool.edit-coordinator]` in pyproject.toml),
+        read at each write so that a change needs no restart; without one, the coordinator's own (a shared
+        `serve --policy`; the repository's hook service starts with the config's). A config that cannot be
+        read leaves the coordinator's: the error is the commands' to report."""
+        from coordinator.cli.config import project_config
+
+        try:
+            chosen = project_config(self.coord.root).get("policy")
+        except CoordinatorError:
+            chosen = None
+        return chosen if isinstance(chosen, str) else self.coord.policy
 
     def _outside(self, path: str | None) -> bool:
         """An absolute path outside the repository (its folder and its real path both elsewhere): not the
@@ -114,10 +133,14 @@ class HookAdapter:
             return ALLOW
         if call.phase == "before":
             whole = call.operation == "write"
-            protocol.before_write(
-                call.session, call.tool_use_id, call.path, whole=whole, operation=call.operation or "write"
-            )
-            return ALLOW
+            allowed = protocol.before_write(
+                call.session, call.tool_use_id, call.path, whole=whole, operation=call.operation or "write",
+                policy=self.policy(), edits=tuple(EditSpec(*e) for e in call.edits), content=call.content,
+            )  # fmt: skip
+            if allowed.note and call.notes_hidden:  # its answer shows the model nothing: told at the next event
+                protocol.keep_notes(call.session, Settled((allowed.note,)))
+                return Decision(True, "", "", allowed.content)
+            return Decision(True, allowed.note, "", allowed.content)
         done = protocol.after_write(call.session, call.tool_use_id, succeeded=call.phase == "after")
         return Decision.note(done.text())
 

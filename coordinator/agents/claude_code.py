@@ -118,7 +118,24 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
         raise PayloadError(f"the {event} payload of {tool} has no tool_input.{path_field}")
     if kind == "read":
         return _read_call(base, path, tool_input, payload.get("tool_response"))
-    return base._replace(path=path)
+    mode = payload.get("permission_mode")
+    return base._replace(path=path, mode=mode if isinstance(mode, str) else "", **_change(tool, tool_input))
+
+
+def _change(tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    """A write's change as its tool will make it (`ToolCall.edits`, `ToolCall.content`): Edit's and
+    MultiEdit's replacements, Write's content (which a PreToolUse answer can replace: `updatedInput`)."""
+    if tool == "Write":
+        content = tool_input.get("content")
+        return {"content": content} if isinstance(content, str) else {}
+    raw = tool_input.get("edits") if tool == "MultiEdit" else [tool_input]
+    edits = []
+    for e in raw if isinstance(raw, list) else []:
+        old, new = (e.get("old_string"), e.get("new_string")) if isinstance(e, dict) else (None, None)
+        if not isinstance(old, str) or not isinstance(new, str) or not old:
+            return {}
+        edits.append((old, new, e.get("replace_all") is True))
+    return {"edits": tuple(edits)}
 
 
 def _read_call(base: ToolCall, path: str, tool_input: dict[str, Any], response: object) -> ToolCall:
@@ -145,6 +162,8 @@ def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
     there is nothing left to refuse, and exit 2 there would keep the agent going (Stop) or push an error
     into its turn: the answer is "go on" (what could not be recorded is logged by the way in). A deny with
     no call (the payload unreadable) is exit 2 with the reason on stderr."""
+    if decision.allow and decision.content is not None and call is not None and call.phase == "before":
+        return _rewritten(call, decision)
     if decision.allow and decision.reason and call is not None and call.event in _CONTEXT_EVENTS:
         told = {"hookSpecificOutput": {"hookEventName": call.event, "additionalContext": decision.reason}}
         return HookAnswer(0, json.dumps(told), "", told)
@@ -161,3 +180,24 @@ def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
         return HookAnswer(0, json.dumps(body), "", body)
     blocked: dict[str, Any] = {"decision": "block", "reason": decision.reason}
     return HookAnswer(BLOCK_EXIT, "", decision.reason + "\n", blocked)
+
+
+# Permission modes in which Claude Code's own flow lets a Write go on without asking: there a rewritten
+# input is allowed as it is; in any other mode the person is asked, and shown the rewritten input.
+_WRITES_ALLOWED = frozenset({"bypassPermissions", "acceptEdits"})
+
+
+def _rewritten(call: ToolCall, decision: Decision) -> HookAnswer:
+    """A Write allowed with other content (merged with changes made since its session's read): the
+    PreToolUse's `updatedInput`, with permissionDecision `allow` where the agent's own permission flow would
+    let the Write go on anyway, else `ask`, so that a hook never removes the agent's own refusals."""
+    out: dict[str, Any] = {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow" if call.mode in _WRITES_ALLOWED else "ask",
+        "permissionDecisionReason": decision.reason or "merged with changes made since the file was read",
+        "updatedInput": {"file_path": call.path, "content": decision.content},
+    }
+    if decision.reason:
+        out["additionalContext"] = decision.reason
+    body = {"hookSpecificOutput": out}
+    return HookAnswer(0, json.dumps(body), "", body)

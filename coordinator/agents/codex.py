@@ -89,7 +89,37 @@ def _patch_call(base: ToolCall, patch: str, response: object) -> ToolCall:
         )
     action, path = files[0]
     phase = "failed" if base.phase == "after" and _failed(response) else base.phase
-    return base._replace(phase=phase, kind="write", operation=_OPERATIONS[action], path=_absolute(path, base.cwd))
+    edits = _patch_edits(patch) if action == "Update" and phase == "before" else ()
+    return base._replace(
+        phase=phase, kind="write", operation=_OPERATIONS[action], path=_absolute(path, base.cwd), edits=edits
+    )
+
+
+def _patch_edits(patch: str) -> tuple[tuple[str, str, bool], ...]:
+    """An Update patch's hunks as the replacements apply_patch makes (`ToolCall.edits`): each hunk's old lines
+    (context and `-`) -> its new lines (context and `+`), whole lines. () for a hunk whose place apply_patch
+    finds otherwise than by its old lines alone (an `@@ context` header, `*** End of File`, no old line):
+    such a patch made on an older view keeps its refusal."""
+    body = patch.split("\n*** Update File:", 1)[1].split("\n", 1)[1] if "\n*** Update File:" in patch else ""
+    hunks: list[tuple[list[str], list[str]]] = []
+    for line in body.split("\n"):
+        if line.startswith("*** End Patch"):
+            break
+        if line.startswith("@@"):
+            if line.strip() != "@@":
+                return ()
+            hunks.append(([], []))
+        elif line[:1] in (" ", "-", "+") and hunks:
+            old, new = hunks[-1]
+            if line[0] != "+":
+                old.append(line[1:])
+            if line[0] != "-":
+                new.append(line[1:])
+        elif line:  # `*** End of File`, or a line outside any hunk
+            return ()
+    if not hunks or any(not old for old, _ in hunks):
+        return ()
+    return tuple(("".join(x + "\n" for x in old), "".join(x + "\n" for x in new), False) for old, new in hunks)
 
 
 def _absolute(path: str, cwd: str | None) -> str:

@@ -31,6 +31,13 @@ class ToolCall(NamedTuple):
     cwd: the agent's working folder (where the root is found when no service is named).
     notes_hidden: the agent shows its model no added context in its answer to this event (Gemini CLI's
         BeforeTool): a note for the model is kept for the session's next event instead of being dropped.
+    edits: a write's change as the agent's tool will make it, (old_string, new_string, replace_all) each (an
+        Edit; a patch's hunks); () when not known. Under policy "rebase" an edit on an older view is judged
+        from them (coordinator/engine/agentwrites.py).
+    content: a whole write's content, given only where the agent's answer to this event can replace the
+        tool's input (Claude Code's `updatedInput`, Gemini CLI's `tool_input`): a merged write is handed back
+        in `Decision.content`.
+    mode: the agent's permission mode, as its event says (Claude Code's `permission_mode`).
     """
 
     session: str
@@ -48,6 +55,9 @@ class ToolCall(NamedTuple):
     event: str = ""
     settings: tuple[tuple[str, str], ...] = ()
     notes_hidden: bool = False
+    edits: tuple[tuple[str, str, bool], ...] = ()
+    content: str | None = None
+    mode: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self._asdict().items() if v is not None and v != "" and v != () and v is not False}
@@ -57,6 +67,8 @@ class ToolCall(NamedTuple):
         known = {k: data[k] for k in cls._fields if k in data}
         if "settings" in known:
             known["settings"] = tuple((str(k), str(v)) for k, v in known["settings"])
+        if "edits" in known:
+            known["edits"] = tuple((str(a), str(b), bool(c)) for a, b, c in known["edits"])
         return cls(**known)
 
 
@@ -102,11 +114,14 @@ class Decision(NamedTuple):
     """Allow, or deny with the reason the agent's model is shown. `code`: the refusal's ErrorCode value
     (for logs and tests; the agent sees only the reason). An allow with a reason is a note for the model
     (a repair of its late write, a notice that another session's write was repaired): the front end passes
-    it on as added context where the agent takes one."""
+    it on as added context where the agent takes one. `content`: allowed with this content instead of the
+    agent's own (a whole write merged with changes made since its view): the front end rewrites the tool's
+    input (only given for a call whose `ToolCall.content` was given)."""
 
     allow: bool
     reason: str = ""
     code: str = ""
+    content: str | None = None
 
     @classmethod
     def deny(cls, reason: str, code: str = "") -> Decision:
@@ -118,11 +133,20 @@ class Decision(NamedTuple):
         return cls(True, text, "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"allow": self.allow, "reason": self.reason, "code": self.code}
+        out: dict[str, Any] = {"allow": self.allow, "reason": self.reason, "code": self.code}
+        if self.content is not None:
+            out["content"] = self.content
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Decision:
-        return cls(bool(data.get("allow")), str(data.get("reason", "")), str(data.get("code", "")))
+        content = data.get("content")
+        return cls(
+            bool(data.get("allow")),
+            str(data.get("reason", "")),
+            str(data.get("code", "")),
+            content if isinstance(content, str) else None,
+        )
 
 
 ALLOW = Decision(True)

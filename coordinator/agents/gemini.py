@@ -80,7 +80,22 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
         base = base._replace(operation="write")  # creates the file: a whole write
     if kind == "read":
         return _read_call(base, path, tool_input, response)
-    return base._replace(path=path)
+    return base._replace(path=path, **_change(str(tool), tool_input))
+
+
+def _change(tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    """A write's change as its tool will make it (`ToolCall.edits`, `ToolCall.content`): replace's
+    replacement (every occurrence when `allow_multiple`, or more than one `expected_replacements`), and
+    write_file's content, which a BeforeTool answer can replace (`hookSpecificOutput.tool_input`)."""
+    if tool == "write_file":
+        content = tool_input.get("content")
+        return {"content": content} if isinstance(content, str) else {}
+    old, new = tool_input.get("old_string"), tool_input.get("new_string")
+    if not isinstance(old, str) or not isinstance(new, str) or not old:
+        return {}
+    expected = tool_input.get("expected_replacements")
+    every = tool_input.get("allow_multiple") is True or (isinstance(expected, int) and expected > 1)
+    return {"edits": ((old, new, every),)}
 
 
 def _call_id(payload: dict[str, Any], tool_input: dict[str, Any]) -> str:
@@ -136,6 +151,12 @@ def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
     if decision.allow and decision.reason and call is not None and call.event == "AfterTool":
         told = {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": decision.reason}}
         return HookAnswer(0, json.dumps(told), "", told)
+    if decision.allow and decision.content is not None and call is not None and call.phase == "before":
+        # the write's new content (merged with changes made since the session's read): the whole input, since
+        # one of Gemini CLI's two BeforeTool paths builds the tool from the hook's tool_input alone
+        rewritten: dict[str, Any] = {"file_path": call.path, "content": decision.content}
+        given = {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": rewritten}}
+        return HookAnswer(0, json.dumps(given), "", given)
     if decision.allow or (call is not None and call.phase != "before"):
         return HookAnswer(0, "{}", "", {})
     if call is not None and call.phase == "before":

@@ -40,6 +40,7 @@ IDLE_EXIT_S = 600.0  # the service stops after 10 min without a hook call, at th
 # it serves (coordinator/server/hooks.py), or once its repository goes
 
 
+_NOT_INHERITED = ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN", "EDIT_COORDINATOR_POLICY")
 HTTP_FILE = "http.json"  # the loopback port and key of Claude Code's http hooks (`http_endpoint`)
 LOOPBACK = "127.0.0.1"
 
@@ -329,7 +330,9 @@ def _spawn(root: str, service: Path) -> Any:
             "--workers", "1", "--idle-exit", str(IDLE_EXIT_S), "--watch"]  # fmt: skip
     if (service / HTTP_FILE).exists():
         argv += ["--hook-http", str(service / HTTP_FILE)]
-    env = {k: v for k, v in os.environ.items() if k not in ("EDIT_COORDINATOR_SERVER", "EDIT_COORDINATOR_TOKEN")}
+    # The service decides for every session of the repository: no one session's server, token or policy
+    # (its policy is the project config's, read at each write: coordinator.agents.adapter.HookAdapter.policy).
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     with open(service / "log", "ab") as log:
         proc = subprocess.Popen(
             argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

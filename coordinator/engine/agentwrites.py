@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from coordinator.engine.native import Found, NativeWrite, NativeWrites
+from coordinator.engine.native import Carried, Found, NativeWrite, NativeWrites
 from coordinator.engine.observer import refusal_outcome
 from coordinator.engine.write import OUTSIDE_WRITER
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -53,12 +53,14 @@ from coordinator.state.agentcalls import LAPSED_LIFE_S, AgentCallStore, PendingC
 from coordinator.state.connection import redis_call
 from coordinator.state.refusals import FileRefusals
 from coordinator.state.views import KIND_READ, ReadState
+from coordinator.text.rebase import describe_changes
+from coordinator.text.semantics import EditSpec
 
 if TYPE_CHECKING:
     from coordinator.disk.calljournal import CallJournal
     from coordinator.engine.leasing import LeaseGate
 
-__all__ = ["OUTSIDE", "REPAIRED", "RESTORED", "AgentWrites", "Settled"]
+__all__ = ["OUTSIDE", "REPAIRED", "RESTORED", "AgentWrites", "Allowed", "Settled"]
 
 # The outcomes counted for a late write (beside the refusals' codes): its overwritten change carried back,
 # or the overwritten version restored.
@@ -104,6 +106,16 @@ class Settled:
         return "\n\n".join(self.notes)
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """`before_write`'s answer: the agent's write may go on. `content`: the content its tool is to write
+    instead of its own (a whole write made on an older view, merged: the hook answer rewrites the tool's
+    input); `note`: what the model is told (its write was carried over changes it had not seen)."""
+
+    content: str | None = None
+    note: str = ""
+
+
 class AgentWrites:
     """The protocol around agents' own writes (module docstring). Built by the Coordinator
     (`Coordinator.agent_writes`) from the parts it owns."""
@@ -117,22 +129,58 @@ class AgentWrites:
         self.journal = journal  # the open calls' copy on disk, for when Redis loses them (disk/calljournal.py)
 
     # -- the steps ----------------------------------------------------------------------------------------
-    def before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
+    def before_write(
+        self,
+        session: str,
+        call: str,
+        path: str,
+        *,
+        whole: bool,
+        operation: str,
+        policy: str = "strict",
+        edits: tuple[EditSpec, ...] = (),
+        content: str | None = None,
+    ) -> Allowed:
         """Before an agent's own write of `path`: raises the refusal (not_read, stale, leased, ...), else
-        the session holds the path's write ticket and the pre-image is kept. A refusal is counted."""
-        with self._counting(session, path, operation):
-            self._before_write(session, call, path, whole=whole, operation=operation)
+        the session holds the path's write ticket and the pre-image is kept. A refusal is counted.
 
-    def _before_write(self, session: str, call: str, path: str, *, whole: bool, operation: str) -> None:
+        `policy` "rebase" (the session's policy, chosen by the hook adapter): a write made on an older view is
+        carried over instead of refused `stale` when its change commutes with the changes since
+        (`NativeWrites.prepare_carried`). `edits`: the agent's Edit, allowed as it is when its tool, replacing
+        the old text in the file as it is now, lands as the rebase would. `content`: a whole write's content,
+        given only where the agent's hook answer can rewrite the tool's input: merged 3-way, and the merge
+        returned (`Allowed.content`) for the agent to write instead. Without them the refusal stays."""
+        with self._counting(session, path, operation):
+            return self._before_write(
+                session, call, path, whole=whole, operation=operation, policy=policy, edits=edits, content=content
+            )
+
+    def _before_write(
+        self,
+        session: str,
+        call: str,
+        path: str,
+        *,
+        whole: bool,
+        operation: str,
+        policy: str,
+        edits: tuple[EditSpec, ...],
+        content: str | None,
+    ) -> Allowed:
         judged = self.native.judge_write(session, path, whole=whole)
-        if judged.refusal is not None:
+        view = judged.view
+        carry = policy == "rebase" and view is not None and (bool(edits) or content is not None)
+        if judged.refusal is not None and not (carry and judged.refusal.code == ErrorCode.STALE):
             raise judged.refusal
         ticket = self._take_ticket(session, judged.key)
         try:
-            prepared = self.native.prepare_write(session, path, whole=whole, view=judged.view)
+            if carry and view is not None:
+                carried = self.native.prepare_carried(session, path, view, whole=whole, edits=edits, content=content)
+            else:
+                carried = Carried(self.native.prepare_write(session, path, whole=whole, view=view))
+            prepared = carried.prepared
             now = time.time()
             ends = now + TICKET_TTL_S
-            view = judged.view
             window = (view.offset, view.limit) if view is not None and _partial(view) else None
             entry = PendingCall(
                 session, call, prepared.key, ticket, prepared.before, operation, now, ends, window=window
@@ -141,6 +189,8 @@ class AgentWrites:
         except BaseException:
             self.gate.release(session, ticket, None)
             raise
+        writers = self.native.writers_since(prepared.key, view.hash) if carried.changes and view is not None else []
+        return _allowed(carried, operation, writers)
 
     def after_write(self, session: str, call: str, *, succeeded: bool) -> Settled:
         """After an agent's own write call (`succeeded`: its tool said so): what the file holds now is
@@ -580,3 +630,24 @@ def _shown_count(printed: str, asked: int | None) -> int | None:
 def _partial(view: ReadState) -> bool:
     """A view of some lines only: the agent's Edit result does not show the file, so it stays partial."""
     return view.kind == KIND_READ and (view.offset > 1 or view.limit > 0)
+
+
+def _allowed(carried: Carried, operation: str, writers: list[str]) -> Allowed:
+    """The answer to a write allowed, with the note of one carried over changes its session had not seen."""
+    if not carried.changes:
+        return Allowed()
+    key = carried.prepared.key
+    by = f" by session {', '.join(writers)}" if writers else ""
+    lines = describe_changes(carried.changes)
+    if carried.content is not None:
+        note = (
+            f"{key} had been changed{by} since you read it ({lines}, current numbering). Your write was merged "
+            f"with those changes: the file now holds your content with their changes kept, not exactly what you "
+            f"sent. Read {key} before relying on its exact text."
+        )
+    else:
+        note = (
+            f"{key} had been changed{by} since you read it ({lines}, current numbering); your {operation} does "
+            f"not touch those lines, so it was applied to the current file, which keeps their changes."
+        )
+    return Allowed(carried.content, note)

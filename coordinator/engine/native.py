@@ -35,13 +35,16 @@ from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, content_hash
 from coordinator.state import events as events_mod
 from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState, StateStore
+from coordinator.text import rebase
+from coordinator.text.codecs import decode_bytes
+from coordinator.text.semantics import EditSpec
 from coordinator.text.undoing import put_back
 
 if TYPE_CHECKING:
     from coordinator.engine.reading import Reader
     from coordinator.engine.write import CheckThenWrite
 
-__all__ = ["Found", "Judged", "NativeWrite", "NativeWrites"]
+__all__ = ["Carried", "Found", "Judged", "NativeWrite", "NativeWrites"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,18 @@ class NativeWrite:
 
     key: str
     before: str | None
+
+
+@dataclass(frozen=True)
+class Carried:
+    """`prepare_carried`'s answer: the write prepared (`prepare_write`'s), and, when the session's view was
+    out of date and its change was carried over (policy "rebase"), what was carried: `content`, the merged
+    content a whole write is to write instead of its own; `changes`, the lines others changed since the view
+    (current numbering; empty: the view was current, nothing carried)."""
+
+    prepared: NativeWrite
+    content: str | None = None
+    changes: tuple[rebase.LineChange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +205,79 @@ class NativeWrites:
         explained = self._explained(refusal, rp.key, session)
         assert explained is not None
         raise explained
+
+    def prepare_carried(
+        self,
+        session: str,
+        path: str,
+        view: ReadState,
+        *,
+        whole: bool = False,
+        edits: tuple[EditSpec, ...] = (),
+        content: str | None = None,
+    ) -> Carried:
+        """`prepare_write` under policy "rebase", for an agent's write made on `view`, an older version of the
+        file (docs/agents/agent-writes.md, "Policy rebase"). Under the path's lock, with the caller holding
+        the write ticket: when the view is current, as `prepare_write`; when it is out of date, its change is
+        carried over by the rebase rule, from the view's version in the history to the bytes on disk now, or
+        the stale refusal raised as without the policy. `edits`: the agent's Edit (old -> new), which its tool
+        will apply to the file as it is now: allowed only when that lands as the rebase would
+        (`rebase.replay_edits`). `content`: the agent's whole write, merged 3-way (`rebase.merge_write`);
+        the merge is the content the agent is to write instead (its hook answer rewrites the tool's input)."""
+        rp = fsio.resolve(self.root, path)
+        held = self.locks.acquire(rp.key)
+        try:
+            cur = self._current(rp)
+            self.history_store.reconcile(held, rp.key, cur.digest)
+            if not cur.exists:
+                return Carried(NativeWrite(rp.key, None))
+            strict = _judged(view, cur, rp, whole)
+            carried = Carried(NativeWrite(rp.key, cur.digest))
+            if strict is not None:
+                if strict.code != ErrorCode.STALE:
+                    raise strict
+                carried = self._carried(rp, view, cur, strict, edits, content)
+            assert cur.digest is not None
+            try:
+                self.history_store.keep(held, rp.key, cur.data, cur.digest)
+            except OSError as exc:
+                raise fsio.os_error(exc, rp) from exc
+            return carried
+        except CoordinatorError as exc:
+            explained = self._explained(exc, rp.key, session)
+            assert explained is not None
+            raise explained from None
+        finally:
+            held.release()
+
+    def _carried(
+        self,
+        rp: fsio.ResolvedPath,
+        view: ReadState,
+        cur: CurrentFile,
+        strict: CoordinatorError,
+        edits: tuple[EditSpec, ...],
+        content: str | None,
+    ) -> Carried:
+        """The rebase of an agent's write from `view` onto `cur` (`prepare_carried`), or a STALE refusal:
+        `strict` when nothing can be carried (no change given, the view's version gone from the history, a
+        file that is not text), else the rebase's own, which names the lines in the way."""
+        if not edits and content is None:
+            raise strict
+        try:
+            base = decode_bytes(self.history_store.load(view.hash, rp.key)).text
+            current = cur.decoded().text
+        except CoordinatorError:
+            raise strict from None
+        try:
+            if content is not None:
+                merged = rebase.merge_write(base, content, current, name=rp.shown)
+                return Carried(NativeWrite(rp.key, cur.digest), merged.text, merged.changes)
+            replayed = rebase.replay_edits(base, current, edits, name=rp.shown)
+        except CoordinatorError as exc:
+            exc.details["path"] = rp.key
+            raise
+        return Carried(NativeWrite(rp.key, cur.digest), None, replayed.changes)
 
     def record_write(
         self, session: str, prepared: NativeWrite, operation: str, call: str | None = None

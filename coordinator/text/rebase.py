@@ -619,6 +619,52 @@ def carry_change(
     return CarryOutcome(text, changes, _nearby(claims, foreign, changes, own), first, _own_len(own))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# An agent's own tools on an older view (the hooks: coordinator/engine/agentwrites.py)
+# ---------------------------------------------------------------------------------------------------------
+def replay_edits(base: str, current: str, specs: Sequence[EditSpec], name: str = "The file") -> RebaseOutcome:
+    """An agent's own Edit made on `base` (the version its session read) that its tool will run on `current`:
+    the tool replaces each ``old_string`` wherever it finds it now, which is safe only when that gives the
+    rebase's result. So: the rebase (`rebase_edits`) must carry the edit over, each ``old_string`` must occur
+    exactly once in `current`, and the edit applied to `current` directly must give the rebase's text. Returns
+    the rebase (its ``outcome.text`` is what the file will hold), or raises STALE: the edit's change already
+    in the file (its tool would find nothing to replace) is refused too, reason ``already_made``."""
+    rb = rebase_edits(base, current, specs, name)
+    if rb.already:
+        raise _stale(name, rb.changes, "your change is already in the file (made by another write).", "already_made")
+    for spec in specs:
+        if current.count(spec.old_string) != 1:
+            raise _stale(
+                name, rb.changes, "the text to replace no longer occurs exactly once in the file.", "no_unique_match"
+            )
+    try:
+        direct = apply_edits(current, specs) if len(specs) > 1 else _apply_one(current, specs[0])
+    except CoordinatorError:
+        direct = None
+    if direct is None or direct.text != rb.outcome.text:
+        raise _stale(
+            name, rb.changes, "your edit, replaced where its text is now, would land elsewhere than where you made it.",
+            "moved_match",
+        )  # fmt: skip
+    return rb
+
+
+def merge_write(base: str, content: str, current: str, name: str = "The file") -> CarryOutcome:
+    """An agent's whole-file write of `content` made on `base` (the version its session read), merged 3-way
+    onto `current`: the change ``base -> content`` carried over by the rule of `carry_change` (every hunk
+    commutes with the changes ``base -> current``; two insertions at one point are refused), or STALE with
+    the read-again message of an edit. The result's ``text`` is what the agent's tool is to write instead."""
+    own = diff_texts(base, content)
+    foreign_spans = diff_texts(base, current)
+    foreign = [x.hunk for x in foreign_spans]
+    changes = tuple(_line_change(h) for h in foreign)
+    claims = [_Claim(x.hunk.a1, x.hunk.a2) for x in own]
+    _check_commutes(name, changes, foreign, claims, "your write")
+    text = _merge(current, foreign_spans, content, own)
+    first = _mapped_start(foreign_spans, own[0]) if own else 0
+    return CarryOutcome(text, changes, _nearby(claims, foreign, changes, own), first, _own_len(own))
+
+
 def changed_region(old: str, new: str) -> tuple[int, int]:
     """Where `new` differs from `old`, as (offset in `new` of the first changed line, length through the
     end of the last changed line); (0, 0) when they are equal. The snippet and the history's line range of
