@@ -3,6 +3,7 @@ and what a race of sessions loses with and without the hooks.
 
     python3 scripts/real_agent_bench.py hook-cost [--python PY] [--edits N] [--rounds R] [--json OUT]
     python3 scripts/real_agent_bench.py race [AGENT ...] [--sessions 4] [--rounds 5] [--json OUT]
+    python3 scripts/real_agent_bench.py lines [AGENT ...] [--sessions 3] [--rounds 4] [--json OUT]
 
 hook-cost: one repository, one Claude Code session per round and column, each a Read then N Edits of one line
 (every Edit is 2 hook events: PreToolUse and PostToolUse). Four columns, their rounds interleaved:
@@ -23,6 +24,11 @@ side.
 
 race: N sessions of each agent increment one shared line (`total = N`) at once, with the hooks and without;
 printed per agent: increments reported done, what the counter gained, lost updates.
+
+lines: N hooked sessions of each agent each increment a line of their own in one shared file at once
+(worker.agents.race.lines_race), under policy "strict" and then "rebase" (the project config's `policy`);
+printed per agent and policy: edits landed, write calls refused (and how many of those the agent refused
+itself), refusals per landed edit, lost updates.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from worker.agents.modelserver import Use  # noqa: E402
-from worker.agents.race import RACE_FILE, RACE_START, race  # noqa: E402
+from worker.agents.race import LINES_FILE, RACE_FILE, RACE_START, lines_race, lines_start, race  # noqa: E402
 from worker.agents.runner import AgentRun, Sandbox, coordinator_cli, run_agent  # noqa: E402
 from worker.agents.scripts import Tools, sequence  # noqa: E402
 
@@ -203,6 +209,25 @@ def races(agents: list[str], sessions: int, rounds: int) -> dict[str, Any]:
     return out
 
 
+def lines(agents: list[str], sessions: int, rounds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="ec-lines-") as tmp:
+        for agent in agents:
+            for policy in ("strict", "rebase"):
+                name = f"{agent}-{policy}"
+                files = {LINES_FILE: lines_start(sessions), ".edit-coordinator.toml": f'policy = "{policy}"\n'}
+                box = Sandbox.create(agent, Path(tmp) / name, files, capture=False)
+                try:
+                    result = lines_race(box, sessions=sessions, rounds=rounds)
+                finally:
+                    box.close()
+                out[name] = {"sessions": sessions, "rounds": rounds, "landed": result.landed,
+                             "reported": result.reported, "refused": result.refused,
+                             "refused_by_agent": result.refused_by_agent, "lost": result.lost,
+                             "refusals_per_landed": round(result.refusals_per_landed, 2)}  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -216,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--sessions", type=int, default=4)
     rc.add_argument("--rounds", type=int, default=5, help="increments each session is asked for")
     rc.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ln = sub.add_parser("lines", help="refusals per landed edit of N sessions on different lines, strict and rebase")
+    ln.add_argument("agents", nargs="*", default=["claude-code", "codex", "gemini"])
+    ln.add_argument("--sessions", type=int, default=3)
+    ln.add_argument("--rounds", type=int, default=4, help="increments each session is asked for")
+    ln.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.what == "hook-cost":
         figures = hook_cost(args.python, args.edits, args.rounds)
@@ -234,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             f"the hooks init writes over no-op http hooks, per event: p50 {figures['over_noop_http_p50_ms']:+.1f} "
             f"ms, p95 {figures['over_noop_http_p95_ms']:+.1f} ms"
         )
+    elif args.what == "lines":
+        figures = lines(args.agents, args.sessions, args.rounds)
+        for name, f in figures.items():
+            print(f"{name:>20}: {f['landed']} edits landed, {f['refused']} refused ({f['refused_by_agent']} by the "
+                  f"agent itself), {f['refusals_per_landed']} refusals per landed edit, {f['lost']} lost")  # fmt: skip
     else:
         figures = races(args.agents, args.sessions, args.rounds)
         for name, f in figures.items():

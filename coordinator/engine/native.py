@@ -156,6 +156,8 @@ class NativeWrites:
         start = max(start_line, 1)
         count = len(lines) - start + 1 if lines is not None and num_lines is None else (num_lines or 0)
         if lines is None or lines[start - 1 : start - 1 + count] != _text_lines(shown)[: max(count, 0)] or count < 0:
+            if start == 1 and num_lines is None and self._older_view(session, rp, shown):
+                return True
             self.forget_view(session, path)
             return False
         assert cur.st is not None and cur.digest is not None
@@ -164,6 +166,22 @@ class NativeWrites:
         rs = ReadState(cur.digest, cur.st.st_mtime_ns, cur.st.st_size, offset, limit, time.time(), KIND_READ)
         self.reader.record_read(session, rp.key, rs)
         return True
+
+    def _older_view(self, session: str, rp: fsio.ResolvedPath, shown: str) -> bool:
+        """A whole read that showed an earlier version of the file (another write landed between the agent's
+        read and its after-hook): when the history holds that version (UTF-8 text, as shown), it is the
+        session's view. Its next write is then judged against it: `stale` (it changed since), carried over
+        under policy "rebase", where a dropped view would have been refused `not_read`."""
+        if not shown:
+            return False
+        for text in (shown, shown[:-1] if shown.endswith("\n") else shown + "\n"):
+            data = text.encode("utf-8", "surrogatepass")
+            digest = content_hash(data)
+            if self.history_store.has(digest, rp.key):
+                rs = ReadState(digest, 0, len(data), 0, 0, time.time(), KIND_READ)
+                self.reader.record_read(session, rp.key, rs)
+                return True
+        return False
 
     def judge_write(self, session: str, path: str, *, whole: bool = False) -> Judged:
         """Would `session`'s write of `path` be refused as `not_read` or `stale` right now (no lock, nothing

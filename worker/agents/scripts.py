@@ -100,9 +100,11 @@ def sequence(steps: Sequence[Step | Callable[[Conversation], Step]], final: str 
 COUNTER = re.compile(r"total = (\d+)")
 
 
-def incrementer(tools: Tools, rel: str, rounds: int, max_calls: int) -> Policy:
-    """Read the file, replace `total = N` by `total = N+1`; after a refusal or failure read again; stop after
-    `rounds` increments that the agent reported done (or `max_calls` calls)."""
+def incrementer(tools: Tools, rel: str, rounds: int, max_calls: int, name: str = "total") -> Policy:
+    """Read the file, replace `total = N` by `total = N+1` (`name`: another counter's line, `NAME = N`); after a
+    refusal or failure read again; stop after `rounds` increments that the agent reported done (or `max_calls`
+    calls)."""
+    counter = COUNTER if name == "total" else re.compile(rf"\b{re.escape(name)} = (\d+)")
 
     def policy(conv: Conversation) -> Step:
         done = sum(1 for c in conv.calls if tools.is_write(c) and tools.succeeded(c))
@@ -111,11 +113,11 @@ def incrementer(tools: Tools, rel: str, rounds: int, max_calls: int) -> Policy:
         last = conv.last
         if last is None or tools.is_write(last):
             return tools.read(rel)
-        found = COUNTER.search(last.output or "")
+        found = counter.search(last.output or "")
         if found is None:
             return tools.read(rel)
         n = int(found.group(1))
-        return tools.edit(rel, f"total = {n}", f"total = {n + 1}")
+        return tools.edit(rel, f"{name} = {n}", f"{name} = {n + 1}")
 
     return policy
 

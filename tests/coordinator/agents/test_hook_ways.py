@@ -74,7 +74,8 @@ def test_http_hook_guards_a_read_edit_cycle(served):
     other = {"session_id": "http-2", "tool_use_id": "toolu_h2", "tool_input__file_path": str(f)}
     _post(served, payload("post_read", served.root, **other, file__content="def main():\n    return 1\n"), admin)
     reason = _deny_reason(_post(served, payload("pre_edit", served.root, **other), admin))
-    assert "not been read" in reason and str(served.root) not in reason  # what it was shown was not the file
+    # what it was shown is an earlier version of the file (in the history): its view, out of date
+    assert "modified since you last read it" in reason and "http-1" in reason and str(served.root) not in reason
 
 
 def test_http_hook_refusals_of_its_own_are_denies_in_a_200(served):

@@ -316,3 +316,22 @@ def test_replay_edits_and_merge_write_follow_the_rebase_rule() -> None:
     with pytest.raises(rebase.CoordinatorError) as exc:
         rebase.replay_edits(base, twice, [spec])
     assert exc.value.details["reason"] in ("no_unique_match", "moved_match")
+
+
+# -- a read whose after-hook comes after another write --------------------------------------------------------
+@pytest.mark.parametrize("policy", ["strict", "rebase"])
+def test_a_read_that_showed_an_earlier_version_is_that_view(policy: str, hooks: HookAdapter, root: Path, app: Path):
+    """Alice's tool read the file, then Bob's write landed before Alice's after-read hook: what she was shown is
+    the earlier version, which the history holds. It is her view (stale under strict, carried under rebase),
+    where it used to be dropped (not_read under both)."""
+    _policy(root, policy)
+    _bob_edits_the_last_line(hooks, root)  # Bob's write keeps START in the history as its pre-image
+    port = hooks.coord.agent_port()
+    assert port.native.record_view("alice", "app.py", START)
+    decision = Session("claude-code", hooks, root, "alice").edit("a = 1", "a = 10")
+    if policy == "strict":
+        assert not decision.allow and decision.code == "stale"
+    else:
+        assert decision.allow and app.read_text() == MERGED
+    assert not port.native.record_view("carol", "app.py", "a = 1\nsomething never in the file\n")
+    assert Session("claude-code", hooks, root, "carol").edit("b = 2", "b = 3").code == "not_read"
