@@ -142,8 +142,9 @@ class NativeWrites:
         agent was shown, lines `start_line`.. of the file, `num_lines` of them; None: to the end) is what the
         file holds there now. A window short of the whole file is a partial view (an edit may follow; a whole
         write needs a full read). When what was shown is not the file (it changed in between, or the agent's
-        tool showed something else), the session's view is dropped instead. `from_end`: `shown` is the file's
-        last `num_lines` lines (`tail`), wherever they start. Returns whether one was recorded."""
+        tool showed something else), the session's view is dropped instead, unless it was shown the whole of an
+        earlier version that the history holds (`_older_view`: that version is its view). `from_end`: `shown`
+        is the file's last `num_lines` lines (`tail`), wherever they start. Returns whether one was recorded."""
         rp = fsio.resolve(self.root, path)
         cur = self._current(rp)
         try:
