@@ -49,6 +49,7 @@ from coordinator_bench.cooperdata import (
     splice,
     split_lines,
 )
+from coordinator_bench.harness import markdown_table as table_of
 
 
 @dataclass(frozen=True)
@@ -605,7 +606,7 @@ def markdown_table(results: dict[str, Any], modes: list[str] | None = None) -> s
         "wrong place / lost after a re-read",
         "tests of both features pass (rebase+retry)",
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for repo in [*sorted(k for k in summary if k != "all"), "all"]:
         s = summary.get(repo)
         if not s or not s["replayable"]:
@@ -620,8 +621,8 @@ def markdown_table(results: dict[str, Any], modes: list[str] | None = None) -> s
             f"{total['wrong_place_reread']} / {total['lost_reread']}",
             f"{s['tests_pass']} of {s['tests_run']}" if s.get("tests_run") else "not run",
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    return table_of(head, rows)
 
 
 def plot(results: dict[str, Any], path: Path, before: dict[str, Any] | None = None) -> Path | None:

@@ -26,16 +26,25 @@ _START_TIMEOUT_S = 30.0
 
 
 class HttpService:
-    """A running `edit-coordinator serve` for one root. Use as a context manager."""
+    """A running `edit-coordinator serve` for one root. Use as a context manager.
+
+    `redis_url` None: the service starts the root's own embedded Redis. `extra_args` go to `serve` (`--watch`,
+    say); `wrapper` goes before the interpreter (`valgrind --tool=callgrind ...`, with a `start_timeout_s` to
+    match); `pythonpath` decides which `coordinator` the service runs (another revision's tree)."""
 
     def __init__(
         self,
         root: Path,
-        redis_url: str,
+        redis_url: str | None,
         work_dir: Path,
         durability: str = "none",
         workers: int = 2,
         uds: bool = False,
+        *,
+        extra_args: tuple[str, ...] = (),
+        wrapper: tuple[str, ...] = (),
+        pythonpath: Path | None = None,
+        start_timeout_s: float = _START_TIMEOUT_S,
     ) -> None:
         self.root = root
         self.uds = uds
@@ -44,6 +53,10 @@ class HttpService:
         self.work_dir = work_dir
         self.durability = durability
         self.workers = workers
+        self.extra_args = extra_args
+        self.wrapper = wrapper
+        self.pythonpath = pythonpath
+        self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.token = ""
@@ -60,23 +73,12 @@ class HttpService:
             f.write(secret + "\n")
         url_file = self.work_dir / "url"
         log = open(self.work_dir / "serve.log", "wb")  # noqa: SIM115 - closed with the process
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
-        listener = ["--port", "0"]
-        if self.uds:
-            self.socket_path = _socket_path(self.work_dir)
-            listener = ["--uds", self.socket_path]
         self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "coordinator.cli", "serve",
-                "--root", str(self.root), "--redis-url", self.redis_url,
-                *listener, "--workers", str(self.workers), "--durability", self.durability,
-                "--secret-file", str(secret_file), "--url-file", str(url_file),
-                "--graceful-timeout", "2", "--log-level", "error",
-            ],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [*self.wrapper, *self._command(secret_file, url_file)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
         )  # fmt: skip
         log.close()
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while not url_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -89,6 +91,31 @@ class HttpService:
         self._cpu0 = cpu_seconds(process_tree(self.proc.pid))
         return self
 
+    def _command(self, secret_file: Path, url_file: Path) -> list[str]:
+        listener = ["--port", "0"]
+        if self.uds:
+            self.socket_path = _socket_path(self.work_dir)
+            listener = ["--uds", self.socket_path]
+        redis = ["--redis-url", self.redis_url] if self.redis_url is not None else []
+        return [
+            sys.executable, "-m", "coordinator.cli", "serve", "--root", str(self.root), *redis,
+            *listener, "--workers", str(self.workers), "--durability", self.durability,
+            "--secret-file", str(secret_file), "--url-file", str(url_file),
+            "--graceful-timeout", "2", "--log-level", "error", *self.extra_args,
+        ]  # fmt: skip
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+        if self.wrapper:
+            env["PYTHONHASHSEED"] = "0"  # the same hashing in every run: instruction counts repeat
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = str(self.pythonpath)
+        return env
+
+    def log_text(self) -> str:
+        """The service's output so far (valgrind's summary, once it has stopped)."""
+        return (self.work_dir / "serve.log").read_text(errors="replace")
+
     def _wait_healthy(self, deadline: float) -> None:
         """Until every worker answers: a few health calls, each on a new connection."""
         import httpx
@@ -97,7 +124,8 @@ class HttpService:
         base = "http://localhost" if self.socket_path else self.url
         while ok < 4 * self.workers:
             try:
-                with httpx.Client(transport=httpx.HTTPTransport(uds=self.socket_path), timeout=2.0) as probe:
+                transport = httpx.HTTPTransport(uds=self.socket_path)
+                with httpx.Client(transport=transport, timeout=2.0 if not self.wrapper else 120.0) as probe:
                     r = probe.get(base + "/v1/health")
                 ok += 1 if r.status_code == 200 else 0
             except httpx.HTTPError:

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -80,14 +79,13 @@ def _depth(stack: list[str], entry: str) -> int | None:
 
 def measure() -> dict[str, Any]:
     from coordinator import Coordinator
-    from coordinator.disk.layout import STATE_DIR_NAME
     from coordinator.server.app import create_app
     from coordinator.server.models import ServerConfig
-    from coordinator.state.embedded import stop_embedded_redis
     from coordinator.tokens import mint_token
+    from coordinator_bench.harness import scratch
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+    with scratch("ec-depth-") as sc:
+        root = sc.root
         (root / "a.txt").write_text("one\ntwo\n")
         (root / "b.txt").write_text("one\ntwo\n")
         secret = os.urandom(32)
@@ -106,7 +104,6 @@ def measure() -> dict[str, Any]:
         finally:
             undo()
             app.close()
-            stop_embedded_redis(root / STATE_DIR_NAME)  # the embedded Redis outlives its Coordinator
         edited = (root / "a.txt").read_text() == "one\n2\n" and (root / "b.txt").read_text() == "one\n2\n"
     return {
         "statuses": statuses,

@@ -35,10 +35,8 @@ measure the wrong engine) and fails otherwise.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -46,16 +44,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SLOTS = 200
 SIDE_ENV = "EDIT_COORDINATOR_AB_SIDE"  # the side's folder, which the child checks it imported from
-
-
-COLLECTED = re.compile(r"Collected : (\d+)")
 
 
 @dataclass(frozen=True)
@@ -69,6 +64,8 @@ class Sample:
 
 
 def counters_text(values: Sequence[int]) -> str:
+    """coordinator_bench.harness.counters_text, written again here: the child runs on the side's own tree,
+    whose coordinator_bench may be older than the harness."""
     return "# counters\n" + "".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values))
 
 
@@ -141,19 +138,17 @@ def count_side(folder: Path, edits: int) -> float:
     """Instructions per edit of `folder`'s engine (module docstring, `--instructions`): processes of
     `edits` and of a quarter of them. Raises RuntimeError when a process fails or valgrind reports no
     count."""
-    short = max(1, edits // 4)
-    counts = []
-    for n in (short, edits):
-        env = {**os.environ, "PYTHONPATH": str(folder), SIDE_ENV: str(folder), "PYTHONHASHSEED": "0"}
-        args = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
-        args += ["--child", "--edits", str(n), "--reps", "1"]
-        out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=1800)
+    from coordinator_bench.harness import instructions_of, instructions_per_edit
+
+    env = {**os.environ, "PYTHONPATH": str(folder), SIDE_ENV: str(folder), "PYTHONHASHSEED": "0"}
+
+    def count(n: int) -> int:
+        argv = [sys.executable, __file__, "--child", "--edits", str(n), "--reps", "1"]
+        found, out = instructions_of(argv, env, f"the process for {folder}")
         _outcome(out, folder, " under valgrind")
-        found = COLLECTED.search(out.stderr)
-        if found is None:
-            raise RuntimeError(f"valgrind reported no instruction count for {folder}: {out.stderr[-1500:]}")
-        counts.append(int(found.group(1)))
-    return (counts[1] - counts[0]) / (edits - short)
+        return found
+
+    return instructions_per_edit(count, edits)
 
 
 def instructions(sides: Sequence[str], folders: Sequence[Path], edits: int) -> int:
@@ -197,28 +192,6 @@ def summary(a: Sequence[Sample], b: Sequence[Sample]) -> dict[str, float]:
     }
 
 
-@contextlib.contextmanager
-def checkout(spec: str) -> Iterator[Path]:
-    """A folder holding `coordinator` for `spec`: the folder itself, or a git revision's temporary worktree."""
-    folder = Path(spec)
-    if folder.is_dir():
-        if not (folder / "coordinator" / "__init__.py").is_file():
-            raise SystemExit(f"{spec}: no coordinator package in this folder; give a folder that holds one")
-        yield folder.resolve()
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="ec-ab-wt-")) / "tree"
-    made = subprocess.run(
-        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tmp), spec], capture_output=True, text=True
-    )
-    if made.returncode != 0:
-        raise SystemExit(f"{spec}: neither a folder nor a revision of {REPO}: {made.stderr.strip()}")
-    try:
-        yield tmp
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tmp)], capture_output=True)
-        shutil.rmtree(tmp.parent, ignore_errors=True)  # the folder mkdtemp made around it
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sides", nargs="*", metavar="A B", help="two revisions or folders")
@@ -236,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give two sides (A B), and --runs, --edits, --reps of at least 1")
     if args.instructions and args.edits < 2:
         ap.error("--instructions needs --edits of at least 2")
-    with checkout(args.sides[0]) as fa, checkout(args.sides[1]) as fb:
+    from coordinator_bench.harness import revision_tree  # here, not at the top: the child runs another tree
+
+    with revision_tree(args.sides[0]) as fa, revision_tree(args.sides[1]) as fb:
         if args.instructions:
             return instructions(args.sides, (fa, fb), args.edits)
         got: tuple[list[Sample], list[Sample]] = ([], [])

@@ -29,90 +29,53 @@ under callgrind on the 2-core machine (one service start each), a minute or two 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import importlib.util
 import os
 import re
-import secrets
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-SLOTS = 200
+from coordinator_bench.harness import (
+    COLLECTED,
+    Scratch,
+    SlotEditor,
+    instructions_of,
+    instructions_per_edit,
+    scratch,
+)
+from coordinator_bench.httpserver import HttpService
+from coordinator_bench.measure import REPO
+
 SESSION = "bench"
-COLLECTED = re.compile(r"Collected : (\d+)")
 TOTALS = re.compile(r"^(?:totals|summary): (\d+)", re.MULTILINE)
 _START_TIMEOUT_S = 600.0  # an interpreter under callgrind runs some 50 times slower
 
 
-def counters(values: list[int]) -> str:
-    return "".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values))
-
-
-class Service:
-    """`edit-coordinator serve --workers 1` on `root`, under callgrind or not; the admin token."""
-
-    def __init__(
-        self, root: Path, redis_url: str, work: Path, uds: bool, valgrind: bool, out_file: Path | None = None
-    ) -> None:
-        from coordinator.tokens import mint_token
-
-        work.mkdir(parents=True, exist_ok=True)
-        secret = secrets.token_urlsafe(48)
-        (work / "secret").write_text(secret + "\n")
-        os.chmod(work / "secret", 0o600)
-        url_file = work / "url"
-        listener = ["--uds", str(work / "s.sock")] if uds else ["--port", "0"]
-        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--root", str(root), "--redis-url", redis_url,
-               "--workers", "1", "--durability", "none", "--secret-file", str(work / "secret"), "--url-file",
-               str(url_file), "--log-level", "error", "--graceful-timeout", "5", *listener]  # fmt: skip
-        if valgrind:
-            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file or '/dev/null'}", *cmd]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
-        env["PYTHONHASHSEED"] = "0"
-        self.log = work / "serve.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not url_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"serve did not start: {self.log.read_text(errors='replace')[-1500:]}")
-            time.sleep(0.1)
-        self.url = url_file.read_text().strip()
-        self.token = mint_token(secret.encode(), admin=True, ttl_s=3600)
-
-    def stop(self) -> str:
-        """SIGTERM, wait; its output (valgrind's summary included)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.log.read_text(errors="replace")
+def service(sc: Scratch, tag: str, uds: bool, out_file: Path | None) -> HttpService:
+    """`edit-coordinator serve --workers 1` on the scratch repository, under callgrind (`out_file`: where its
+    dumps go) or not."""
+    wrapper = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}") if out_file else ()
+    return HttpService(
+        sc.root, sc.redis_url(), sc.work / tag, workers=1, uds=uds, wrapper=wrapper, start_timeout_s=_START_TIMEOUT_S
+    ).start()
 
 
 def edit_loop(url: str, token: str, root: Path, path: str, edits: int, keys: bool) -> None:
     """`edits` consecutive edits through HttpClient; checks that the file holds them all."""
     from coordinator import HttpClient
 
-    values = [0] * SLOTS
-    (root / path).write_text(counters(values))
     with HttpClient(url, token=token, idempotency_keys=keys, timeout=600, connect_timeout=600) as client:
+        editor = SlotEditor(path, functools.partial(client.edit, SESSION))
+        editor.write_file(root)
         client.read(SESSION, path)
-        for k in range(edits):
-            i = k % SLOTS
-            client.edit(SESSION, path, f"s{i:03d} = {values[i]}\n", f"s{i:03d} = {values[i] + 1}\n")
-            values[i] += 1
-    if (root / path).read_text() != counters(values):
+        for _ in range(edits):
+            editor.step()
+    if not editor.landed(root):
         raise RuntimeError(f"{path} does not hold the {edits} edits acknowledged")
 
 
@@ -123,21 +86,23 @@ def collected(output: str, what: str) -> int:
     return int(found.group(1))
 
 
-def service_per_edit(root: Path, redis_url: str, work: Path, uds: bool, edits: int, keys: bool) -> float:
+def service_per_edit(sc: Scratch, uds: bool, edits: int, keys: bool) -> float:
     """The service's instructions per edit (module docstring): one service under callgrind; its counters
     zeroed, `edits` edits, a dump; zeroed again, as long a wait with no request, a dump. The service does
     some work while idle (uvicorn's tick every 0.1 s, timers), which under callgrind's slowness would
     otherwise be counted as the edits' own; the same wall time of idleness is subtracted."""
     tag = "uds" if uds else "tcp"
-    out = work / f"callgrind-{tag}.out"
-    service = Service(root, redis_url, work / tag, uds, valgrind=True, out_file=out)
+    out = sc.work / f"callgrind-{tag}.out"
+    served = service(sc, tag, uds, out)
+    root = sc.root
     try:
-        edit_loop(service.url, service.token, root, f"{tag}-warm.txt", 4, keys)  # first calls: not counted
-        busy, took = window(service.proc.pid, out, lambda: edit_loop(service.url, service.token, root,
-                                                                      f"{tag}.txt", edits, keys))  # fmt: skip
-        idle, _ = window(service.proc.pid, out, lambda: time.sleep(took))
+        assert served.proc is not None
+        pid = served.proc.pid
+        edit_loop(served.url, served.token, root, f"{tag}-warm.txt", 4, keys)  # first calls: not counted
+        busy, took = window(pid, out, lambda: edit_loop(served.url, served.token, root, f"{tag}.txt", edits, keys))
+        idle, _ = window(pid, out, lambda: time.sleep(took))
     finally:
-        service.stop()
+        served.stop()
     return (busy - idle) / edits
 
 
@@ -162,25 +127,19 @@ def window(pid: int, out: Path, work: Callable[[], None]) -> tuple[int, float]:
         time.sleep(0.2)
 
 
-def client_per_edit(root: Path, redis_url: str, work: Path, edits: int, keys: bool) -> float:
+def client_per_edit(sc: Scratch, edits: int, keys: bool) -> float:
     """The client's instructions per edit: the loop in a child under callgrind, the service outside it."""
-    service = Service(root, redis_url, work / "client-service", uds=False, valgrind=False)
-    counts = []
-    short = max(1, edits // 4)
+    served = service(sc, "client-service", uds=False, out_file=None)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+
+    def count(n: int) -> int:
+        argv = [sys.executable, __file__, "--child", served.url, served.token, str(sc.root), f"client-{n}.txt", str(n)]
+        return instructions_of([*argv, "--keys"] if keys else argv, env, f"the client ({n} edits)")[0]
+
     try:
-        for n in (short, edits):
-            args = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-                    "--child", service.url, service.token, str(root), f"client-{n}.txt", str(n)]  # fmt: skip
-            if keys:
-                args.append("--keys")
-            env = {**os.environ, "PYTHONHASHSEED": "0"}
-            out = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, check=False)
-            if out.returncode != 0:
-                raise RuntimeError(f"the client process failed: {out.stderr[-1500:]}")
-            counts.append(collected(out.stderr, f"the client ({n} edits)"))
+        return instructions_per_edit(count, edits)
     finally:
-        service.stop()
-    return (counts[1] - counts[0]) / (edits - short)
+        served.stop()
 
 
 def engine_per_edit(edits: int) -> float:
@@ -193,36 +152,18 @@ def engine_per_edit(edits: int) -> float:
     return float(engine_ab.count_side(REPO, edits))
 
 
-@contextlib.contextmanager
-def scratch() -> Iterator[tuple[Path, str, Path]]:
-    """A root with the embedded Redis (outside valgrind), and a short work folder for the sockets."""
-    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
-
-    work = Path(tempfile.mkdtemp(prefix="ec-hi-", dir="/tmp"))
-    root = work / "repo"
-    root.mkdir()
-    state = root / ".edit-coordinator"
-    try:
-        yield root, ensure_embedded_redis(state), work
-    finally:
-        stop_embedded_redis(state)
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def run(args: argparse.Namespace) -> int:
     figures: dict[str, Any] = {}
-    with scratch() as (root, redis_url, work):
+    with scratch("ec-hi-", short=True) as sc:
         engine = engine_per_edit(args.edits)
         print(f"engine in-process:  {engine:>10,.0f} instructions per edit", flush=True)
         for listener in args.listeners.split(","):
-            ir = service_per_edit(root, redis_url, work, listener == "uds", args.edits, args.keys)
+            ir = service_per_edit(sc, listener == "uds", args.edits, args.keys)
             figures[listener] = ir
             print(f"service over {listener}:  {ir:>10,.0f} instructions per edit, {ir - engine:+,.0f} beyond the "
                   f"engine ({ir / engine:.2f}x)", flush=True)  # fmt: skip
         if args.client:
-            ir = client_per_edit(root, redis_url, work, args.edits, args.keys)
+            ir = client_per_edit(sc, args.edits, args.keys)
             print(f"client (HttpClient): {ir:>9,.0f} instructions per edit ({ir / engine:.2f}x the engine's)")
     keys = "with" if args.keys else "without"
     print(f"({args.edits} and {max(1, args.edits // 4)} edits per run; HttpClient {keys} idempotency keys)")

@@ -42,60 +42,27 @@ import functools
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import redis
 
 from coordinator import Coordinator, HttpClient
 from coordinator.client.local import LocalClient
 from coordinator.endpoint import parse_service_url
 from coordinator.server import ServerConfig, create_app, mint_token
-from coordinator.state.embedded import stop_embedded_redis
+from coordinator_bench.harness import Edit, SlotEditor, counters_text, empty_service, ms, scratch
 from coordinator_bench.httpserver import HttpService
+from coordinator_bench.measure import cpu_seconds
 from coordinator_bench.plainhttp import PlainHttpClient
+from coordinator_bench.scenarios import COUNTER_LINES
 
 SESSION = "bench"
-LINES = 200
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 PACED_S = 0.0003
 COLUMNS = (
     "inproc", "inproc-paced", "asgi", "app-only", "http-plain", "http-project", "http-stdlib", "http-project-uds",
     "http-stdlib-uds", "http-project-keys", "floor-httpx", "floor-stdlib",
 )  # fmt: skip
-
-
-def cpu_of(pid: int) -> float:
-    """utime + stime of one process, seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-
-
-def counters(values: list[int]) -> str:
-    return "".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values))
-
-
-class Editor:
-    """One column's edit loop state: its file, its slot values, its edit call."""
-
-    def __init__(self, name: str, path: str, edit: Callable[[str, str, str], Any]) -> None:
-        self.name = name
-        self.path = path
-        self.edit = edit
-        self.values = [0] * LINES
-        self.n = 0
-
-    def step(self) -> None:
-        slot = self.n % LINES
-        v = self.values[slot]
-        self.edit(self.path, f"s{slot:03d} = {v}\n", f"s{slot:03d} = {v + 1}\n")
-        self.values[slot] = v + 1
-        self.n += 1
 
 
 class StdlibClient:
@@ -155,56 +122,14 @@ class AsgiDriver:
         self.loop.close()
 
 
-# -- the floor: an ASGI app that reads the body and answers a fixed JSON of an edit answer's size ---------
+# -- the floor: the empty service answering a fixed JSON of an edit answer's size ---------------------------
 FLOOR_ANSWER = json.dumps({"path": "x", "replacements": 1, "snippet": "x" * 700, "message": "ok"}).encode()
-
-
-async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
-        return
-    more = True
-    while more:
-        more = (await receive()).get("more_body", False)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(FLOOR_ANSWER)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": FLOOR_ANSWER})
-
-
-def run_floor(url_file: str) -> None:
-    """The floor server (a child process): uvicorn with the service's own options."""
-    import socket
-
-    import uvicorn
-
-    from coordinator.cli.serve import _uvicorn_options
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    Path(url_file).write_text(f"http://127.0.0.1:{sock.getsockname()[1]}")
-    args = argparse.Namespace(access_log=False, log_level="error", graceful_timeout=1.0)
-    options = {k: v for k, v in _uvicorn_options(args, {}).items() if k != "lifespan"}
-    uvicorn.Server(uvicorn.Config(floor_app, lifespan="off", **options)).run(sockets=[sock])
-
-
-@contextlib.contextmanager
-def floor_server(work: Path) -> Iterator[tuple[str, int]]:
-    url_file = work / "floor-url"
-    proc = subprocess.Popen([sys.executable, __file__, "--floor-server", str(url_file)])
-    try:
-        while not url_file.exists() or not url_file.read_text():
-            if proc.poll() is not None:
-                raise RuntimeError("the floor server did not start")
-            time.sleep(0.02)
-        yield url_file.read_text(), proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # -- the measurement -----------------------------------------------------------------------------------
 class Column:
-    def __init__(self, editor: Editor, server_pid: int | None, pause_s: float = 0.0) -> None:
+    def __init__(self, name: str, editor: SlotEditor, server_pid: int | None, pause_s: float = 0.0) -> None:
+        self.name = name
         self.editor = editor
         self.pause_s = pause_s
         self.server_pid = server_pid
@@ -215,7 +140,7 @@ class Column:
 
     def turn(self, n: int, redis_pid: int) -> None:
         step = self.editor.step
-        c0, s0, r0 = time.process_time(), self._server(), cpu_of(redis_pid)
+        c0, s0, r0 = time.process_time(), self._server(), cpu_seconds([redis_pid])
         lat = self.lat
         clock = time.perf_counter
         pause = self.pause_s
@@ -227,15 +152,10 @@ class Column:
                 time.sleep(pause)
         self.client_cpu += time.process_time() - c0
         self.server_cpu += self._server() - s0
-        self.redis_cpu += cpu_of(redis_pid) - r0
+        self.redis_cpu += cpu_seconds([redis_pid]) - r0
 
     def _server(self) -> float:
-        return cpu_of(self.server_pid) if self.server_pid else 0.0
-
-
-def pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
+        return cpu_seconds([self.server_pid]) if self.server_pid else 0.0
 
 
 def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
@@ -252,12 +172,9 @@ def report(cols: dict[str, Column], load: tuple[float, float]) -> None:
             added = f"{p50 - base * 1e3:+.3f}" if base is not None and name != "inproc" else "-"
         cpu = [col.client_cpu / n * 1e3, col.server_cpu / n * 1e3, col.redis_cpu / n * 1e3]
         print(
-            f"{name:<18}{n:>7}{p50:>9.3f}{pct(col.lat, 0.99) * 1e3:>9.3f}{added:>9}"
+            f"{name:<18}{n:>7}{p50:>9.3f}{ms(col.lat, 99):>9.3f}{added:>9}"
             f"{cpu[0]:>15.3f}{cpu[1]:>15.3f}{cpu[2]:>14.3f}{sum(cpu):>14.3f}"
         )
-
-
-Edit = Callable[[str, str, str], Any]
 
 
 def build(
@@ -268,7 +185,7 @@ def build(
     closers: list[Callable[[], None]] = []
     for name in names:
         path = f"{name}.txt"
-        (root / path).write_text(counters([0] * LINES))
+        (root / path).write_text(counters_text([0] * COUNTER_LINES))
         pid: int | None = None
         pause = PACED_S if name == "inproc-paced" else 0.0
         if name.startswith("inproc"):
@@ -292,7 +209,7 @@ def build(
             assert service.proc is not None
             pid = service.proc.pid
             edit = remote_client(name.removesuffix("-uds"), service.url, service.token, path, closers)
-        cols[name] = Column(Editor(name, path, edit), pid, pause)
+        cols[name] = Column(name, SlotEditor(path, edit), pid, pause)
     return cols, closers
 
 
@@ -303,7 +220,7 @@ def app_only(root: Path, coord: Coordinator, path: str, closers: list[Callable[[
     closers.append(driver.close)
     real = LocalClient(driver.app.opened()[0])
     real.read(SESSION, path)
-    result = real.edit(SESSION, path, "s000 = 0\n", "s000 = 1\n")
+    result = real.edit(SESSION, path, "\ns000 = 0\n", "\ns000 = 1\n")
 
     class Stub:  # the client, its engine and the engine session, as the service and the declaration use them
         @property
@@ -348,19 +265,18 @@ def _body(path: str, old: str, new: str) -> dict[str, Any]:
 
 
 def measure(names: list[str], edits: int, rounds: int) -> None:
-    work = Path(tempfile.mkdtemp(prefix="http-latency-"))
-    root = work / "repo"
-    root.mkdir()
-    with contextlib.ExitStack() as stack:
+    with scratch("http-latency-") as sc, contextlib.ExitStack() as stack:
+        root = sc.root
         coord = stack.enter_context(Coordinator(root, durability="none"))
-        stack.callback(stop_embedded_redis, root / ".edit-coordinator")
-        redis_pid = int(redis.Redis.from_url(str(coord.redis_url)).info("server")["process_id"])
+        redis_pid = sc.redis_pid()
         services: dict[str, HttpService] = {}
         for listener in ("tcp", "uds"):
             if any(n.startswith("http") and n.endswith("-uds") == (listener == "uds") for n in names):
-                service = HttpService(root, str(coord.redis_url), work / listener, workers=1, uds=listener == "uds")
+                service = HttpService(root, str(coord.redis_url), sc.work / listener, workers=1, uds=listener == "uds")
                 services[listener] = stack.enter_context(service)
-        floor = stack.enter_context(floor_server(work)) if any(n.startswith("floor") for n in names) else None
+        floor = None
+        if any(n.startswith("floor") for n in names):
+            floor = stack.enter_context(empty_service(sc.work, FLOOR_ANSWER))
         cols, closers = build(names, root, coord, services, floor)
         for close in reversed(closers):
             stack.callback(close)
@@ -381,10 +297,8 @@ def check(root: Path, cols: dict[str, Column]) -> None:
     """Every acknowledged edit is in its file (the floor's and the stub's are not edits): else the figures
     mean nothing."""
     for name, col in cols.items():
-        if name.startswith("floor") or name == "app-only":
-            continue
-        if (root / col.editor.path).read_text() != counters(col.editor.values):
-            raise SystemExit(f"{name}: {col.editor.path} does not hold the {col.editor.n} edits acknowledged")
+        if not name.startswith("floor") and name != "app-only":
+            col.editor.check(root, name)
     print("every acknowledged edit is in its file")
 
 
@@ -393,11 +307,7 @@ def main() -> None:
     ap.add_argument("--edits", type=int, default=3000, help="edits per column (over all rounds)")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
     ap.add_argument("--columns", default=",".join(COLUMNS), help=f"comma-separated, of {', '.join(COLUMNS)}")
-    ap.add_argument("--floor-server", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.floor_server:
-        run_floor(args.floor_server)
-        return
     names = [n for n in args.columns.split(",") if n]
     unknown = set(names) - set(COLUMNS)
     if unknown:

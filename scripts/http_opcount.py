@@ -17,15 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 import threading
-from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from coordinator_bench.harness import Scratch, SlotEditor, scratch
 
 SLOTS = 200
 SESSION = "bench"
@@ -99,19 +99,28 @@ def main() -> int:
     ap.add_argument("--keys", action="store_true", help="an Idempotency-Key with every edit")
     ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args()
+    with scratch("ec-ho-", short=True) as sc:
+        service_tracer, client_tracer = Tracer(), Tracer()
+        run_traced(args, sc, service_tracer, client_tracer)
+    n = args.edits
+    report("service (uvicorn, the App, the engine)", service_tracer, n, args.top)
+    engine = max((v for k, v in service_tracer.incl.items() if k.endswith(":apply")), default=0)
+    total = sum(service_tracer.self_count.values())
+    beyond = (total - engine) / n
+    print(f"== the operation's apply (the engine): {engine / n:,.0f}; the service beyond it: {beyond:,.0f}")
+    report("client (HttpClient)", client_tracer, n, args.top)
+    return 0
 
+
+def run_traced(args: argparse.Namespace, sc: Scratch, service_tracer: Tracer, client_tracer: Tracer) -> None:
+    """The service on this thread, the client's edits on a second one, each thread traced on its own."""
     import uvicorn
 
     from coordinator import HttpClient
     from coordinator.server import ServerConfig, create_app
-    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
     from coordinator.tokens import mint_token
 
-    work = Path(tempfile.mkdtemp(prefix="ec-ho-", dir="/tmp"))
-    root = work / "repo"
-    root.mkdir()
-    state = root / ".edit-coordinator"
-    redis_url = ensure_embedded_redis(state)
+    work, root, redis_url = sc.work, sc.root, sc.redis_url()
     secret = secrets.token_urlsafe(48).encode()
     app = create_app(ServerConfig(root=str(root), redis_url=redis_url, durability="none"), secret)
     if args.uds:
@@ -127,7 +136,6 @@ def main() -> int:
                                "log_level": "error", "timeout_keep_alive": 30, "server_header": False,
                                "proxy_headers": False}  # fmt: skip  # as `serve` (cli/serve.py)
     server = uvicorn.Server(uvicorn.Config(app, **options))
-    service_tracer, client_tracer = Tracer(), Tracer()
     loop_box: list[asyncio.AbstractEventLoop] = []
 
     def in_loop(fn: Any) -> None:
@@ -144,23 +152,17 @@ def main() -> int:
         while not server.started:
             threading.Event().wait(0.05)
         token = mint_token(secret, admin=True, ttl_s=3600)
-        values = [0] * SLOTS
-        (root / "c.txt").write_text("".join(f"s{i:03d} = {v}\n" for i, v in enumerate(values)))
         try:
             with HttpClient(url, token=token, idempotency_keys=args.keys) as client:
+                editor = SlotEditor("c.txt", functools.partial(client.edit, SESSION))
+                editor.write_file(root)
                 client.read(SESSION, "c.txt")
-
-                def edit(k: int) -> None:
-                    i = k % SLOTS
-                    client.edit(SESSION, "c.txt", f"s{i:03d} = {values[i]}\n", f"s{i:03d} = {values[i] + 1}\n")
-                    values[i] += 1
-
-                for k in range(50):
-                    edit(k)
+                for _ in range(50):
+                    editor.step()
                 in_loop(lambda: sys.settrace(service_tracer))
                 sys.settrace(client_tracer)
-                for k in range(args.edits):
-                    edit(50 + k)
+                for _ in range(args.edits):
+                    editor.step()
                 sys.settrace(None)
                 in_loop(lambda: sys.settrace(None))
         finally:
@@ -176,16 +178,6 @@ def main() -> int:
 
     uvloop.run(serve())
     thread.join()
-    stop_embedded_redis(state)
-    n = args.edits
-    report("service (uvicorn, the App, the engine)", service_tracer, n, args.top)
-    engine = max((v for k, v in service_tracer.incl.items() if k.endswith(":apply")), default=0)
-    total = sum(service_tracer.self_count.values())
-    beyond = (total - engine) / n
-    print(f"== the operation's apply (the engine): {engine / n:,.0f}; the service beyond it: {beyond:,.0f}")
-    report("client (HttpClient)", client_tracer, n, args.top)
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,9 +19,9 @@ from typing import Any
 import redis.connection
 import uvicorn
 
-from coordinator import Coordinator, HttpClient
+from coordinator import HttpClient
 from coordinator.server import ServerConfig, create_app
-from coordinator.state.embedded import stop_embedded_redis
+from coordinator_bench.harness import scratch
 
 SENDS = [0]
 _ORIGINAL = redis.connection.AbstractConnection.send_packed_command
@@ -39,10 +38,12 @@ def _stats(r: redis.Redis) -> dict[str, int]:
 
 def main(n: int, keys: bool) -> None:
     redis.connection.AbstractConnection.send_packed_command = _counting  # type: ignore[method-assign]
-    root = Path(tempfile.mkdtemp(prefix="rt-"))
+    with scratch("rt-") as sc:
+        measure(sc.root, sc.redis_url(), n, keys)
+
+
+def measure(root: Path, url: str, n: int, keys: bool) -> None:
     (root / "f.txt").write_text("x 0\n")
-    with Coordinator(root, durability="none") as c:
-        url = c.redis_url
     secret = b"s" * 32
     state_check = os.environ.get("STATE_CHECK")  # None: the engine's default
     config = ServerConfig(root=str(root), redis_url=url, durability="none", state_check=state_check)
@@ -65,9 +66,9 @@ def main(n: int, keys: bool) -> None:
     per = {k: round(v / n, 2) for k, v in sorted(delta.items()) if v}
     print(f"state_check={state_check} idempotency keys={keys}: {sends / n:.2f} round trips and "
           f"{sum(delta.values()) / n:.2f} commands per edit {per}")  # fmt: skip
+    client.close()
     server.should_exit = True
     thread.join(10)
-    stop_embedded_redis(root / ".edit-coordinator")
 
 
 if __name__ == "__main__":

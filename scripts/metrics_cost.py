@@ -23,79 +23,64 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from coordinator_bench.harness import SlotEditor, instructions_of, instructions_per_edit, require_valgrind, scratch
+from coordinator_bench.measure import REPO
+
 SIDES = ("none", "memory", "multiprocess")
-COLLECTED = re.compile(r"Collected : (\d+)")
-SLOTS = 200
 
 
 def child_edits(side: str, edits: int) -> dict[str, float]:
     """One side's edit loop in this process (module docstring); checks every edit reached the file."""
     from coordinator import Coordinator
     from coordinator.state.connection import observe_redis
-    from coordinator.state.embedded import stop_embedded_redis
 
-    root = Path(tempfile.mkdtemp(prefix="metrics-cost-"))
-    (root / "f.txt").write_text("".join(f"slot {i} 0\n" for i in range(SLOTS)))
-    try:
-        with Coordinator(root, durability="none") as coord:
-            if side != "none":
-                from coordinator.server.metrics import ServiceMetrics
+    with scratch("metrics-cost-") as sc, Coordinator(sc.root, durability="none") as coord:
+        if side != "none":
+            from coordinator.server.metrics import ServiceMetrics
 
-                metrics = ServiceMetrics(dict, os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
-                coord.observe(metrics)
-                observe_redis(metrics)
-            s = coord.session("solo")
-            s.read("f.txt")
-            counts = [0] * SLOTS
-            for i in range(edits):
-                slot = i % SLOTS
-                s.edit("f.txt", f"slot {slot} {counts[slot]}\n", f"slot {slot} {counts[slot] + 1}\n")
-                counts[slot] += 1
-            expected = "".join(f"slot {i} {counts[i]}\n" for i in range(SLOTS))
-            if (root / "f.txt").read_text() != expected:
-                raise SystemExit("an edit is missing from the file")
-    finally:
-        stop_embedded_redis(root / ".edit-coordinator")
-        shutil.rmtree(root, ignore_errors=True)
+            metrics = ServiceMetrics(dict, os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+            coord.observe(metrics)
+            observe_redis(metrics)
+        s = coord.session("solo")
+        editor = SlotEditor("f.txt", s.edit)
+        editor.write_file(sc.root)
+        s.read("f.txt")
+        for _ in range(edits):
+            editor.step()
+        if not editor.landed(sc.root):
+            raise SystemExit("an edit is missing from the file")
     return {"edits": edits}
 
 
 def count_side(side: str, edits: int) -> float:
     """Instructions per edit of one side (two callgrind runs, see the module docstring)."""
-    short = max(1, edits // 4)
-    found: list[int] = []
-    for n in (short, edits):
+
+    def count(n: int) -> int:
         env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "0"}
         folder = tempfile.mkdtemp(prefix="metrics-mp-") if side == "multiprocess" else None
         if folder is not None:
             env["PROMETHEUS_MULTIPROC_DIR"] = folder
-        args = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
-        args += ["child", side, "--edits", str(n)]
         try:
-            out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=1800)
+            argv = [sys.executable, __file__, "child", side, "--edits", str(n)]
+            return instructions_of(argv, env, f"the {side} side")[0]
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from exc
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
-        counted = COLLECTED.search(out.stderr)
-        if out.returncode != 0 or counted is None:
-            raise SystemExit(f"the {side} side failed: {out.stderr[-1500:]}")
-        found.append(int(counted.group(1)))
-    return (found[1] - found[0]) / (edits - short)
+
+    return instructions_per_edit(count, edits)
 
 
 def edits_report(edits: int) -> None:
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
+    require_valgrind()
     per_edit = {side: count_side(side, edits) for side in SIDES}
     base = per_edit["none"]
     for side, ir in per_edit.items():
@@ -134,30 +119,24 @@ def child_count(calls: int) -> None:
 def scrape_report(paths: int, versions: int, workers: int) -> dict[str, float]:
     from coordinator import Coordinator
     from coordinator.server.metrics import ServiceMetrics
-    from coordinator.state.embedded import stop_embedded_redis
 
-    root = Path(tempfile.mkdtemp(prefix="metrics-scrape-"))
     figures: dict[str, float] = {}
-    try:
-        with Coordinator(root, durability="none") as coord:
-            s = coord.session("filler")
-            for p in range(paths):
-                for v in range(versions):
-                    s.write(f"d{p % 50}/f{p}.txt", f"file {p} version {v}\n" * 20)
-            meter = coord.footprint_meter()
-            start = time.perf_counter()
-            size = meter.measure()
-            figures["footprint_first_ms"] = (time.perf_counter() - start) * 1e3
-            figures["footprint_unchanged_ms"] = _median_s(meter.measure) * 1e3
-            figures["history_entries"] = size.entries
-            memory = ServiceMetrics(lambda: {"history_entries": 1.0, "history_bytes": 1.0})
-            for i in range(1000):
-                memory.observe(("read", "edit", "write", "lease")[i % 4], None, 0.001)
-                memory.lock_released(0.00001, 0.0002)
-            figures["scrape_one_process_ms"] = _median_s(memory.exposition) * 1e3
-    finally:
-        stop_embedded_redis(root / ".edit-coordinator")
-        shutil.rmtree(root, ignore_errors=True)
+    with scratch("metrics-scrape-") as sc, Coordinator(sc.root, durability="none") as coord:
+        s = coord.session("filler")
+        for p in range(paths):
+            for v in range(versions):
+                s.write(f"d{p % 50}/f{p}.txt", f"file {p} version {v}\n" * 20)
+        meter = coord.footprint_meter()
+        start = time.perf_counter()
+        size = meter.measure()
+        figures["footprint_first_ms"] = (time.perf_counter() - start) * 1e3
+        figures["footprint_unchanged_ms"] = _median_s(meter.measure) * 1e3
+        figures["history_entries"] = size.entries
+        memory = ServiceMetrics(lambda: {"history_entries": 1.0, "history_bytes": 1.0})
+        for i in range(1000):
+            memory.observe(("read", "edit", "write", "lease")[i % 4], None, 0.001)
+            memory.lock_released(0.00001, 0.0002)
+        figures["scrape_one_process_ms"] = _median_s(memory.exposition) * 1e3
     folder = tempfile.mkdtemp(prefix="metrics-mp-")
     try:
         for _ in range(workers):

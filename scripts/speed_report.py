@@ -26,20 +26,19 @@ run. A command, not a test: with the defaults about 10-15 minutes on the 2-core 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from math import nan
 from pathlib import Path
 from typing import Any
+
+from coordinator_bench.harness import markdown_table, revision_tree
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
@@ -61,17 +60,6 @@ def _git(*args: str) -> str:
 def _head() -> str:
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
     return _git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
-
-
-@contextlib.contextmanager
-def _worktree(rev: str) -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="ec-speed-")) / "base"
-    _git("worktree", "add", "--detach", str(folder), rev)
-    try:
-        yield folder
-    finally:
-        _git("worktree", "remove", "--force", str(folder))
-        shutil.rmtree(folder.parent, ignore_errors=True)  # the folder mkdtemp made around it
 
 
 def _run(cmd: list[str], pythonpath: Path | None = None, timeout: float = 3600) -> str:
@@ -166,17 +154,11 @@ def _fmt(value: float, unit: str) -> str:
 
 def table(report: dict[str, Any]) -> str:
     b, h = report["base"], report["head"]
-    lines = [
-        f"Issue 30's measures, one run ({report['when']}, load {report['load'][0]:.2f} -> {report['load'][1]:.2f}, "
-        f"{os.cpu_count()} cores): base `{b['commit']}`, this checkout `{h['commit']}`.",
-        "",
-        "| measure | base | now | target | met |",
-        "|---|---|---|---|---|",
-    ]
+    rows: list[list[str]] = []
     for label, key, target, how, unit in TARGETS:
         met = h[key] <= target if how == "max" else h[key] >= target
         bound = ("at most " if how == "max" else "at least ") + _fmt(target, unit)
-        lines.append(f"| {label} | {_fmt(b[key], unit)} | {_fmt(h[key], unit)} | {bound} | {'yes' if met else 'no'} |")
+        rows.append([label, _fmt(b[key], unit), _fmt(h[key], unit), bound, "yes" if met else "no"])
     for label, key, unit in (
         ("  of which redis-server", "redis_cpu_ms", "ms"),
         ("the same-I/O floor's CPU per edit, process + redis-server", "floor_cpu_ms", "ms"),
@@ -187,11 +169,15 @@ def table(report: dict[str, Any]) -> str:
         ("against the atomic unsafe loop (temp + rename)", "atomic_x", "x"),
     ):
         shown = [f"{s[key]:.0f} us" if unit == "us" else _fmt(s[key], unit) for s in (b, h)]
-        lines.append(f"| {label} | {shown[0]} | {shown[1]} | (reported) | |")
-    return "\n".join(lines + _http_rows(report)) + "\n"
+        rows.append([label, *shown, "(reported)", ""])
+    intro = (
+        f"Issue 30's measures, one run ({report['when']}, load {report['load'][0]:.2f} -> {report['load'][1]:.2f}, "
+        f"{os.cpu_count()} cores): base `{b['commit']}`, this checkout `{h['commit']}`.\n\n"
+    )
+    return intro + markdown_table(["measure", "base", "now", "target", "met"], rows + _http_rows(report))
 
 
-def _http_rows(report: dict[str, Any]) -> list[str]:
+def _http_rows(report: dict[str, Any]) -> list[list[str]]:
     """This checkout's HTTP rows (the numbers of an http_latency column: edits, p50, p99, +p50, the client's
     CPU, the server's; the in-process column has no +p50, so its CPU is its fourth number): the added p50
     over in-process and the service's CPU beyond the engine's (the server process's CPU per edit less the
@@ -212,9 +198,9 @@ def _http_rows(report: dict[str, Any]) -> list[str]:
             continue
         added, cpu = col["n3"], col["n5"] - inproc["n3"]
         met = "" if name == "http-plain" else ("yes" if added <= 0.4 else "no")
-        rows.append(f"| HTTP added p50, {how} | | +{added:.3f} ms | at most +0.400 ms | {met} |")
+        rows.append([f"HTTP added p50, {how}", "", f"+{added:.3f} ms", "at most +0.400 ms", met])
         met = "" if name == "http-plain" else ("yes" if cpu <= 0.25 else "no")
-        rows.append(f"| service CPU beyond the engine, {how} | | {cpu:.3f} ms | at most 0.250 ms | {met} |")
+        rows.append([f"service CPU beyond the engine, {how}", "", f"{cpu:.3f} ms", "at most 0.250 ms", met])
     return rows
 
 
@@ -266,7 +252,7 @@ def main() -> int:
     load = [os.getloadavg()[0]]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     counts = instructions(args.base, args.edits)
-    with _worktree(args.base) as tree:
+    with revision_tree(args.base) as tree:
         runs = timed(tree, args.runs)
     report: dict[str, Any] = {"when": when, "timed_runs": runs}
     for side, commit in (("base", _git("rev-parse", "--short", args.base)), ("head", _head())):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator_bench.harness import SlotEditor
 from tests.scripts import load_tool, run_tool
 
 http_latency = load_tool("http_latency")
@@ -24,21 +25,10 @@ def test_every_column_runs_its_edits_and_they_land() -> None:
 
 
 def test_a_lost_edit_is_reported_not_measured(tmp_path: Path) -> None:
-    editor = http_latency.Editor("inproc", "f.txt", lambda path, old, new: None)  # acknowledges, writes nothing
-    (tmp_path / "f.txt").write_text(http_latency.counters([0] * http_latency.LINES))
+    editor = SlotEditor("f.txt", lambda path, old, new: None)  # acknowledges, writes nothing
+    editor.write_file(tmp_path)
     editor.step()
     with pytest.raises(SystemExit, match="does not hold the 1 edits"):
-        http_latency.check(tmp_path, {"inproc": http_latency.Column(editor, None)})
+        http_latency.check(tmp_path, {"inproc": http_latency.Column("inproc", editor, None)})
     editor.values[0] = 0  # what the file holds
-    http_latency.check(tmp_path, {"inproc": http_latency.Column(editor, None)})
-
-
-def test_the_editor_increments_slot_lines_in_turn() -> None:
-    calls: list[tuple[str, str]] = []
-    editor = http_latency.Editor("x", "f.txt", lambda path, old, new: calls.append((old, new)))
-    for _ in range(http_latency.LINES + 1):
-        editor.step()
-    assert calls[0] == ("s000 = 0\n", "s000 = 1\n")
-    assert calls[1] == ("s001 = 0\n", "s001 = 1\n")
-    assert calls[http_latency.LINES] == ("s000 = 1\n", "s000 = 2\n")
-    assert editor.values[0] == 2 and editor.values[1] == 1
+    http_latency.check(tmp_path, {"inproc": http_latency.Column("inproc", editor, None)})
