@@ -223,7 +223,7 @@ class AgentWrites:
 
         targets: dict[str, tuple[str, bool]] = {}  # key -> (the command's name, its view judged)
         for target in write_targets(command):
-            key = self.native.key_in_root(os.path.join(cwd or self.native.root, target.path))
+            key = self.native.key_in_root(os.path.join(cwd or self.native.disk.root, target.path))
             if key is None or key in targets or (target.how == "script" and not self._is_file(key)):
                 continue
             if target.how in ("whole", "script"):
@@ -288,7 +288,7 @@ class AgentWrites:
             self._forget(entry)
         shown = printed_lines(command)
         if shown is not None and printed is not None:
-            key = self.native.key_in_root(os.path.join(cwd or self.native.root, shown.path))
+            key = self.native.key_in_root(os.path.join(cwd or self.native.disk.root, shown.path))
             text = shown.text(printed)
             if key is not None:  # a window past the file's end is what the file has: `record_view` checks it
                 count = _shown_count(text, shown.count)
@@ -374,7 +374,7 @@ class AgentWrites:
             self.journal.put(entry.key, entry.session, entry.call, f"{epoch}\n{entry.to_json()}")
 
     def _epoch(self) -> str:
-        state = self.native.state
+        state = self.native.access.store
         return redis_call(lambda: state.epoch().id)
 
     def _forget(self, entry: PendingCall) -> bool:
@@ -434,11 +434,11 @@ class AgentWrites:
         native = self.native
         if native.observer is not None:
             native.observer.write_finished(operation, outcome)
-        state = native.state
+        state = native.access.store
         try:
             redis_call(lambda: state.r.hincrby(state.refusals_key, outcome, 1))
             if key:
-                FileRefusals(state.r, native.namespace).record(outcome, key, session, operation)
+                FileRefusals(state.r, native.access.namespace).record(outcome, key, session, operation)
         except CoordinatorError:
             pass
 
@@ -490,14 +490,14 @@ class AgentWrites:
         return ended
 
     def _is_file(self, key: str) -> bool:
-        return os.path.isfile(os.path.join(self.native.root, key))
+        return os.path.isfile(os.path.join(self.native.disk.root, key))
 
     def _emptied(self, key: str) -> bool:
         """Whether `key` is an empty file now. Agents write a file in two system calls (Node's writeFile,
         a shell's `cat > f`: truncate, then write), and the watcher can look in between: an open call's
         empty file is not recorded as its write (the write's next change, or the call's end, is)."""
         try:
-            return os.stat(os.path.join(self.native.root, key)).st_size == 0
+            return os.stat(os.path.join(self.native.disk.root, key)).st_size == 0
         except OSError:
             return False
 
@@ -509,7 +509,7 @@ class AgentWrites:
         over for a waiter only once the file has been quiet for HOLDER_GRACE_S (or at its after-hook); an
         agent's file tool that has written content has written its one write."""
         try:
-            st = os.stat(os.path.join(self.native.root, entry.key))
+            st = os.stat(os.path.join(self.native.disk.root, entry.key))
         except OSError:
             return False
         if entry.operation != "shell" and st.st_size != 0:

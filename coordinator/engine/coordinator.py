@@ -30,9 +30,10 @@ from coordinator.engine.plan import CurrentFile, WritePlan
 from coordinator.engine.reading import Reader
 from coordinator.engine.rebasing import Rebaser
 from coordinator.engine.record import Recorder
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import WriteResult
 from coordinator.engine.session import Session
-from coordinator.engine.write import CheckThenWrite, _KnownPath
+from coordinator.engine.write import CheckThenWrite
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, content_hash, retention
 from coordinator.history.footprint import FootprintMeter
@@ -140,12 +141,14 @@ class Coordinator:
             self._ticket_marks = TicketMarks(layout.tickets_dir(self.state_dir))
             self.history_store = History(self.state_dir, fsync=self.fsync)
             self.tmp_dir = layout.tmp_dir(self.state_dir)
-            self._tmp_dfd = _open_tmp_dir(self.tmp_dir)
-            self._spares = SpareTemps(self._tmp_dfd)
+            tmp_dfd = _open_tmp_dir(self.tmp_dir)
             # Every folder is reached from this descriptor, one checked component at a time (fsio.open_parent).
-            self._root_fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            root_fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise _setup_refused(exc, root_real) from exc
+        self._disk = Disk(
+            root_real, root_fd, tmp_dfd, SpareTemps(tmp_dfd), self.locks, self.history_store, self.fsync, max_file_bytes
+        )
         self.redis_url, self.redis = _redis_of(self.state_dir, redis_url, redis_client, redis_timeout)
         redis_client = self.redis
         self.state = StateStore(
@@ -161,87 +164,35 @@ class Coordinator:
 
     def _init_process_state(self) -> None:
         """What this process keeps between calls (caches, grants, the lease snapshot), and the parts."""
-        self._views = _ViewCache(self.read_state_ttl)
-        self._state_call = StateCalls(self._views)  # every Redis call of the engine (forgets views on loss)
-        self._refusals = _RefusalCounts()
-        self.lease_gate = LeaseGate(
-            self.lease_store, self.state, self._state_call, self.root, self.locks, self._ticket_marks
+        views = _ViewCache(self.read_state_ttl)
+        self._access = StateAccess(
+            self.state,
+            StateCalls(views),  # every Redis call of the engine (forgets views on loss)
+            views,
+            _TextCache(),
+            _RefusalCounts(),
+            self.tracker,
+            self.namespace,
+            self.publish_events,
+            self.state_check,
         )
-        self._texts = _TextCache()
-        self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date
-        self._known_paths: dict[str, _KnownPath] = {}  # path -> what the common path keeps of it (write.py)
+        self.lease_gate = LeaseGate(self.lease_store, self._disk, self._access, self._ticket_marks)
         self._build_parts()
 
     def _build_parts(self) -> None:
-        """The engine's parts, each given the resources it works with (the same objects, shared)."""
+        """The engine's parts, each given the resources it works with (the same records, shared)."""
+        disk, access, gate = self._disk, self._access, self.lease_gate
         intervening = InterveningWrites(self.history_store)
         self.reader = Reader(
-            root=self.root,
-            root_fd=self._root_fd,
-            texts=self._texts,
-            tracker=self.tracker,
-            lease_gate=self.lease_gate,
-            max_file_bytes=self.max_file_bytes,
-            max_read_bytes=self.max_read_bytes,
-            default_read_lines=self.default_read_lines,
-            state=self.state,
-            state_call=self._state_call,
-            views=self._views,
+            disk, access, gate, max_read_bytes=self.max_read_bytes, default_read_lines=self.default_read_lines
         )
-        recorder = Recorder(
-            texts=self._texts,
-            refusals=self._refusals,
-            tracker=self.tracker,
-            lease_gate=self.lease_gate,
-            intervening=intervening,
-            namespace=self.namespace,
-            publish_events=self.publish_events,
-            tmp_dfd=self._tmp_dfd,
-            spares=self._spares,
-            state=self.state,
-            state_call=self._state_call,
-            views=self._views,
-        )
-        self.writer = CheckThenWrite(
-            root=self.root,
-            root_fd=self._root_fd,
-            tmp_dfd=self._tmp_dfd,
-            spares=self._spares,
-            locks=self.locks,
-            history_store=self.history_store,
-            refusals=self._refusals,
-            known_paths=self._known_paths,
-            lease_gate=self.lease_gate,
-            rebaser=Rebaser(self._texts, self.history_store, self.max_file_bytes, self._contended),
-            recorder=recorder,
-            intervening=intervening,
-            state_check=self.state_check,
-            fsync=self.fsync,
-            max_file_bytes=self.max_file_bytes,
-            publish_events=self.publish_events,
-            state=self.state,
-            state_call=self._state_call,
-            views=self._views,
-        )
-        self.native = NativeWrites(  # an agent's own writes, guarded through its hooks (coordinator/agents/)
-            root=self.root,
-            root_fd=self._root_fd,
-            max_file_bytes=self.max_file_bytes,
-            state=self.state,
-            state_call=self._state_call,
-            views=self._views,
-            locks=self.locks,
-            history_store=self.history_store,
-            reader=self.reader,
-            writer=self.writer,
-            namespace=self.namespace,
-            publish_events=self.publish_events,
-        )
-        # The protocol around agents' own writes (engine/agentwrites.py): tickets through the lease gate.
+        recorder = Recorder(disk, access, gate, intervening)
+        self.writer = CheckThenWrite(disk, access, gate, Rebaser(disk, access.texts), recorder, intervening)
+        # An agent's own writes, guarded through its hooks (coordinator/agents/), and the protocol around
+        # them (engine/agentwrites.py): tickets through the lease gate.
+        self.native = NativeWrites(disk, access, self.reader, self.writer)
         journal = CallJournal(layout.calls_dir(self.state_dir))  # the calls' copy for when Redis loses them
-        self.agent_writes = AgentWrites(
-            self.native, self.lease_gate, AgentCallStore(self.redis, self.namespace), journal
-        )
+        self.agent_writes = AgentWrites(self.native, gate, AgentCallStore(self.redis, self.namespace), journal)
         self.file_refusals = FileRefusals(self.redis, self.namespace)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -251,13 +202,13 @@ class Coordinator:
         self._closed = True
         try:  # refusals counted since the last write: best effort, Redis may be gone
             pipe = self.redis.pipeline(transaction=False)
-            self._refusals.queue_flush(pipe, self.state.refusals_key)
+            self._access.refusals.queue_flush(pipe, self.state.refusals_key)
             if len(pipe):
                 pipe.execute()
         except Exception:
             pass
-        self._spares.close()
-        for fd in (self._tmp_dfd, self._root_fd):
+        self._disk.spares.close()
+        for fd in (self._disk.tmp_dfd, self._disk.root_fd):
             try:
                 os.close(fd)
             except OSError:
@@ -369,7 +320,7 @@ class Coordinator:
         keys = tracker.seen(session) if tracker is not None else []
         if tracker is None or not keys:
             return None
-        heads = self._state_call(lambda: self.state.run_extra(lambda pipe: self.state.queue_heads(pipe, keys)))
+        heads = self._access.call(lambda: self.state.run_extra(lambda pipe: self.state.queue_heads(pipe, keys)))
         return tracker.notice(session, keys, heads)
 
     def history(self, path: str) -> list[HistoryEntry]:

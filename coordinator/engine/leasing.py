@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from coordinator.disk import fsio
-from coordinator.disk.locks import HeldLock, LockManager
+from coordinator.disk.locks import HeldLock
 from coordinator.disk.tickets import TicketMark, TicketMarks
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.leases import (
     Lease,
@@ -39,14 +40,11 @@ from coordinator.state.leases import (
     leased_error,
     normalize_pattern,
 )
-from coordinator.state.views import StateStore
 
 # How old a lease snapshot may be when this process's cached view spares the pre-lock round trip. A session's
 # lease grant waits this long before returning, so every snapshot taken before it has been dropped by then (a
 # write ticket's grant does not wait: its marks are seen under the lock, module docstring).
 LEASE_SNAPSHOT_S = 0.2
-
-StateCall = Callable[[Callable[[], Any]], Any]
 
 
 class TicketSeen(Exception):
@@ -69,23 +67,13 @@ class LeaseGate:
     (module docstring).
     """
 
-    def __init__(
-        self,
-        store: LeaseStore,
-        state: StateStore,
-        state_call: StateCall,
-        root: str,
-        locks: LockManager,
-        marks: TicketMarks,
-    ) -> None:
+    def __init__(self, store: LeaseStore, disk: Disk, access: StateAccess, marks: TicketMarks) -> None:
         self.store = store
-        self._locks = locks
+        self._disk = disk
+        self._access = access
         self._marks = marks
         # Whether a write ticket is marked on a held lock's path: one `access` call (every write asks it).
         self.marked: Callable[[HeldLock], bool] = marks.present
-        self._state = state
-        self._state_call = state_call
-        self._root = root
         self._snapshot: tuple[float, float, list[Lease]] | None = None  # (taken at, earliest end, leases)
         self._granted: dict[str, dict[str, Lease]] = {}  # leases this process granted, per session
         self._granted_lock = threading.Lock()
@@ -119,7 +107,7 @@ class LeaseGate:
     def fetch(self) -> list[Lease]:
         """The live leases, from Redis (one round trip), kept as the snapshot."""
         taken = time.monotonic()
-        replies = self._state_call(lambda: self._state.run_extra(self.store.queue_live))
+        replies = self._access.call(lambda: self._access.store.run_extra(self.store.queue_live))
         return self.take(replies[0], taken)
 
     def rider(self) -> tuple[Callable[[Any], None] | None, Callable[[Any], None]]:
@@ -190,7 +178,7 @@ class LeaseGate:
         ticket, exclusive leases of paths (not patterns): each path's mark is written under its lock and the
         grant returns at once (the agent writes, not this process, and the ticket may end in another
         process). A ticket whose marks cannot all be written is released again and refused (io_error)."""
-        pats = [normalize_pattern(p, self._root) for p in patterns]
+        pats = [normalize_pattern(p, self._disk.root) for p in patterns]
         granted = self.store.grant(session, pats, mode, ttl_s)
         self._snapshot = None
         if not fences:
@@ -211,7 +199,7 @@ class LeaseGate:
         done: list[Lease] = []
         try:
             for lease in granted:
-                with self._locks.acquire(lease.pattern) as held:
+                with self._disk.locks.acquire(lease.pattern) as held:
                     self._marks.write(held, lease.id, session, lease.ends_at)
                 done.append(lease)
         except (OSError, CoordinatorError) as exc:
@@ -236,7 +224,7 @@ class LeaseGate:
             if not lease.exclusive or is_glob(lease.pattern):
                 continue
             try:
-                with self._locks.acquire(lease.pattern) as held:
+                with self._disk.locks.acquire(lease.pattern) as held:
                     self._marks.clear(held, lease.id)
             except (OSError, CoordinatorError):
                 continue
@@ -297,7 +285,7 @@ class LeaseGate:
             if not lease.exclusive or is_glob(lease.pattern):
                 continue
             try:
-                with self._locks.acquire(lease.pattern) as held:
+                with self._disk.locks.acquire(lease.pattern) as held:
                     mark = self._marks.read(held)
                     if mark is not None and mark.lease_id == lease.id:
                         self._marks.write(held, lease.id, session, lease.ends_at)
@@ -305,7 +293,7 @@ class LeaseGate:
                 continue
 
     def release(self, session: str, lease_id: str | None, pattern: str | None) -> int:
-        pat = normalize_pattern(pattern, self._root) if pattern is not None else None
+        pat = normalize_pattern(pattern, self._disk.root) if pattern is not None else None
         ended = self.store.release_leases(session, lease_id=lease_id, pattern=pat)
         with self._granted_lock:
             mine = self._granted.get(session, {})

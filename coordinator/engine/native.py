@@ -27,14 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.disk import fsio
 from coordinator.disk.layout import STATE_DIR_NAME
-from coordinator.disk.locks import LockManager
-from coordinator.engine.caches import StateCalls, _ViewCache
 from coordinator.engine.observer import APPLIED, EngineObserver
 from coordinator.engine.plan import CurrentFile, _view_refusal
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import History, HistoryEntry, content_hash
+from coordinator.history import HistoryEntry, content_hash
 from coordinator.state import events as events_mod
-from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState, StateStore
+from coordinator.state.views import KIND_READ, KIND_WRITE, ReadState
 from coordinator.text import rebase
 from coordinator.text.codecs import decode_bytes
 from coordinator.text.semantics import EditSpec
@@ -98,34 +97,11 @@ class NativeWrites:
     """The engine's part for writes it does not perform itself (module docstring): built by the Coordinator
     with the resources it shares with the other parts (`Coordinator.native`)."""
 
-    def __init__(
-        self,
-        *,
-        root: str,
-        root_fd: int,
-        max_file_bytes: int,
-        state: StateStore,
-        state_call: StateCalls,
-        views: _ViewCache,
-        locks: LockManager,
-        history_store: History,
-        reader: Reader,
-        writer: CheckThenWrite,
-        namespace: str,
-        publish_events: bool,
-    ) -> None:
-        self.root = root
-        self._root_fd = root_fd
-        self.max_file_bytes = max_file_bytes
-        self.state = state
-        self._state_call = state_call
-        self._views = views
-        self.locks = locks
-        self.history_store = history_store
+    def __init__(self, disk: Disk, access: StateAccess, reader: Reader, writer: CheckThenWrite) -> None:
+        self.disk = disk
+        self.access = access
         self.reader = reader
         self.writer = writer
-        self.namespace = namespace
-        self.publish_events = publish_events
         self.observer: EngineObserver | None = None  # Coordinator.observe sets it
 
     def record_view(
@@ -145,7 +121,7 @@ class NativeWrites:
         tool showed something else), the session's view is dropped instead, unless it was shown the whole of an
         earlier version that the history holds (`_older_view`: that version is its view). `from_end`: `shown`
         is the file's last `num_lines` lines (`tail`), wherever they start. Returns whether one was recorded."""
-        rp = fsio.resolve(self.root, path)
+        rp = fsio.resolve(self.disk.root, path)
         cur = self._current(rp)
         try:
             text = cur.decoded().text if cur.exists else None
@@ -178,7 +154,7 @@ class NativeWrites:
         for text in (shown, shown[:-1] if shown.endswith("\n") else shown + "\n"):
             data = text.encode("utf-8", "surrogatepass")
             digest = content_hash(data)
-            if self.history_store.has(digest, rp.key):
+            if self.disk.history.has(digest, rp.key):
                 rs = ReadState(digest, 0, len(data), 0, 0, time.time(), KIND_READ)
                 self.reader.record_read(session, rp.key, rs)
                 return True
@@ -189,9 +165,9 @@ class NativeWrites:
         changed)? No refusal: its view is the file on disk, or the file does not exist yet (a write may create
         it). `whole`: the write replaces the whole file, so a partial view (a read of some lines) is not enough.
         A stale refusal after an outside change says so, and never names the session itself."""
-        rp = fsio.resolve(self.root, path)
+        rp = fsio.resolve(self.disk.root, path)
         cur = self._current(rp)
-        recorded = self._state_call(lambda: self.state.get(session, rp.key)) if cur.exists else None
+        recorded = self.access.call(lambda: self.access.store.get(session, rp.key)) if cur.exists else None
         refusal = _judged(recorded, cur, rp, whole) if cur.exists else None
         return Judged(rp.key, recorded, self._explained(refusal, rp.key, session))
 
@@ -203,19 +179,19 @@ class NativeWrites:
         the history as the write's pre-image. The caller holds the write ticket: no other hooked write of the
         path can come in between this and `record_write`. `view`: the session's view as `judge_write` just
         found it (saves a round trip; the disk decides either way), else it is looked up."""
-        rp = fsio.resolve(self.root, path)
-        recorded = view if view is not None else self._state_call(lambda: self.state.get(session, rp.key))
-        held = self.locks.acquire(rp.key)
+        rp = fsio.resolve(self.disk.root, path)
+        recorded = view if view is not None else self.access.call(lambda: self.access.store.get(session, rp.key))
+        held = self.disk.locks.acquire(rp.key)
         try:
             cur = self._current(rp)
-            self.history_store.reconcile(held, rp.key, cur.digest)
+            self.disk.history.reconcile(held, rp.key, cur.digest)
             if not cur.exists:
                 return NativeWrite(rp.key, None)
             refusal = _judged(recorded, cur, rp, whole)
             if refusal is None:
                 assert cur.digest is not None
                 try:
-                    self.history_store.keep(held, rp.key, cur.data, cur.digest)
+                    self.disk.history.keep(held, rp.key, cur.data, cur.digest)
                 except OSError as exc:
                     raise fsio.os_error(exc, rp) from exc
                 return NativeWrite(rp.key, cur.digest)
@@ -243,11 +219,11 @@ class NativeWrites:
         will apply to the file as it is now: allowed only when that lands as the rebase would
         (`rebase.replay_edits`). `content`: the agent's whole write, merged 3-way (`rebase.merge_write`);
         the merge is the content the agent is to write instead (its hook answer rewrites the tool's input)."""
-        rp = fsio.resolve(self.root, path)
-        held = self.locks.acquire(rp.key)
+        rp = fsio.resolve(self.disk.root, path)
+        held = self.disk.locks.acquire(rp.key)
         try:
             cur = self._current(rp)
-            self.history_store.reconcile(held, rp.key, cur.digest)
+            self.disk.history.reconcile(held, rp.key, cur.digest)
             if not cur.exists:
                 return Carried(NativeWrite(rp.key, None))
             strict = _judged(view, cur, rp, whole)
@@ -258,7 +234,7 @@ class NativeWrites:
                 carried = self._carried(rp, view, cur, strict, edits, content)
             assert cur.digest is not None
             try:
-                self.history_store.keep(held, rp.key, cur.data, cur.digest)
+                self.disk.history.keep(held, rp.key, cur.data, cur.digest)
             except OSError as exc:
                 raise fsio.os_error(exc, rp) from exc
             return carried
@@ -284,7 +260,7 @@ class NativeWrites:
         if not edits and content is None:
             raise strict
         try:
-            base = decode_bytes(self.history_store.load(view.hash, rp.key)).text
+            base = decode_bytes(self.disk.history.load(view.hash, rp.key)).text
             current = cur.decoded().text
         except CoordinatorError:
             raise strict from None
@@ -330,8 +306,8 @@ class NativeWrites:
         `writing`: the agent's tool may still be writing (the tree watcher saw a change of an open call's file):
         an empty file is then a write half-way (truncated, not yet written) and nothing is recorded; looked at
         under the lock, since the tool can truncate the file between any earlier look and this one."""
-        rp = fsio.resolve(self.root, prepared.key)
-        held = self.locks.acquire(rp.key)
+        rp = fsio.resolve(self.disk.root, prepared.key)
+        held = self.disk.locks.acquire(rp.key)
         try:
             found = self._found_locked(held, rp, session, prepared, operation, call, writing)
         finally:
@@ -355,10 +331,10 @@ class NativeWrites:
         recorded as a creation when it was just `created`, else its bytes are kept as the baseline of the
         next change and nothing is recorded. None: nothing
         recorded (no change, no file, not text of a size the coordinator handles)."""
-        rp = fsio.resolve(self.root, key)
+        rp = fsio.resolve(self.disk.root, key)
         committed: bytes | None = None
         for attempt in range(2):  # the second, with the committed content, when the path has no version yet
-            held = self.locks.acquire(rp.key)
+            held = self.disk.locks.acquire(rp.key)
             try:
                 found = self._outside_locked(
                     held, rp, author, committed, baseline=attempt > 0, created=created, operation=operation
@@ -367,7 +343,7 @@ class NativeWrites:
                 held.release()
             if found is not None:
                 break
-            committed = _committed(self.root, rp.key)
+            committed = _committed(self.disk.root, rp.key)
         else:
             return None
         if found.entry is not None:
@@ -396,8 +372,8 @@ class NativeWrites:
         if not cur.exists:
             return Found(None)
         assert cur.digest is not None
-        self.history_store.reconcile(held, rp.key, cur.digest)
-        head = self.history_store.read_head(held)
+        self.disk.history.reconcile(held, rp.key, cur.digest)
+        head = self.disk.history.read_head(held)
         if head.digest == cur.digest:
             return Found(None)
         try:
@@ -407,10 +383,10 @@ class NativeWrites:
                 if not baseline:
                     return None
                 base = committed if committed is not None else cur.data
-                self.history_store.keep(held, rp.key, base, content_hash(base))
+                self.disk.history.keep(held, rp.key, base, content_hash(base))
                 if committed is None or content_hash(base) == cur.digest:
                     return Found(None)
-                head = self.history_store.read_head(held)
+                head = self.disk.history.read_head(held)
         except OSError as exc:
             raise fsio.os_error(exc, rp) from exc
         return self._found_locked(held, rp, author, NativeWrite(rp.key, head.digest), operation, None)
@@ -429,8 +405,8 @@ class NativeWrites:
         if not cur.exists or cur.digest == prepared.before or (writing and not cur.data):
             return Found(None)
         assert cur.st is not None and cur.digest is not None
-        self.history_store.reconcile(held, rp.key, cur.digest)
-        head = self.history_store.read_head(held)
+        self.disk.history.reconcile(held, rp.key, cur.digest)
+        head = self.disk.history.read_head(held)
         if head.digest == cur.digest:
             return Found(None)  # already recorded (another hook of this call, or the watcher, came first)
         overwritten = head.digest if head.digest != prepared.before else None
@@ -439,7 +415,7 @@ class NativeWrites:
         base = prepared.before if overwritten is None else head.digest
         first, last = self._changed_lines(NativeWrite(rp.key, base), cur)
         try:
-            entry = self.history_store.record_kept(
+            entry = self.disk.history.record_kept(
                 held, rp.key, before_digest=base, after=cur.data, after_digest=cur.digest, session=session,
                 operation=operation, call=call, size_after=len(cur.data), first_line=first, last_line=last,
             )  # fmt: skip
@@ -457,13 +433,13 @@ class NativeWrites:
 
     def writers_since(self, key: str, before: str | None) -> list[str]:
         """The sessions of the versions of `key` recorded after the one that left `before`, oldest first."""
-        return self._writers_since(fsio.resolve(self.root, key).key, before, 1 << 62)
+        return self._writers_since(fsio.resolve(self.disk.root, key).key, before, 1 << 62)
 
     def _writers_since(self, key: str, before: str | None, late_version: int) -> list[str]:
         """The sessions of the versions recorded after the one that left `before` (the agent's view), up to
         the late write's own, oldest first."""
         out: list[str] = []
-        for e in self.history_store.entries(key):  # newest first
+        for e in self.disk.history.entries(key):  # newest first
             if e.version >= late_version:
                 continue
             if e.after == before:
@@ -477,8 +453,8 @@ class NativeWrites:
     ) -> tuple[HistoryEntry, os.stat_result, str] | None:
         """Under the lock, after a late write: the overwritten change carried onto the file (`repair`), or
         the overwritten version restored (`restore`). None when the file already holds the change."""
-        base = b"" if view is None else self.history_store.load(view, rp.key)
-        theirs = self.history_store.load(overwritten, rp.key)
+        base = b"" if view is None else self.disk.history.load(view, rp.key)
+        theirs = self.disk.history.load(overwritten, rp.key)
         data, how = put_back(base, theirs, cur.data)
         if data == cur.data:
             return None
@@ -486,20 +462,20 @@ class NativeWrites:
         digest = content_hash(data)
         first, last = _differing_lines(cur.data.decode("utf-8", "replace").split("\n"),
                                        data.decode("utf-8", "replace").split("\n"))  # fmt: skip
-        pending = self.history_store.begin(
+        pending = self.disk.history.begin(
             held, rp.key, before=cur.data, before_digest=cur.digest, after=data, after_digest=digest,
             session=writer, operation=how, size_before=len(cur.data), size_after=len(data),
             first_line=first, last_line=last,
         )  # fmt: skip
-        dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+        dfd = fsio.open_parent(rp, self.disk.root, root_fd=self.disk.root_fd)
         try:
-            st = fsio.atomic_replace(dfd, rp, data, cur.st.st_mode & 0o7777, self.writer.fsync)
+            st = fsio.atomic_replace(dfd, rp, data, cur.st.st_mode & 0o7777, self.disk.fsync)
         except BaseException:
-            self.history_store.abort(held, pending)
+            self.disk.history.abort(held, pending)
             raise
         finally:
             os.close(dfd)
-        self.history_store.commit(held, pending)
+        self.disk.history.commit(held, pending)
         return pending.entry, st, how
 
     def _record_state(
@@ -523,10 +499,10 @@ class NativeWrites:
         rs = ReadState(digest or "", st.st_mtime_ns if st else 0, st.st_size if st else 0, offset, limit, now, kind)
 
         def event(pipe: object) -> None:
-            if self.publish_events:
+            if self.access.publish_events:
                 events_mod.queue_event(
                     pipe,
-                    self.namespace,
+                    self.access.namespace,
                     path=key,
                     session=session,
                     version=entry.version,
@@ -537,28 +513,28 @@ class NativeWrites:
                     rebased=False,
                 )
 
-        self._views.drop(session, key)
+        self.access.views.drop(session, key)
         if not view or st is None:
-            self._state_call(
-                lambda: self.state.record_head(session, key, entry.version, entry.operation, digest, event)
+            self.access.call(
+                lambda: self.access.store.record_head(session, key, entry.version, entry.operation, digest, event)
             )
         else:
-            self._state_call(
-                lambda: self.state.record_write(
+            self.access.call(
+                lambda: self.access.store.record_write(
                     session, key, rs, entry.version, entry.operation, digest=digest, extra=event
                 )
             )
-            self._views.put(session, key, rs)
+            self.access.views.put(session, key, rs)
         observer = self.observer
         if observer is not None:  # an agent's own write, told as the engine's writes are (observer.py)
             observer.write_finished(entry.operation, APPLIED)
-            if self.publish_events:
+            if self.access.publish_events:
                 observer.event_published()
 
     def key_in_root(self, path: str) -> str | None:
         """`path`'s key when it is inside the root (and not in the state folder), else None."""
         try:
-            key = fsio.resolve(self.root, path).key
+            key = fsio.resolve(self.disk.root, path).key
         except CoordinatorError:
             return None
         return None if key.split("/")[0] == STATE_DIR_NAME else key
@@ -567,14 +543,14 @@ class NativeWrites:
         """Under the path's lock, keep its current bytes in the history as the pre-image of a write another
         program is about to make (no view judged: a shell command that edits in place reads the file itself).
         The hash kept (None: no file)."""
-        rp = fsio.resolve(self.root, path)
-        held = self.locks.acquire(rp.key)
+        rp = fsio.resolve(self.disk.root, path)
+        held = self.disk.locks.acquire(rp.key)
         try:
             cur = self._current(rp)
-            self.history_store.reconcile(held, rp.key, cur.digest)
+            self.disk.history.reconcile(held, rp.key, cur.digest)
             if cur.exists and cur.digest is not None:
                 try:
-                    self.history_store.keep(held, rp.key, cur.data, cur.digest)
+                    self.disk.history.keep(held, rp.key, cur.data, cur.digest)
                 except OSError as exc:
                     raise fsio.os_error(exc, rp) from exc
             return cur.digest
@@ -583,24 +559,24 @@ class NativeWrites:
 
     def unchanged(self, path: str, digest: str | None) -> bool:
         """Whether `path` still holds the content of hash `digest` (None: still does not exist). No lock."""
-        return self._current(fsio.resolve(self.root, path)).digest == digest
+        return self._current(fsio.resolve(self.disk.root, path)).digest == digest
 
     def forget_view(self, session: str, path: str) -> None:
         """Drop `session`'s view of `path`: what it was shown is not the file (its next write is `not_read`)."""
-        rp = fsio.resolve(self.root, path)
-        self._views.drop(session, rp.key)
-        self._state_call(lambda: self.state.forget(session, rp.key))
+        rp = fsio.resolve(self.disk.root, path)
+        self.access.views.drop(session, rp.key)
+        self.access.call(lambda: self.access.store.forget(session, rp.key))
 
     def _current(self, rp: fsio.ResolvedPath) -> CurrentFile:
         """The file as it is now (a missing file, or a missing folder on the way, is `exists=False`)."""
         try:
-            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+            dfd = fsio.open_parent(rp, self.disk.root, root_fd=self.disk.root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND:
                 return CurrentFile(exists=False)
             raise
         try:
-            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+            found = fsio.read_at(dfd, rp, self.disk.max_file_bytes)
         finally:
             os.close(dfd)
         if found is None:
@@ -620,7 +596,7 @@ class NativeWrites:
         if prepared.before is None:
             return 1, max(cur.data.count(b"\n"), 1)
         try:
-            old = self.history_store.load(prepared.before, prepared.key).decode("utf-8")
+            old = self.disk.history.load(prepared.before, prepared.key).decode("utf-8")
             new = cur.data.decode("utf-8")
         except (CoordinatorError, UnicodeDecodeError):
             return 1, 1

@@ -10,15 +10,14 @@ from typing import Any
 
 from coordinator.arguments import opt_int
 from coordinator.disk import fsio
-from coordinator.engine.caches import StateCalls, _TextCache, _ViewCache
 from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.options import Policy
 from coordinator.engine.record import notice_rider
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import ReadResult, render_lines
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import content_hash
-from coordinator.state.events import ReadTracker
-from coordinator.state.views import KIND_READ, ReadState, StateStore
+from coordinator.state.views import KIND_READ, ReadState
 from coordinator.text import semantics
 from coordinator.text.codecs import Decoded, decode_bytes
 
@@ -73,33 +72,15 @@ def missing_file(rp: fsio.ResolvedPath, root: str, root_fd: int) -> CoordinatorE
 
 class Reader:
     """The read, and the recording of a session's view (also of a view an agent's own read gave, native.py).
-    Its collaborators are the Coordinator's: the root's descriptor, the state store and the guard of its
-    calls, this process's caches, the lease gate (its refresh rides the read's round trip)."""
+    Its collaborators are the Coordinator's: the disk and the read state (resources.py), the lease gate
+    (its refresh rides the read's round trip)."""
 
     def __init__(
-        self,
-        *,
-        root: str,
-        root_fd: int,
-        state: StateStore,
-        state_call: StateCalls,
-        views: _ViewCache,
-        texts: _TextCache,
-        tracker: ReadTracker | None,
-        lease_gate: LeaseGate,
-        max_file_bytes: int,
-        max_read_bytes: int,
-        default_read_lines: int,
+        self, disk: Disk, access: StateAccess, lease_gate: LeaseGate, *, max_read_bytes: int, default_read_lines: int
     ) -> None:
-        self.root = root
-        self._root_fd = root_fd
-        self.state = state
-        self._state_call = state_call
-        self._views = views
-        self._texts = texts
-        self.tracker = tracker
+        self.disk = disk
+        self.access = access
         self.lease_gate = lease_gate
-        self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self.default_read_lines = default_read_lines
 
@@ -108,7 +89,7 @@ class Reader:
     ) -> ReadResult:
         off = opt_int(offset, "offset", minimum=0)
         lim = opt_int(limit, "limit", minimum=1)
-        rp = fsio.resolve(self.root, path)
+        rp = fsio.resolve(self.disk.root, path)
         data, st = self._read_bytes(rp, lim)
         decoded = decode_bytes(data)
         digest = content_hash(data)
@@ -116,7 +97,7 @@ class Reader:
         if policy == "rebase":
             # What this session saw, for a later rebase: here in memory; on disk, the next coordinator write
             # keeps these very bytes as its pre-image (shared by every session that read this version).
-            self._texts.put(digest, decoded.text)
+            self.access.texts.put(digest, decoded.text)
         rs = ReadState(digest, st.st_mtime_ns, st.st_size, off or 0, lim or 0, time.time(), KIND_READ)
         prev, notice = self.record_read(session, rp.key, rs)
         unchanged = (
@@ -144,17 +125,17 @@ class Reader:
 
     def _read_bytes(self, rp: fsio.ResolvedPath, limit: int | None) -> tuple[bytes, os.stat_result]:
         try:
-            dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+            dfd = fsio.open_parent(rp, self.disk.root, root_fd=self.disk.root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND:
-                raise missing_file(rp, self.root, self._root_fd) from None
+                raise missing_file(rp, self.disk.root, self.disk.root_fd) from None
             raise
         try:
-            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+            found = fsio.read_at(dfd, rp, self.disk.max_file_bytes)
         finally:
             os.close(dfd)
         if found is None:
-            raise missing_file(rp, self.root, self._root_fd)
+            raise missing_file(rp, self.disk.root, self.disk.root_fd)
         data, st = found
         if limit is None and len(data) > self.max_read_bytes:
             raise CoordinatorError(
@@ -170,7 +151,7 @@ class Reader:
 
     def record_read(self, session: str, key: str, rs: ReadState) -> tuple[ReadState | None, str]:
         """S's view of P becomes `rs` (one round trip, with the notice lookups); the previous one is returned."""
-        notice_extra, finish = notice_rider(self.tracker, self.state, session, key)
+        notice_extra, finish = notice_rider(self.access.tracker, self.access.store, session, key)
         lease_extra, apply_leases = self.lease_gate.rider()
 
         def extra(pipe: Any) -> None:
@@ -179,10 +160,10 @@ class Reader:
             if notice_extra is not None:
                 notice_extra(pipe)  # last: the notice reads the last replies
 
-        prev, replies = self._state_call(lambda: self.state.record_read_with(session, key, rs, extra))
+        prev, replies = self.access.call(lambda: self.access.store.record_read_with(session, key, rs, extra))
         if lease_extra is not None:
             apply_leases(replies[0])
-        self._views.put(session, key, rs)
-        if self.tracker is not None:
-            self.tracker.saw(session, key, rs.hash)
+        self.access.views.put(session, key, rs)
+        if self.access.tracker is not None:
+            self.access.tracker.saw(session, key, rs.hash)
         return prev, finish(replies)

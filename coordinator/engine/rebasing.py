@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from coordinator.disk import fsio
 from coordinator.engine.caches import _TextCache
 from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
+from coordinator.engine.resources import Disk
 from coordinator.errors import CoordinatorError
-from coordinator.history import History, content_hash
+from coordinator.history import content_hash
 from coordinator.state.views import ReadState
 from coordinator.text import rebase, semantics
 from coordinator.text.codecs import decode_bytes, encode_text
@@ -43,17 +44,13 @@ class AlreadyMade(Exception):
 
 
 class Rebaser:
-    """The rebase of an edit made on an older view, and which paths are contended in this process.
+    """The rebase of an edit made on an older view, and which paths are contended in this process. Its
+    collaborators are the Coordinator's: the disk (the history's contents) and this process's text cache."""
 
-    contended: path -> when a view of it was last found out of date (owned by the Coordinator, shared)."""
-
-    def __init__(
-        self, texts: _TextCache, history_store: History, max_file_bytes: int, contended: dict[str, float]
-    ) -> None:
+    def __init__(self, disk: Disk, texts: _TextCache) -> None:
+        self.disk = disk
         self._texts = texts
-        self.history_store = history_store
-        self.max_file_bytes = max_file_bytes
-        self._contended = contended
+        self._contended: dict[str, float] = {}  # path -> when a view of it was last found out of date here
 
     def mark_contended(self, key: str) -> None:
         if len(self._contended) > _CONTENDED_MAX:
@@ -80,7 +77,7 @@ class Rebaser:
         file: writes replace it atomically), so a doomed edit never holds up the lock. A success is kept
         with the hash it was computed on; under the lock it is used only if the file still has that hash.
         """
-        found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        found = fsio.read_at(dfd, rp, self.disk.max_file_bytes)
         if found is None:
             return None
         data, st = found
@@ -112,7 +109,7 @@ class Rebaser:
         try:
             base_text = self._texts.get(recorded.hash)
             if base_text is None:
-                base_text = decode_bytes(self.history_store.load(recorded.hash, rp.key)).text
+                base_text = decode_bytes(self.disk.history.load(recorded.hash, rp.key)).text
             current = cur.decoded()
         except CoordinatorError:
             if use_cache:

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator.disk import fsio
-from coordinator.disk.spares import SpareTemps
-from coordinator.engine.caches import StateCalls, _RefusalCounts, _TextCache, _ViewCache
 from coordinator.engine.intervening import InterveningWrites, _Intervening
 from coordinator.engine.leasing import NOT_DUE, LeaseGate
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import WriteResult, evolve, result_of
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.frozen import fast_init
@@ -61,37 +60,14 @@ def _no_notice(replies: list[Any]) -> str:
 
 class Recorder:
     """What happens once the lock is released: the record, the result, the tidying (module docstring).
-    Its collaborators are the Coordinator's: the state store and the guard of its calls, this process's
-    caches, the lease gate (its refresh rides the record) and the intervening-writes lookup."""
+    Its collaborators are the Coordinator's: the disk and the read state (resources.py), the lease gate
+    (its refresh rides the record) and the intervening-writes lookup."""
 
-    def __init__(
-        self,
-        *,
-        state: StateStore,
-        state_call: StateCalls,
-        views: _ViewCache,
-        texts: _TextCache,
-        refusals: _RefusalCounts,
-        tracker: ReadTracker | None,
-        lease_gate: LeaseGate,
-        intervening: InterveningWrites,
-        namespace: str,
-        publish_events: bool,
-        tmp_dfd: int,
-        spares: SpareTemps,
-    ) -> None:
-        self.state = state
-        self._state_call = state_call
-        self._views = views
-        self._texts = texts
-        self._refusals = refusals
-        self.tracker = tracker
+    def __init__(self, disk: Disk, access: StateAccess, lease_gate: LeaseGate, intervening: InterveningWrites) -> None:
+        self.disk = disk
+        self.access = access
         self.lease_gate = lease_gate
         self.intervening = intervening
-        self.namespace = namespace
-        self.publish_events = publish_events
-        self._tmp_dfd = tmp_dfd
-        self._spares = spares
 
     def after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
         try:
@@ -124,14 +100,14 @@ class Recorder:
                 reason="made_by_this_session",
             )
         view_digest = content_hash(made.view_data)
-        self._texts.put(view_digest, made.rebased.view)
+        self.access.texts.put(view_digest, made.rebased.view)
         rs = ReadState(view_digest, made.mtime_ns, len(made.view_data), 0, 0, recorded.time, KIND_WRITE)
         warnings: tuple[str, ...] = ()
         try:
-            self._state_call(lambda: self.state.record_read(req.session, key, rs))
-            self._views.put(req.session, key, rs)
+            self.access.call(lambda: self.access.store.record_read(req.session, key, rs))
+            self.access.views.put(req.session, key, rs)
         except Exception as exc:
-            self._views.drop(req.session, key)
+            self.access.views.drop(req.session, key)
             warnings = _unrecorded(key, exc)
         try:
             seen: _Intervening | None = self.intervening.since(key, recorded, req.session)
@@ -200,8 +176,8 @@ class Recorder:
             old_temp = written.old_temp
             if old_temp is not None:
                 written.old_temp = None
-                fsio.remove_temp(self._tmp_dfd, old_temp)
-            self._spares.refill()
+                fsio.remove_temp(self.disk.tmp_dfd, old_temp)
+            self.disk.spares.refill()
         except Exception:  # a leftover temporary at worst, removed at a later open
             log.exception("after writing: tidying the temporaries failed")
 
@@ -236,7 +212,7 @@ class Recorder:
         try:
             self.tidy(written)
             draft = self._draft(req, pre, written)
-            tracker = self.tracker
+            tracker = self.access.tracker
             if tracker is not None:
                 tracker.saw(req.session, pre.rp.key, view_digest)
             result = req.finish(draft)
@@ -247,8 +223,8 @@ class Recorder:
         return req.finish(evolve(draft, warnings=warnings)) if warnings else result
 
     def _saw(self, session: str, key: str, view_digest: str | None) -> None:
-        if self.tracker is not None:
-            self.tracker.saw(session, key, view_digest)
+        if self.access.tracker is not None:
+            self.access.tracker.saw(session, key, view_digest)
 
     def _new_view(
         self, req: _Request, pre: _PreLock, written: _Written, now: float
@@ -260,9 +236,9 @@ class Recorder:
             # S's view after a rebased edit never was on disk: it lives in this process's text cache (from
             # another process, or once evicted, S's next edit of P is refused as stale: the safe side).
             view_digest = content_hash(plan.view_data)
-            self._texts.put(view_digest, plan.rebased.view)
+            self.access.texts.put(view_digest, plan.rebased.view)
         elif req.rebase_specs is not None and new_digest is not None and plan.new_text is not None:
-            self._texts.put(new_digest, plan.new_text)
+            self.access.texts.put(new_digest, plan.new_text)
         if new_digest is None or new_st is None:
             return None, view_digest
         if plan.rebased is not None and pre.recorded is not None:
@@ -330,7 +306,7 @@ class Recorder:
     def _riders(self, session: str, key: str) -> _Riders:
         """What else rides the post-write round trip this time: notice lookups (when due) and a lease
         snapshot refresh (when half-way to stale), each with what reads its replies."""
-        notice_extra, notice_finish = notice_rider(self.tracker, self.state, session, key)
+        notice_extra, notice_finish = notice_rider(self.access.tracker, self.access.store, session, key)
         lease_extra, apply_leases = self.lease_gate.rider()
         if notice_extra is None and lease_extra is None:
             return _NOTHING_RIDES
@@ -346,25 +322,27 @@ class Recorder:
         warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
         if rs is None or riders.notice is not None:
             return None
-        key, version, lease = pre.rp.key, written.version, riders.lease
+        key, version, lease, access = pre.rp.key, written.version, riders.lease, self.access
         event = (
-            (self.namespace, (written.lines,), now, written.plan.rebased is not None) if self.publish_events else None
+            (access.namespace, (written.lines,), now, written.plan.rebased is not None)
+            if access.publish_events
+            else None
         )
-        flush = self._refusals.flusher(self.state.refusals_key)  # (`_record_extra`'s commands, in its order)
+        flush = access.refusals.flusher(access.store.refusals_key)  # (`_record_extra`'s commands, in its order)
         try:
-            replies = self._state_call(
-                self.state.start_record_write, req.session, key, rs, version, req.operation, written.new_digest,
+            replies = access.call(
+                access.store.start_record_write, req.session, key, rs, version, req.operation, written.new_digest,
                 lease, event, flush,
             )  # fmt: skip
         except Exception as exc:
-            self._views.drop(req.session, key)
+            access.views.drop(req.session, key)
             warnings = _unrecorded(key, exc)
             return lambda: warnings
-        self._views.put(req.session, key, rs)
+        access.views.put(req.session, key, rs)
 
         def finish() -> tuple[str, ...]:
             try:
-                got = self._state_call(replies)  # losing Redis forgets the cached views, as after any Redis call
+                got = access.call(replies)  # losing Redis forgets the cached views, as after any Redis call
             except Exception as exc:
                 return _unrecorded(key, exc)
             if lease is not None:
@@ -389,16 +367,16 @@ class Recorder:
         extra = _riding(self._record_extra(req, key, version, now, written), riders, lease_at)
         try:
             if rs is not None:
-                replies = self._state_call(
-                    lambda: self.state.record_write(
+                replies = self.access.call(
+                    lambda: self.access.store.record_write(
                         session, key, rs, version, req.operation, digest=written.new_digest, extra=extra
                     )
                 )
-                self._views.put(session, key, rs)
+                self.access.views.put(session, key, rs)
             else:
-                self._views.drop(session, key)
-                replies = self._state_call(
-                    lambda: self.state.record_removal(session, key, version, req.operation, extra)
+                self.access.views.drop(session, key)
+                replies = self.access.call(
+                    lambda: self.access.store.record_removal(session, key, version, req.operation, extra)
                 )
         except Exception as exc:
             return "", _unrecorded(key, exc)
@@ -412,11 +390,11 @@ class Recorder:
         ranges = [written.lines] if written.new_digest else []
 
         def extra(pipe: Any) -> None:
-            self._refusals.queue_flush(pipe, self.state.refusals_key)
-            if self.publish_events:
+            self.access.refusals.queue_flush(pipe, self.access.store.refusals_key)
+            if self.access.publish_events:
                 events_mod.queue_event(
                     pipe,
-                    self.namespace,
+                    self.access.namespace,
                     path=key,
                     session=req.session,
                     version=version,

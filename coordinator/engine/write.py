@@ -56,14 +56,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from coordinator.disk import fsio
-from coordinator.disk.locks import HeldLock, LockManager
-from coordinator.disk.spares import SpareTemps
-from coordinator.engine.caches import StateCalls, _RefusalCounts, _ViewCache
+from coordinator.disk.locks import HeldLock
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
 from coordinator.engine.intervening import InterveningWrites
 from coordinator.engine.leasing import LeaseGate, TicketSeen
 from coordinator.engine.observer import APPLIED, REBASED, EngineObserver, refusal_outcome
-from coordinator.engine.options import Policy, StateCheck
+from coordinator.engine.options import Policy
 from coordinator.engine.plan import (
     CurrentFile,
     WritePlan,
@@ -76,12 +74,13 @@ from coordinator.engine.plan import (
 from coordinator.engine.reading import missing_file
 from coordinator.engine.rebasing import AlreadyMade, Rebaser
 from coordinator.engine.record import UNRECORDED_WARNING, Recorder
+from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import WriteResult
 from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
-from coordinator.history import HeadRecord, History, content_hash
+from coordinator.history import HeadRecord, content_hash
 from coordinator.state.leases import Lease, LeaseCheck
-from coordinator.state.views import ReadState, StateStore, reset_note
+from coordinator.state.views import ReadState, reset_note
 from coordinator.text import semantics
 from coordinator.text.codecs import decode_clean
 
@@ -114,53 +113,26 @@ class _KnownPath:
 
 class CheckThenWrite:
     """The check-then-write, its common path beside its general one (module docstring). It holds its
-    collaborators, all made by the Coordinator: the disk (the root's and the temporaries' descriptors, the
-    locks, the spares, the history), the state store and the guard of its calls, this process's caches,
-    the lease gate, the rebaser, the recorder and the intervening-writes lookup. `observer`: set by
+    collaborators, all made by the Coordinator: the disk and the read state (resources.py), the lease
+    gate, the rebaser, the recorder and the intervening-writes lookup. `observer`: set by
     `Coordinator.observe`."""
 
     def __init__(
         self,
-        *,
-        root: str,
-        root_fd: int,
-        tmp_dfd: int,
-        spares: SpareTemps,
-        locks: LockManager,
-        history_store: History,
-        state: StateStore,
-        state_call: StateCalls,
-        views: _ViewCache,
-        refusals: _RefusalCounts,
-        known_paths: dict[str, _KnownPath],
+        disk: Disk,
+        access: StateAccess,
         lease_gate: LeaseGate,
         rebaser: Rebaser,
         recorder: Recorder,
         intervening: InterveningWrites,
-        state_check: StateCheck,
-        fsync: bool,
-        max_file_bytes: int,
-        publish_events: bool,
     ) -> None:
-        self.root = root
-        self._root_fd = root_fd
-        self._tmp_dfd = tmp_dfd
-        self._spares = spares
-        self.locks = locks
-        self.history_store = history_store
-        self.state = state
-        self._state_call = state_call
-        self._views = views
-        self._refusals = refusals
-        self._known_paths = known_paths
+        self.disk = disk
+        self.access = access
         self.lease_gate = lease_gate
         self.rebaser = rebaser
         self.recorder = recorder
         self.intervening = intervening
-        self.state_check = state_check
-        self.fsync = fsync
-        self.max_file_bytes = max_file_bytes
-        self.publish_events = publish_events
+        self._known_paths: dict[str, _KnownPath] = {}  # path -> what the common path keeps of it
         self.observer: EngineObserver | None = None
         # Whether a replace keeps the file's owner (only root may give a file away). Asked once: a process
         # that drops root later has that fchown refused, which the replace ignores (fsio._fill_temp).
@@ -211,7 +183,7 @@ class CheckThenWrite:
             match,
             reverts,
         )
-        if self.state_check == "cached":  # the common path first (it answers None when it hands over)
+        if self.access.check == "cached":  # the common path first (it answers None when it hands over)
             try:
                 done = self._common_write(req)
             except CoordinatorError as exc:
@@ -226,7 +198,7 @@ class CheckThenWrite:
         nothing written (the caller then runs the general path from the start)."""
         known = self._known_paths.get(req.path) or self._known_path(req.path)
         rp = known.rp
-        recorded = self._views.get(req.session, rp.key)
+        recorded = self.access.views.get(req.session, rp.key)
         gate = self.lease_gate
         if (
             recorded is None
@@ -235,12 +207,12 @@ class CheckThenWrite:
             or gate.granted_any(req.session)
         ):
             return None
-        self._state_call(self.state.alive)  # fail closed when Redis is gone, as the general path does
+        self.access.call(self.access.store.alive)  # fail closed when Redis is gone, as the general path does
         if known.top:
-            dfd = self._root_fd  # a file of the root's own: its folder is the root, kept open (not closed here)
+            dfd = self.disk.root_fd  # a file of the root's own: its folder is the root, kept open (not closed here)
         else:
             try:
-                dfd = fsio.open_parent(rp, self.root, root_fd=self._root_fd)
+                dfd = fsio.open_parent(rp, self.disk.root, root_fd=self.disk.root_fd)
             except CoordinatorError:
                 return None  # a missing folder, a link swapped in on the way: the general path resolves again
         try:
@@ -268,7 +240,7 @@ class CheckThenWrite:
         known = self._known_paths.get(path)
         if known is not None:
             return known
-        rp = fsio.resolve(self.root, path)
+        rp = fsio.resolve(self.disk.root, path)
         known = _KnownPath(rp)
         if rp.key == rp.shown:
             if len(self._known_paths) >= _KNOWN_PATHS_MAX:
@@ -281,7 +253,7 @@ class CheckThenWrite:
         when the lock is busy and the caller does not wait for it, the file is missing or not a plain file
         in place, the view is not current, or the plan removes the file."""
         rp = known.rp
-        held = self.locks.acquire(rp.key) if req.options.wait_for_lock else self.locks.try_acquire(rp.key)
+        held = self.disk.locks.acquire(rp.key) if req.options.wait_for_lock else self.disk.locks.try_acquire(rp.key)
         if held is None:
             return None  # the general path raises LockBusy, with what its resume needs
         try:
@@ -306,7 +278,7 @@ class CheckThenWrite:
         given to `begin`). None: not the common case (the general path reads again and gives the refusal)."""
         rp = known.rp
         try:
-            found = fsio.read_at(dfd, rp, self.max_file_bytes)
+            found = fsio.read_at(dfd, rp, self.disk.max_file_bytes)
         except CoordinatorError:
             return None
         if found is None:
@@ -316,10 +288,10 @@ class CheckThenWrite:
         digest = content_hash(data)
         head: HeadRecord | None
         try:
-            head = self.history_store.read_head(held)
+            head = self.disk.history.read_head(held)
         except OSError:
             head = None
-        self.history_store.reconcile(held, rp.key, digest, head)
+        self.disk.history.reconcile(held, rp.key, digest, head)
         if digest == known.clean:
             return CurrentFile(True, data, st, digest, decode_clean(data), True), head
         return CurrentFile(True, data, st, digest), head
@@ -337,7 +309,7 @@ class CheckThenWrite:
 
     def _refused(self, exc: CoordinatorError, operation: str) -> CoordinatorError:
         """A refusal counted by its code (and told to the observer), as the bare answer to raise."""
-        self._refusals.add(exc.code.value)
+        self.access.refusals.add(exc.code.value)
         if self.observer is not None:
             self.observer.write_finished(operation, refusal_outcome(exc))
         return bare_refusal(exc)
@@ -345,7 +317,7 @@ class CheckThenWrite:
     def _observed(self, result: WriteResult, operation: str) -> WriteResult:
         assert self.observer is not None
         self.observer.write_finished(operation, REBASED if result.rebased else APPLIED)
-        if self.publish_events and UNRECORDED_WARNING not in result.warnings:
+        if self.access.publish_events and UNRECORDED_WARNING not in result.warnings:
             self.observer.event_published()  # it rode the record, which did not fail
         return result
 
@@ -369,12 +341,12 @@ class CheckThenWrite:
         """If Redis holds the very view the refusal was made on, the refusal stands (raised here)."""
         if cv.refusal is None:
             return
-        fresh = self._state_call(lambda: self.state.get(session, cv.key))
+        fresh = self.access.call(lambda: self.access.store.get(session, cv.key))
         if fresh is not None and fresh.hash == cv.cached.hash:
             raise self._decorate_refusal(cv.refusal, cv.key, fresh, session) from None
 
     def _attempt(self, req: _Request, use_cache: bool) -> WriteResult:
-        rp = fsio.resolve(self.root, req.path)
+        rp = fsio.resolve(self.disk.root, req.path)
         # 1. Before the lock: S's view and the leases, in at most one round trip (see `_pre_lock`).
         recorded, use_cache, leased = self._pre_lock(req.session, rp, use_cache)
         return self._locked_write(req, _PreLock(rp, recorded, use_cache, leased), req.options.wait_for_lock)
@@ -390,24 +362,24 @@ class CheckThenWrite:
         lease raises `leased` here, before the lock.
         """
         gate = self.lease_gate
-        use_cache = use_cache and self.state_check == "cached"
-        recorded = self._views.get(session, rp.key) if use_cache else None
+        use_cache = use_cache and self.access.check == "cached"
+        recorded = self.access.views.get(session, rp.key) if use_cache else None
         leases = gate.fresh()
         if recorded is not None:
             if leases is None:
                 leases = gate.fetch()  # this round trip also proves Redis is up
             else:
-                self._state_call(self.state.alive)
+                self.access.call(self.access.store.alive)
         else:
             use_cache = False
             if leases is None:
                 taken = time.monotonic()
-                recorded, replies = self._state_call(
-                    lambda: self.state.get_with(session, rp.key, gate.store.queue_live)
+                recorded, replies = self.access.call(
+                    lambda: self.access.store.get_with(session, rp.key, gate.store.queue_live)
                 )
                 leases = gate.take(replies[0], taken)
             else:
-                recorded = self._state_call(lambda: self.state.get(session, rp.key))
+                recorded = self.access.call(lambda: self.access.store.get(session, rp.key))
         return recorded, use_cache, gate.decide(session, rp, leases)
 
     def _locked_write(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
@@ -435,7 +407,7 @@ class CheckThenWrite:
         except AlreadyMade as made:
             return self.recorder.already_made(req, pre, made)
         except _Missing:
-            raise missing_file(rp, self.root, self._root_fd) from None
+            raise missing_file(rp, self.disk.root, self.disk.root_fd) from None
         except CoordinatorError as exc:
             raise self._decorate_refusal(exc, rp.key, pre.recorded, req.session) from None
         finally:
@@ -446,10 +418,10 @@ class CheckThenWrite:
 
     def _open_parent_for_write(self, rp: fsio.ResolvedPath, may_create: bool) -> int:
         try:
-            return fsio.open_parent(rp, self.root, create=may_create, root_fd=self._root_fd)
+            return fsio.open_parent(rp, self.disk.root, create=may_create, root_fd=self.disk.root_fd)
         except CoordinatorError as exc:
             if exc.code == ErrorCode.FILE_NOT_FOUND and not may_create:  # (with create: a file in the way)
-                raise missing_file(rp, self.root, self._root_fd) from None
+                raise missing_file(rp, self.disk.root, self.disk.root_fd) from None
             raise
 
     def _critical_section(self, req: _Request, pre: _PreLock, dfd: int, wait: bool) -> _Written:
@@ -470,8 +442,8 @@ class CheckThenWrite:
 
     def _take_lock(self, req: _Request, pre: _PreLock, wait: bool) -> HeldLock:
         if wait:
-            return self.locks.acquire(pre.rp.key)
-        held = self.locks.try_acquire(pre.rp.key)
+            return self.disk.locks.acquire(pre.rp.key)
+        held = self.disk.locks.try_acquire(pre.rp.key)
         if held is None:
             raise LockBusy(pre.rp.key, lambda: self._locked_write(req, pre, True))
         return held
@@ -495,10 +467,10 @@ class CheckThenWrite:
     ) -> _Written:
         """The plan's size limit, the fence of the writer's own lease, history first, then the replace.
         `head`: the history's head record as read under this lock (the common path reads it once)."""
-        if plan.new_data is not None and len(plan.new_data) > self.max_file_bytes:
+        if plan.new_data is not None and len(plan.new_data) > self.disk.max_file_bytes:
             raise CoordinatorError(
                 ErrorCode.TOO_LARGE,
-                f"The result would be {len(plan.new_data)} bytes, over the limit of {self.max_file_bytes}; "
+                f"The result would be {len(plan.new_data)} bytes, over the limit of {self.disk.max_file_bytes}; "
                 "nothing was written.",
             )
         if own is not None:
@@ -523,14 +495,14 @@ class CheckThenWrite:
         """The file as it is, read under its lock: its bytes, their stat and hash. The OS's own write
         permission is checked before any other refusal can be made, and a newest history entry whose
         replace never happened is taken back before anything reads the history."""
-        found = fsio.read_at(dfd, rp, self.max_file_bytes)
+        found = fsio.read_at(dfd, rp, self.disk.max_file_bytes)
         if found is None:
             cur = CurrentFile(exists=False)
         else:
             data, st = found
             fsio.check_writable(dfd, rp, st)
             cur = CurrentFile(exists=True, data=data, st=st, digest=content_hash(data))
-        self.history_store.reconcile(held, rp.key, cur.digest)
+        self.disk.history.reconcile(held, rp.key, cur.digest)
         return cur
 
     def _judge_view(
@@ -572,7 +544,7 @@ class CheckThenWrite:
         new_digest = None if plan.new_data is None else content_hash(plan.new_data)
         first_line, last_line = _changed_lines(plan)
         try:
-            pending = self.history_store.begin(
+            pending = self.disk.history.begin(
                 held,
                 rp.key,
                 before=cur.data if cur.exists else None,
@@ -605,7 +577,7 @@ class CheckThenWrite:
         assert written.pending is not None
         try:
             if plan.new_data is None:
-                fsio.remove_at(dfd, rp, self.fsync)
+                fsio.remove_at(dfd, rp, self.disk.fsync)
                 new_st = None
             else:
                 old: list[str] = []
@@ -614,19 +586,19 @@ class CheckThenWrite:
                     rp,
                     plan.new_data,
                     mode,
-                    self.fsync,
-                    tmp_dfd=self._tmp_dfd,
+                    self.disk.fsync,
+                    tmp_dfd=self.disk.tmp_dfd,
                     owner=owner,
                     old_names=old,
-                    spare=self._spares.take(),  # made after an earlier write, outside the lock (spares.py)
-                    spare_owner=self._spares.owner,
+                    spare=self.disk.spares.take(),  # made after an earlier write, outside the lock (spares.py)
+                    spare_owner=self.disk.spares.owner,
                 )
                 written.old_temp = old[0] if old else None  # removed after the lock (`Recorder.tidy`)
         except BaseException:
-            self.history_store.abort(held, written.pending)
+            self.disk.history.abort(held, written.pending)
             raise
         try:  # after the rename: a failure here must not turn the write into an error (invariant 3)
-            self.history_store.commit(held, written.pending)
+            self.disk.history.commit(held, written.pending)
         except Exception:  # the next write's begin confirms the entry against the file's bytes
             log.exception("marking version %s of %s applied failed", written.version, rp.key)
         return new_st
@@ -638,7 +610,7 @@ class CheckThenWrite:
         `not_read` after lost state (after the lock: these lookups may do I/O)."""
         if exc.code == ErrorCode.NOT_READ:
             try:
-                note = reset_note(self.state.epoch())
+                note = reset_note(self.access.store.epoch())
             except CoordinatorError:
                 note = ""
             if note:
@@ -657,14 +629,14 @@ class CheckThenWrite:
         the refused session `refused` (naming the session itself would send its model looking for a session
         that does not exist)."""
         try:
-            meta = self.state.meta(key)
+            meta = self.access.store.meta(key)
         except CoordinatorError:
             return ""
         if not meta.get("version"):
             return ""
         version, writer = meta["version"], meta.get("writer", "?")
         if writer == OUTSIDE_WRITER:  # the tree watcher recorded the change: said as before it was recorded
-            before = next((e for e in self.history_store.entries(key) if e.session != OUTSIDE_WRITER), None)
+            before = next((e for e in self.disk.history.entries(key) if e.session != OUTSIDE_WRITER), None)
             if before is None:
                 return ""  # as when no version is recorded
             by = "" if before.session == refused else f" (written by session {before.session})"
@@ -678,7 +650,7 @@ class CheckThenWrite:
     def _changed_outside(self, key: str, recorded_hash: str) -> bool:
         """Whether the file on disk is not what the newest recorded write left (its hash; "" for removed)."""
         try:
-            with open(os.path.join(self.root, key), "rb") as f:
+            with open(os.path.join(self.disk.root, key), "rb") as f:
                 return content_hash(f.read()) != recorded_hash
         except FileNotFoundError:
             return recorded_hash != ""

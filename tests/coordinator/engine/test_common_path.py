@@ -61,7 +61,7 @@ def _bytes(path: Path) -> bytes | None:
 def _refusals(coord: Coordinator) -> dict[str, int]:
     """Refusals counted by code: flushed to Redis already, or still waiting in this process."""
     counts = dict(coord.state.error_counts())
-    for code, n in coord._refusals._counts.items():
+    for code, n in coord._access.refusals._counts.items():
         counts[code] = counts.get(code, 0) + n
     return counts
 
@@ -160,7 +160,7 @@ HANDED: dict[str, tuple[Callable[[Coordinator], None], Call]] = {
     "stale view": (_written_by_other, lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
     "a lease in force": (_leased_by_other, lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
     "missing file": (lambda c: (Path(c.root) / "f.txt").unlink(), lambda s, p: s.edit(p, "a", "b")),
-    "no view held here": (lambda c: c._views.clear(), lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
+    "no view held here": (lambda c: c._access.views.clear(), lambda s, p: s.edit(p, "return 'a'", "return 'b'")),
 }
 
 

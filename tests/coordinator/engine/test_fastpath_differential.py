@@ -194,7 +194,7 @@ class Generator:
 
     def _later(self, fast: Coordinator, session: str, path: str) -> Op:
         """A few seconds pass: the paths found stale lately are no longer counted as contended."""
-        return lambda c: c._contended.clear()
+        return lambda c: c.writer.rebaser._contended.clear()
 
     def _edit_all(self, fast: Coordinator, session: str, path: str) -> Op:
         word = self.rng.choice(WORDS)
@@ -241,7 +241,7 @@ class Generator:
         return op
 
     def _forget(self, fast: Coordinator, session: str, path: str) -> Op:
-        return lambda c: c._views.clear()  # as another process of the same sessions would find it
+        return lambda c: c._access.views.clear()  # as another process of the same sessions would find it
 
     def _lease(self, fast: Coordinator, session: str, path: str) -> Op:
         return lambda c: c.session(session).lease(path, ttl_s=60)
@@ -341,7 +341,7 @@ def _seen(coord: Coordinator) -> dict[str, Any]:
         for e in coord.recent_events(500)
     ]
     refusals = dict(coord.state.error_counts())
-    for code, n in coord._refusals._counts.items():
+    for code, n in coord._access.refusals._counts.items():
         refusals[code] = refusals.get(code, 0) + n
     return {"files": files, "history": history, "views": views, "events": events, "refusals": refusals}
 
@@ -371,7 +371,7 @@ def _run(sides: tuple[Side, Side], seed: int, steps: int) -> dict[str, int]:
         assert _seen(fast.coord) == _seen(general.coord), f"seed {seed} step {step} ({kind}): the sides differ"
     # A resolution is kept only for a path given as its own key: "./a.txt" and absolute paths are resolved
     # on every call (and a kept one that a link made wrong was handed over above, with the same answers).
-    assert fast.coord._known_paths and all(p in FILES for p in fast.coord._known_paths)
+    assert fast.coord.writer._known_paths and all(p in FILES for p in fast.coord.writer._known_paths)
     return kinds
 
 

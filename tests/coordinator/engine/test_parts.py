@@ -24,10 +24,12 @@ def test_the_coordinator_inherits_no_steps_and_builds_its_parts(coord: Coordinat
     assert Coordinator.__mro__ == (Coordinator, object)
     assert isinstance(coord.writer, CheckThenWrite) and isinstance(coord.reader, Reader)
     assert isinstance(coord.writer.recorder, Recorder)
-    # One of each resource, shared by the parts: the same caches, not copies.
-    assert coord.writer._views is coord.reader._views is coord.writer.recorder._views
+    # One of each resource, shared by the parts: the same records, not copies.
+    assert coord.writer.disk is coord.reader.disk is coord.writer.recorder.disk is coord.native.disk
+    assert coord.writer.access is coord.reader.access is coord.writer.recorder.access is coord.native.access
+    assert coord.writer.disk.locks is coord.locks and coord.writer.disk.history is coord.history_store
     assert coord.writer.lease_gate is coord.reader.lease_gate is coord.lease_gate
-    assert isinstance(coord.native, NativeWrites) and coord.native._views is coord.reader._views
+    assert isinstance(coord.native, NativeWrites)
 
 
 @pytest.mark.parametrize("module", [session, native, adapter], ids=lambda m: m.__name__)

@@ -288,7 +288,7 @@ def test_a_change_a_session_already_made_itself_is_refused_not_answered_as_made(
     # the other call's view is the version read before the first call's edit (its read was recorded last)
     assert first_view is not None
     rcoord.state.record_read("A", "f.py", first_view)
-    rcoord._views.drop("A", "f.py")
+    rcoord._access.views.drop("A", "f.py")
     before = (root / "f.py").read_bytes()
     err = refused(ErrorCode.STALE, a.edit, "f.py", "line 5\n", "five\n")
     assert err.details["reason"] == "made_by_this_session" and "(A)" in err.message
