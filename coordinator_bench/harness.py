@@ -157,7 +157,9 @@ def ms(values: Sequence[float], q: float) -> float:
 # The empty service: uvicorn with the service's options around an app that answers a fixed body
 # ---------------------------------------------------------------------------------------------------------
 def _empty_app(answer: bytes) -> Callable[..., Any]:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+    headers = [(b"content-length", str(len(answer)).encode())]
+    if answer:  # an empty answer is a bare 200, as a hook endpoint that says nothing sends it
+        headers.append((b"content-type", b"application/json"))
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

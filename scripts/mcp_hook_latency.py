@@ -22,13 +22,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hook_latency import REPO, Cycle, summarize  # this folder's sibling script
+from coordinator_bench.harness import scratch
+from coordinator_bench.hookcycle import Cycle, cycle_figures
+from coordinator_bench.measure import REPO
 
 NOOP_EVENT = {"session_id": "s_noop", "hook_event_name": "PostToolUse", "tool_name": "Glob", "cwd": "/"}
 
@@ -93,7 +93,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
             for _ in range(args.cycles):
                 cycle.run(send, timings["mcp-hook"])
         cycle.check()
-    out = summarize(timings)
+    out = {column: cycle_figures(cycles) for column, cycles in timings.items()}
     out["mcp-hook"]["added_event_p50_ms"] = out["mcp-hook"]["event_p50_ms"] - out["mcp-noop"]["event_p50_ms"]
     return out
 
@@ -105,16 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the figures here too")
     p.add_argument("--installed", action="store_true", help="the package the interpreter finds, not this checkout's")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(REPO))
-    from coordinator.state.embedded import stop_embedded_redis
-
-    with tempfile.TemporaryDirectory(prefix="mcp-hook-latency-") as tmp:
-        root = Path(tmp) / "repo"
-        (root / ".git").mkdir(parents=True)
-        try:
-            figures = measure(root, args)
-        finally:
-            stop_embedded_redis(root / ".edit-coordinator")
+    with scratch("mcp-hook-latency-", git=True) as sc:
+        figures = measure(sc.root, args)
     for column, f in figures.items():
         added = f" {f['added_event_p50_ms']:+.2f} ms p50 over mcp-noop" if "added_event_p50_ms" in f else ""
         print(f"{column:9} {int(f['events']):5} events  per event p50 {f['event_p50_ms']:7.2f} ms  p99 "

@@ -34,14 +34,11 @@ itself), refusals per landed edit, lost updates.
 from __future__ import annotations
 
 import argparse
-import http.server
 import itertools
 import json
 import os
-import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from coordinator_bench.harness import empty_service, ms  # noqa: E402
 from worker.agents.modelserver import Use  # noqa: E402
 from worker.agents.race import LINES_FILE, RACE_FILE, RACE_START, lines_race, lines_start, race  # noqa: E402
 from worker.agents.runner import AgentRun, Sandbox, coordinator_cli, run_agent  # noqa: E402
@@ -90,19 +88,6 @@ def noop_http_settings(settings: Path, url: str) -> None:
     settings.write_text(json.dumps(data, indent=2) + "\n")
 
 
-class _Nothing(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def edit_times(run: AgentRun) -> list[float]:
     """Seconds from each request that asked for an Edit to the next request (which carries its result)."""
     main = [r for r in run.server.recorded() if r.main]
@@ -132,19 +117,14 @@ def _session(box: Sandbox, edits: int) -> list[float]:
     return times
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
     """p50/p95 per Edit call of each column (ms), and the hooks' cost per event over the no-op hooks."""
     out: dict[str, Any] = {}
     for col, values in times.items():
         out[col] = {
             "calls": len(values),
-            "p50_ms": statistics.median(values) * 1e3,
-            "p95_ms": percentile(values, 0.95) * 1e3,
+            "p50_ms": ms(values, 50),
+            "p95_ms": ms(values, 95),
         }
     for col in ("command", "hooked"):
         if "noop" not in out or col not in out:
@@ -159,9 +139,7 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
 
 def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {col: [] for col in COLUMNS}
-    nothing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Nothing)
-    threading.Thread(target=nothing.serve_forever, daemon=True).start()
-    with tempfile.TemporaryDirectory(prefix="ec-hookcost-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ec-hookcost-") as tmp, empty_service(Path(tmp), b"") as (nothing, _):
         boxes = {}
         try:
             for col in COLUMNS:
@@ -176,7 +154,7 @@ def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
                 if col == "noop":
                     noop_settings(box.repo / box.kind.settings)
                 elif col == "noop-http":
-                    noop_http_settings(box.repo / box.kind.settings, f"http://127.0.0.1:{nothing.server_port}/")
+                    noop_http_settings(box.repo / box.kind.settings, nothing + "/")
                 boxes[col] = box
             for col in COLUMNS:  # warm-up: the hook service starts, the binary is in the page cache
                 (boxes[col].repo / "a.py").write_text("value = 0\n")
@@ -188,7 +166,6 @@ def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
         finally:
             for box in boxes.values():
                 box.close()
-            nothing.shutdown()
     load = os.getloadavg()[0]
     return {"edits": edits, "rounds": rounds, "python": python or sys.executable, "load1": load, **summarize(times)}
 

@@ -4,9 +4,8 @@
 
 Two hook services side by side, each `serve --workers 1 --durability none --watch` (as the hook service
 runs, on TCP) on a repository of its own (each with its embedded Redis): `before` runs the package as it was
-at git revision REV (extracted with `git archive` into a scratch folder, run from there), `after` runs this
-checkout. A third column,
-`noop`, is an endpoint that reads the body and answers `{}` (the floor of an HTTP hook). Each event is one
+at git revision REV (a temporary worktree of it, run from there), `after` runs this checkout. A third
+column, `noop`, is an endpoint that reads the body and answers `{}` (the floor of an HTTP hook). Each event is one
 guarded Edit as Claude Code makes it (tests/data/hooks/claude-code/: PostToolUse of a Read of the file, the
 PreToolUse of an Edit of it, the edit itself, its PostToolUse), a new connection per POST as a hook client
 opens one; only the PreToolUse is timed. The columns take turns event by event (the order rotating), so
@@ -23,70 +22,44 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import hook_latency as hl  # a script beside this one
+from coordinator_bench.harness import Scratch, empty_service, ms, revision_tree, scratch
+from coordinator_bench.hookcycle import Cycle, Send, http_sender
+from coordinator_bench.httpserver import HttpService
+from coordinator_bench.measure import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 # The last revision whose ticket grant waited `LEASE_SNAPSHOT_S` (0.2 s) before it returned.
 DEFAULT_BEFORE = "c86ca67"
 
 
-def _tree_of(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
-def _serve(root: Path, source: Path, port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    (root / ".git").mkdir(parents=True)
+def _imports_from(source: Path) -> None:
+    """Refuse a tree whose `coordinator` PYTHONPATH does not decide (an installed copy would win)."""
     found = subprocess.run(
         [sys.executable, "-c", "import coordinator; print(coordinator.__file__)"],
-        env={**env, "PYTHONPATH": str(source)}, cwd=source, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(source)}, cwd=source, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     if not found.startswith(str(source)):
         raise SystemExit(f"PYTHONPATH={source} does not decide which coordinator is imported ({found})")
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "serve", "--root", str(root), "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1", "--durability", "none", "--watch"],
-            env={**env, "PYTHONPATH": str(source)}, cwd=source, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
 
 
-def measure(base: Path, before: str, events: int) -> dict[str, dict[str, float]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
-    env.update(EDIT_COORDINATOR_SECRET=hl.SECRET)
-    sources = {"before": _tree_of(before, base / "before-src"), "after": REPO}
-    ports = {name: hl._free_port() for name in ("before", "after", "noop")}
-    procs: list[subprocess.Popen[bytes]] = []
-    roots = {name: base / name / "repo" for name in sources}
-    try:
+def measure(sc: Scratch, before_tree: Path, events: int) -> dict[str, dict[str, float]]:
+    sources = {"before": before_tree, "after": REPO}
+    with contextlib.ExitStack() as stack:
+        sends: dict[str, Send] = {}
+        roots: dict[str, Path] = {}
         for name, source in sources.items():
-            procs.append(_serve(roots[name], source, ports[name], env, base / f"{name}.log"))
-        (base / "noop_app.py").write_text(hl.NOOP_APP)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "noop_app:app", "--port", str(ports["noop"])],
-                env={**env, "PYTHONPATH": str(base)},
-                cwd=base,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+            _imports_from(source)
+            roots[name] = sc.repo(f"{name}/repo", git=True)
+            service = HttpService(
+                roots[name], None, sc.work / f"{name}-service", workers=1, extra_args=("--watch",), pythonpath=source
             )
-        )
-        for name in ("before", "after"):
-            hl._wait_http(ports[name], "/v1/health")
-        hl._wait_http(ports["noop"], "/")
-        from coordinator.tokens import mint_token
-
-        token = mint_token(hl.SECRET.encode(), admin=True, ttl_s=3600)
-        sends = {name: hl.http_sender(ports[name], "/v1/hooks/claude-code", token) for name in sources}
-        sends["noop"] = hl.http_sender(ports["noop"], "/hooks", token)
-        (base / "noop" / "repo").mkdir(parents=True)
-        cycles = {name: hl.Cycle(base / name / "repo", f"{name}.py", f"s_{name}") for name in sends}
+            stack.enter_context(service)
+            sends[name] = http_sender(service.url, "/v1/hooks/claude-code", service.token)
+        noop_url, _ = stack.enter_context(empty_service(sc.work))
+        sends["noop"] = http_sender(noop_url, "/hooks", "")
+        roots["noop"] = sc.repo("noop/repo")
+        cycles = {name: Cycle(roots[name], f"{name}.py", f"s_{name}") for name in sends}
         for name, send in sends.items():  # warm-up: connections, the embedded Redis, caches
             cycles[name].run(send, [])
         timings: dict[str, list[list[float]]] = {name: [] for name in sends}
@@ -96,22 +69,10 @@ def measure(base: Path, before: str, events: int) -> dict[str, dict[str, float]]
                 cycles[name].run(sends[name], timings[name])
         for cycle in cycles.values():
             cycle.check()
-    finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        from coordinator.state.embedded import stop_embedded_redis
-
-        for root in roots.values():
-            with contextlib.suppress(Exception):
-                stop_embedded_redis(root / ".edit-coordinator")
     out: dict[str, dict[str, float]] = {}
     for name, cycles_ in timings.items():
         pre = [times[1] for times in cycles_]  # (post_read, pre_edit, post_edit)
-        out[name] = {"events": len(pre), "p50_ms": hl._ms(pre, 0.5), "p95_ms": hl._ms(pre, 0.95)}
+        out[name] = {"events": len(pre), "p50_ms": ms(pre, 50), "p95_ms": ms(pre, 95)}
     return out
 
 
@@ -121,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=50, help="timed PreToolUse events per column")
     p.add_argument("--json", default=None, help="write the figures here too")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="ticket-latency-") as tmp:
-        figures = measure(Path(tmp), args.before, args.events)
+    with scratch("ticket-latency-") as sc, revision_tree(args.before) as before_tree:
+        figures = measure(sc, before_tree, args.events)
     for name, f in figures.items():
         print(f"{name:7} {int(f['events']):4} Edit PreToolUse  p50 {f['p50_ms']:8.2f} ms  p95 {f['p95_ms']:8.2f} ms")
     print("every guarded edit is in its file")

@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from coordinator_bench.harness import Scratch, ms, scratch
 
 
 def _rss_kib() -> int:
@@ -79,43 +78,37 @@ def big_tree(base: Path, files: int) -> dict[str, float]:
     }
 
 
-def per_change(base: Path, changes: int) -> dict[str, float]:
+def per_change(sc: Scratch, changes: int) -> dict[str, float]:
     from coordinator import Coordinator
     from coordinator.engine.watcher import TreeWatcher
-    from coordinator.state.embedded import stop_embedded_redis
 
-    root = base / "repo"
-    root.mkdir()
+    root = sc.root
     target = root / "notes.txt"
-    try:
-        with Coordinator(root, durability="none") as coord:
-            spent: list[float] = []
+    with Coordinator(root, durability="none") as coord:
+        spent: list[float] = []
 
-            def observed(key: str, created: bool) -> None:
-                t = time.thread_time()
-                coord.agent_port().observed(key, created)
-                spent.append(time.thread_time() - t)
+        def observed(key: str, created: bool) -> None:
+            t = time.thread_time()
+            coord.agent_port().observed(key, created)
+            spent.append(time.thread_time() - t)
 
-            watcher = TreeWatcher(coord.root, observed)
-            watcher.start()
-            target.write_text("0\n")
-            _wait(lambda: coord.history("notes.txt"))
-            lat: list[float] = []
-            spent.clear()
-            for i in range(1, changes + 1):
-                t = time.perf_counter()
-                target.write_text(f"{i}\n")
-                _wait(lambda i=i: len(coord.history("notes.txt")) > i)
-                lat.append(time.perf_counter() - t)
-            watcher.stop()
-    finally:
-        stop_embedded_redis(root / ".edit-coordinator")
-    lat.sort()
+        watcher = TreeWatcher(coord.root, observed)
+        watcher.start()
+        target.write_text("0\n")
+        _wait(lambda: coord.history("notes.txt"))
+        lat: list[float] = []
+        spent.clear()
+        for i in range(1, changes + 1):
+            t = time.perf_counter()
+            target.write_text(f"{i}\n")
+            _wait(lambda i=i: len(coord.history("notes.txt")) > i)
+            lat.append(time.perf_counter() - t)
+        watcher.stop()
     return {
         "changes": changes,
-        "seen_p50_ms": round(statistics.median(lat) * 1000, 1),
-        "seen_p90_ms": round(lat[int(len(lat) * 0.9)] * 1000, 1),
-        "record_cpu_p50_ms": round(statistics.median(spent) * 1000, 2),
+        "seen_p50_ms": round(ms(lat, 50), 1),
+        "seen_p90_ms": round(ms(lat, 90), 1),
+        "record_cpu_p50_ms": round(ms(spent, 50), 2),
     }
 
 
@@ -127,44 +120,39 @@ def _wait(check) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.002)
 
 
-def hook_events(base: Path, rounds: int = 30) -> dict[str, float]:
+def hook_events(sc: Scratch, rounds: int = 30) -> dict[str, float]:
     from coordinator import Coordinator
     from coordinator.agents import claude_code
     from coordinator.agents.adapter import HookAdapter
-    from coordinator.state.embedded import stop_embedded_redis
 
-    root = base / "hooks"
-    root.mkdir()
+    root = sc.repo("hooks")
     f = root / "app.py"
     f.write_text("n = 0\n")
     times: dict[str, list[float]] = {"post_read": [], "pre_edit": [], "post_edit": []}
-    try:
-        with Coordinator(root, durability="none") as coord:
-            hooks = HookAdapter(coord, session_end=lambda r, s: None)
-            for i in range(rounds):
-                text = f.read_text()
-                common = {"session_id": "s", "cwd": str(root), "tool_use_id": f"t{i}"}
-                read = {**common, "hook_event_name": "PostToolUse", "tool_name": "Read",
-                        "tool_input": {"file_path": str(f)},
-                        "tool_response": {"type": "text", "file": {"filePath": str(f), "content": text,
-                                          "numLines": 1, "startLine": 1, "totalLines": 1}}}  # fmt: skip
-                edit = {**common, "tool_name": "Edit", "tool_input": {"file_path": str(f)}}
-                for name, data, act in (
-                    ("post_read", read, None),
-                    ("pre_edit", {**edit, "hook_event_name": "PreToolUse"}, lambda i=i: f.write_text(f"n = {i + 1}\n")),
-                    ("post_edit", {**edit, "hook_event_name": "PostToolUse", "tool_response": {}}, None),
-                ):
-                    call = claude_code.parse(data)
-                    assert call is not None
-                    t = time.perf_counter()
-                    decision = hooks.handle(call)
-                    times[name].append(time.perf_counter() - t)
-                    assert decision.allow, decision.reason
-                    if act is not None:
-                        act()
-    finally:
-        stop_embedded_redis(root / ".edit-coordinator")
-    return {f"{k}_p50_ms": round(statistics.median(v) * 1000, 1) for k, v in times.items()}
+    with Coordinator(root, durability="none") as coord:
+        hooks = HookAdapter(coord, session_end=lambda r, s: None)
+        for i in range(rounds):
+            text = f.read_text()
+            common = {"session_id": "s", "cwd": str(root), "tool_use_id": f"t{i}"}
+            read = {**common, "hook_event_name": "PostToolUse", "tool_name": "Read",
+                    "tool_input": {"file_path": str(f)},
+                    "tool_response": {"type": "text", "file": {"filePath": str(f), "content": text,
+                                      "numLines": 1, "startLine": 1, "totalLines": 1}}}  # fmt: skip
+            edit = {**common, "tool_name": "Edit", "tool_input": {"file_path": str(f)}}
+            for name, data, act in (
+                ("post_read", read, None),
+                ("pre_edit", {**edit, "hook_event_name": "PreToolUse"}, lambda i=i: f.write_text(f"n = {i + 1}\n")),
+                ("post_edit", {**edit, "hook_event_name": "PostToolUse", "tool_response": {}}, None),
+            ):
+                call = claude_code.parse(data)
+                assert call is not None
+                t = time.perf_counter()
+                decision = hooks.handle(call)
+                times[name].append(time.perf_counter() - t)
+                assert decision.allow, decision.reason
+                if act is not None:
+                    act()
+    return {f"{k}_p50_ms": round(ms(v, 50), 1) for k, v in times.items()}
 
 
 def main() -> None:
@@ -172,12 +160,9 @@ def main() -> None:
     p.add_argument("--files", type=int, default=100_000)
     p.add_argument("--changes", type=int, default=200)
     args = p.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="ec-watcher-"))
-    try:
-        out = {"big_tree": big_tree(base, args.files), "per_change": per_change(base, args.changes)}
-        out["hook_events"] = hook_events(base)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with scratch("ec-watcher-") as sc:
+        out = {"big_tree": big_tree(sc.work, args.files), "per_change": per_change(sc, args.changes)}
+        out["hook_events"] = hook_events(sc)
     print(json.dumps(out, indent=2))
 
 
