@@ -75,10 +75,12 @@ class HookAdapter:
         if call.tool_use_id:
             check_call_id(call.tool_use_id)
         protocol = self.coord.agent_port()
-        if call.kind == "session":
-            notes = protocol.settle_session(call.session, end=True)
+        if call.kind == "session":  # no agent shows a note at a turn's end: kept for the next turn's prompt
+            protocol.keep_notes(call.session, protocol.settle_session(call.session, end=True))
             self._end(call)
-            return Decision.note(notes.text())
+            return ALLOW
+        if call.kind == "prompt":  # a new turn: what was kept for the session (its open calls settled first)
+            return Decision.note(protocol.settle_session(call.session).text())
         if call.kind == "other" or (call.kind != "shell" and not call.path) or self._outside(call.path):
             return ALLOW
         notes = protocol.settle_session(call.session, but=call.tool_use_id)

@@ -28,7 +28,8 @@ _PHASES: dict[str, Phase] = {"PreToolUse": "before", "PostToolUse": "after", "Po
 _ENDS = {"Stop", "SubagentStop", "SessionEnd"}
 # Events whose answer may carry `hookSpecificOutput.additionalContext` for the model (2.1.328's cli checks it
 # for PreToolUse and PostToolUse): a note of the coordinator's (a repaired late write) goes there.
-_CONTEXT_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+_CONTEXT_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
+PROMPT_EVENT = "UserPromptSubmit"  # a new turn: the notes kept at the last one's end are told (Codex's too)
 # tool name -> (kind, operation, the tool_input field naming the file)
 _TOOLS: dict[str, tuple[Kind, str, str]] = {
     "Read": ("read", "read", "file_path"),
@@ -80,6 +81,8 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     if event in _ENDS:
         phase: Phase = "end"
         return ToolCall(session_of(payload), phase, "session", cwd=cwd, event=event)
+    if event == PROMPT_EVENT:
+        return ToolCall(session_of(payload), "before", "prompt", cwd=cwd, event=event)
     if event not in _PHASES:
         return None
     session = session_of(payload)

@@ -60,6 +60,8 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     session = claude_code.session_of(payload)
     if event in _ENDS:
         return ToolCall(session, "end", "session", cwd=cwd, event=event)
+    if event == claude_code.PROMPT_EVENT:
+        return ToolCall(session, "before", "prompt", cwd=cwd, event=event)
     tool = payload.get("tool_name")
     if event not in _PHASES or tool not in ("Bash", "apply_patch"):
         return None

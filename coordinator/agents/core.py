@@ -14,7 +14,7 @@ import json
 from typing import Any, Literal, NamedTuple
 
 Phase = Literal["before", "after", "failed", "end"]
-Kind = Literal["read", "write", "shell", "session", "other"]
+Kind = Literal["read", "write", "shell", "session", "prompt", "other"]
 
 
 class ToolCall(NamedTuple):
@@ -23,7 +23,9 @@ class ToolCall(NamedTuple):
     session: the coordinator session (a subagent's is `session_id/agent_id`).
     phase: "before" the tool runs, "after" it succeeded, "failed" (it failed or was interrupted), "end"
         (the session stopped or ended: kind "session").
-    kind: "read", "write" (Edit, MultiEdit, Write), "shell" (a command), "session", "other".
+    kind: "read", "write" (Edit, MultiEdit, Write), "shell" (a command), "session", "prompt" (a new turn
+        begins: Claude Code's and Codex's UserPromptSubmit, Gemini CLI's BeforeAgent, whose answers add
+        context for the model: the notes kept at the end of the last turn are told there), "other".
     operation: what a write was ("edit", "multi_edit", "write"), recorded in the history.
     path: the file (absolute, as the agents send it, or relative to the root); command: a shell command.
     shown: for a read's "after", the text the agent was shown (None: not told); offset/limit: a partial

@@ -35,6 +35,7 @@ PayloadError = claude_code.PayloadError
 
 _PHASES: dict[str, Phase] = {"BeforeTool": "before", "AfterTool": "after"}
 _ENDS = {"AfterAgent", "SessionEnd"}
+PROMPT_EVENT = "BeforeAgent"  # a new turn: its additionalContext reaches the model with the prompt
 _TOOLS: dict[str, tuple[Kind, str]] = {
     "read_file": ("read", "read"),
     "write_file": ("write", "write"),
@@ -54,6 +55,8 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
     session = claude_code.session_of(payload)
     if event in _ENDS:
         return ToolCall(session, "end", "session", cwd=cwd, event=event)
+    if event == PROMPT_EVENT:
+        return ToolCall(session, "before", "prompt", cwd=cwd, event=event)
     tool = payload.get("tool_name")
     spec = _TOOLS.get(tool) if isinstance(tool, str) else None
     if event not in _PHASES or spec is None:
@@ -148,8 +151,8 @@ def render(call: ToolCall | None, decision: Decision) -> HookAnswer:
     `hookSpecificOutput.additionalContext`, which Gemini CLI appends to the tool's result for the model
     (inside `<hook_context>`); its BeforeTool shows no added context, so the adapter keeps those notes for
     the next event (`ToolCall.notes_hidden`)."""
-    if decision.allow and decision.reason and call is not None and call.event == "AfterTool":
-        told = {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": decision.reason}}
+    if decision.allow and decision.reason and call is not None and call.event in ("AfterTool", PROMPT_EVENT):
+        told = {"hookSpecificOutput": {"hookEventName": call.event, "additionalContext": decision.reason}}
         return HookAnswer(0, json.dumps(told), "", told)
     if decision.allow and decision.content is not None and call is not None and call.phase == "before":
         # the write's new content (merged with changes made since the session's read): the whole input, since

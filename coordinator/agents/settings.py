@@ -344,6 +344,7 @@ def _codex_hooks(target: Target) -> tuple[Wanted, ...]:
             "PreToolUse", "^(apply_patch|Bash)$", handler("PreToolUse", PRE_TIMEOUT_S, "edit-coordinator: checking")
         ),
         Wanted("PostToolUse", "^(apply_patch|Bash)$", handler("PostToolUse", POST_TIMEOUT_S)),
+        Wanted("UserPromptSubmit", None, handler("UserPromptSubmit", POST_TIMEOUT_S)),  # notes kept at Stop
         Wanted("Stop", None, handler("Stop", POST_TIMEOUT_S)),
         Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S)),
     )
@@ -371,6 +372,11 @@ def _gemini_hooks(target: Target) -> tuple[Wanted, ...]:
             "AfterTool",
             "^(read_file|write_file|replace)$",
             handler("AfterTool", POST_TIMEOUT_S, "edit-coordinator: record what was read or written"),
+        ),
+        Wanted(
+            "BeforeAgent",
+            None,
+            handler("BeforeAgent", POST_TIMEOUT_S, "edit-coordinator: what the last turn left to tell"),
         ),
         Wanted("AfterAgent", None, handler("AfterAgent", POST_TIMEOUT_S, "edit-coordinator: end of turn")),
         Wanted("SessionEnd", None, handler("SessionEnd", SESSION_END_TIMEOUT_S, "edit-coordinator: end of session")),

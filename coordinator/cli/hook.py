@@ -189,11 +189,12 @@ def _answer(args: Any, raw: bytes, payload: Any) -> HookAnswer:
         call = module.parse(payload)
     except ValueError as exc:
         raise HookFailure(f"the hook event cannot be read: {exc}.") from None
+    starter = event_of(payload) in STARTER_EVENTS and not (args.server or os.environ.get(SERVER_ENV))
+    started = _start_service(args, payload, raw) if starter else None
+    if started is not None:
+        return started
     if call is None:
-        go_on = HookAnswer(0, module.render(None, ALLOW).stdout)
-        if event_of(payload) in STARTER_EVENTS and not (args.server or os.environ.get(SERVER_ENV)):
-            return _start_service(args, payload, raw) or go_on
-        return go_on
+        return HookAnswer(0, module.render(None, ALLOW).stdout)
     from coordinator.cli.fasthook import MAX_EVENT_BYTES, too_large
 
     if len(raw) > MAX_EVENT_BYTES:  # the service would stop reading it: say so, not "did not answer"

@@ -3,6 +3,7 @@ gate's rule, tickets that end with their call, late writes repaired and told, ne
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ import pytest
 
 from coordinator import Coordinator
 from coordinator.agents.adapter import HookAdapter
+from coordinator.agents.core import Decision
 from coordinator.engine import agentwrites
 from tests import REPO_ROOT
 from tests.coordinator.agents.hooking import Agent, payload, run
@@ -607,3 +609,39 @@ def test_the_watcher_looking_while_an_after_hook_records_leaves_the_write_to_the
     monkeypatch.setattr(coord.agent_writes, "_record", recorded)
     assert _history(coord, "app.py") == [("alice", "edit")]
     assert alice.edit("app.py", "b = 2", "b = 20").allow  # her view is what she wrote
+
+
+_TURN = {
+    "claude-code": ("Stop", "UserPromptSubmit"),
+    "codex": ("Stop", "UserPromptSubmit"),
+    "gemini": ("AfterAgent", "BeforeAgent"),
+}
+
+
+@pytest.mark.parametrize("agent", list(_TURN))
+def test_a_note_due_at_a_turns_end_reaches_the_model_with_the_next_prompt(hooks, coord, root, agent):
+    """No agent shows added context at the end of a turn (Stop, AfterAgent): a note due there (a notice left
+    for the session, a late write settled then) is kept, and told with the session's next prompt as the
+    prompt event's additionalContext, which Claude Code, Codex and Gemini CLI add for the model."""
+    from coordinator.agents import front_end
+
+    module = front_end(agent)
+    end, prompt = _TURN[agent]
+    coord.agent_port().calls.tell("alice", "Your change to app.py was overwritten by session bob.")
+
+    def event(name: str) -> tuple[Decision, object]:
+        call = module.parse({"hook_event_name": name, "session_id": "alice", "cwd": str(root), "prompt": "go on"})
+        assert call is not None
+        decision = hooks.handle(call)
+        return decision, module.render(call, decision)
+
+    ended, answer = event(end)
+    assert ended.allow and not ended.reason and "overwritten" not in json.dumps(answer.body or {})
+    _told, answer = event(prompt)
+    assert answer.exit_code == 0
+    assert answer.body["hookSpecificOutput"] == {
+        "hookEventName": prompt,
+        "additionalContext": "Your change to app.py was overwritten by session bob.",
+    }
+    again, _ = event(prompt)
+    assert not again.reason  # told once

@@ -310,7 +310,9 @@ def test_with_the_interpreter_gone_only_the_guarding_hooks_refuse(tmp_path: Path
     assert count == len(answers) and {(f.agent, f.event) for f in logged} == set(answers)
     assert all("exited 127" in f.what for f in logged)
     check = run(repo, "codex", "--check")
-    assert "4 hook failure(s) logged" in check.stdout and "codex Stop: the hook command exited 127" in check.stdout
+    codex_failures = sum(1 for agent, _ in answers if agent == "codex")  # one per event init hooks
+    assert codex_failures == 5 and f"{codex_failures} hook failure(s) logged" in check.stdout
+    assert "codex Stop: the hook command exited 127" in check.stdout
 
 
 def _rewrite_commands(path: Path, change: Any) -> None:
