@@ -1,9 +1,9 @@
-"""`fast_init`: a frozen dataclass whose instances are made about seven times faster.
+"""`fast_init`: a frozen dataclass whose instances are made several times faster.
 
 A frozen dataclass's generated `__init__` sets each field through `object.__setattr__` (its own
-`__setattr__` refuses), which costs about 0.2 us per field: 2.2 us for ten fields against 0.33 us for the
-same class unfrozen (CPython 3.11). An edit makes a dozen such records (the request, the resolved path, the
-read state, the history entry, the 25-field result...), about 15 us in all. `fast_init` replaces the
+`__setattr__` refuses), a call per field that the same class unfrozen does not make (figures in
+BENCHMARKS.md, "Figures behind design choices"). An edit makes a dozen such records (the request, the
+resolved path, the read state, the history entry, the 25-field result...). `fast_init` replaces the
 generated `__init__` with one of the same signature that fills the instance's `__dict__` in one update.
 Nothing else changes: the instance stays frozen (assignment still raises FrozenInstanceError), and
 equality, hashing, repr, `dataclasses.replace` and `asdict` are the dataclass's own.

@@ -89,8 +89,8 @@ _OPTIONS = {"--server": "server", "--token": "token", "--root": "root", "--timeo
 def main(argv: list[str]) -> int:
     """The fast entry (coordinator.cli.main sends `hook ...` here without building the full command line).
     The plain forms `AGENT [--server URL] [--token T] [--root R] [--timeout S] [--fail-open]` (also `--opt=value`) are
-    read here without argparse, which costs a command run per tool call ~10 ms; anything else (--help, a
-    typo) goes through the full parser for its message."""
+    read here without argparse, whose start-up a command run per tool call would pay (BENCHMARKS.md, "Figures
+    behind design choices"); anything else (--help, a typo) goes through the full parser for its message."""
     args: Any = _quick_args(argv)
     if args is None:
         args = _parser().parse_args(argv)

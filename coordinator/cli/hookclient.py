@@ -2,7 +2,8 @@
 
     /abs/python3 -I -S /abs/.../coordinator/cli/hookclient.py AGENT --root ROOT [--timeout S] || exit 2
 
-A script run by path is compiled from its source on every run (~6 ms of a hook's start, measured); a module
+A script run by path is compiled from its source on every run (a measured part of a hook's start
+(BENCHMARKS.md, "Figures behind design choices")); a module
 imported is loaded from its cached bytecode. So this script stays a few lines and imports the client
 itself (coordinator/cli/fasthook.py, which see) as a top-level module from this folder, without the package
 around it; the folder leaves the import path at once, so that nothing else is found there.

@@ -9,12 +9,10 @@ attempts, and the TLS probe after a plain-http call was cut off is an asyncio co
 Transports, as for the blocking client: plain http:// and unix:// (`serve --uds`) go straight to asyncio
 streams (`AsyncPlainHttp`: TCP or unix streams, the request in one write, a small parser for the answer,
 keep-alive connections pooled, idle ones dropped after 4 s, under the service's keep-alive), because httpx's
-async transport costs about three times the client CPU per call. Measured side by side on the 2-core machine
-(16 coroutines reading and editing through a one-worker service): httpx's async transport 1.33-1.36 ms of
-client CPU per call, these streams 0.44-0.52 ms, the former thread pool over the blocking fast path 0.39-0.42
-ms (with 8 threads, where this starts none). https:// goes to httpx's `AsyncHTTPTransport`, trusting the
-client's `ca_file` or the system's CAs. Failures are raised as httpx's transport errors, so the rules are the
-same with either.
+async transport costs about three times the client CPU per call, and the former thread pool over the blocking
+fast path no less than these streams while it started 8 threads (BENCHMARKS.md, "Figures behind design
+choices"). https:// goes to httpx's `AsyncHTTPTransport`, trusting the client's `ca_file` or the system's
+CAs. Failures are raised as httpx's transport errors, so the rules are the same with either.
 
 One driver belongs to one event loop (its connections do): make it, use it and close it (`aclose`) on the
 same loop. `coordinator.AsyncClient.remote` makes one and owns it.

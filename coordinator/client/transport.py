@@ -61,8 +61,8 @@ class PlainHttpTransport(httpx.BaseTransport):
 
     Why not httpx's default transport here: it writes a request's headers and its body with two separate
     sends (so does `http.client`), and the service wakes up twice per call; this transport sends the request
-    line, headers and body in one segment, and parses the answer without building header objects (measured
-    on the 2-core machine: the client's CPU per call fell from ~0.95 ms to ~0.3 ms). https:// URLs go to
+    line, headers and body in one segment, and parses the answer without building header objects (the
+    client's CPU per call fell to about a third (BENCHMARKS.md, "Figures behind design choices")). https:// URLs go to
     httpx's own transport. Errors are raised as httpx's transport errors, so retries work the same with
     either. Thread-safe: each request has a connection to itself while it runs.
 

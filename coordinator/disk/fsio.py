@@ -508,14 +508,14 @@ def atomic_replace(
     skipped (a root process replacing its own files saves an fchown per write).
 
     How the new file takes the old one's place, per durability (measured syscall by syscall with
-    scripts/replace_probe.py, README "Durability"):
+    scripts/replace_probe.py, figures in BENCHMARKS.md, "Figures behind design choices"; README "Durability"):
     - fsync=True: fsync the temporary, rename(2) it over the target, fsync the folder. After a process
       crash the file is the old or the new content, whole; after a power loss too, and an acknowledged
       write is on disk. (The rename is cheap here: the data is already on disk; the fsyncs cost ms.)
     - fsync=False: renameat2(RENAME_EXCHANGE) swaps the temporary and the target, then the old content,
       now under the temporary's name in the state folder, is unlinked, here or by the caller after the
-      lock (`old_names`) (~30 us instead of ~150-250 us for a
-      rename over an existing file, which on ext4 starts the new data's writeback). After a process crash
+      lock (`old_names`) (several times cheaper than a rename over an existing file, which on ext4 starts
+      the new data's writeback). After a process crash
       the file is the old or the new content, whole (a crash between swap and unlink leaves the old content
       as a temporary, removed when a coordinator next opens the state folder). After a power loss there is
       no promise: a file replaced in the last seconds may come back old, new, or empty (the swap skips

@@ -2,7 +2,7 @@
 
 A replace writes the new content to a temporary, then swaps it in (fsio.atomic_replace). Creating that
 temporary is a directory operation: with the unlink of the replaced content, it is the costliest system
-call of the replace (strace -T in the solo loop: both about 10 us more than an ordinary call), and neither
+call of the replace (strace -T in the solo loop (BENCHMARKS.md, "Figures behind design choices")), and neither
 needs the lock. So the unlink happens after the lock (`_Written.old_temp`), and the creation of the next
 write's temporary too: after each write `refill` makes spares up to `KEEP`, and the next write `take`s one
 under its lock, where it only fills it and swaps it in. A write that finds none creates its own, as before.

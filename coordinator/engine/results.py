@@ -141,8 +141,8 @@ def set_message(draft: WriteResult, message: str) -> WriteResult:
 
 def evolve(res: WriteResult, **changes: Any) -> WriteResult:
     """`dataclasses.replace` for the write path: a copy of `res` with `changes` (field names only). Made
-    by copying the instance's dict, since the result has no `__post_init__` to run: about 1 us against
-    replace's 15-20 us over WriteResult's 25 fields."""
+    by copying the instance's dict, since the result has no `__post_init__` to run: far cheaper than
+    `replace` over WriteResult's 25 fields (BENCHMARKS.md, "Figures behind design choices")."""
     if not _WRITE_FIELDS.issuperset(changes):
         raise TypeError(f"WriteResult has no field {sorted(changes.keys() - _WRITE_FIELDS)[0]!r}")
     return made_from(WriteResult, {**res.__dict__, **changes})

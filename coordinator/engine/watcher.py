@@ -125,9 +125,10 @@ class TreeWatcher:
 
     def _tracked(self, keys: list[str]) -> Iterable[str]:
         """The keys git would track (all of them outside a git work tree). Git is asked once per path, not per
-        change (a `git check-ignore` process per write cost a hooked Edit about 10 ms per hook event, measured
-        in the real Claude Code): the answers are kept until a `.gitignore` changes (or `_IGNORED_KEPT` paths
-        are known); a change of `.git/info/exclude` or of the user's global excludes is not seen."""
+        change (a `git check-ignore` process per write cost a hooked Edit more than the rest of its hook event,
+        measured in the real Claude Code: BENCHMARKS.md, "Figures behind design choices"): the answers are kept
+        until a `.gitignore` changes (or `_IGNORED_KEPT` paths are known); a change of `.git/info/exclude` or of
+        the user's global excludes is not seen."""
         if any(k == ".gitignore" or k.endswith("/.gitignore") for k in keys) or len(self._ignored) > _IGNORED_KEPT:
             self._ignored.clear()
         unknown = [k for k in keys if k not in self._ignored]

@@ -2,12 +2,10 @@
 finds it free.
 
 Why: redis-py's `Pipeline.execute` checks a connection out of the pool and back in, wraps the call in its
-retry policy and records observability figures, per call. Measured on the embedded server (redis-py 8.1,
-hiredis): a three-command pipeline like the engine's post-write one took 140 us that way against 65-80 us
-sent on a connection already in hand; in the engine's solo edit loop the lane saved 10-40 us on the
-record and halved the liveness probe before the lock (40 -> 20 us). The lane sends the queued commands
-on its own connection with the pipeline's own packing and reply parsing (`Pipeline._execute_pipeline`,
-every redis-py release from 6.1 on has it), and nothing else.
+retry policy and records observability figures, per call: measured on the embedded server, about twice
+what the same pipeline costs sent on a connection already in hand (BENCHMARKS.md, "Figures behind design
+choices"). The lane sends the queued commands on its own connection with the pipeline's own packing and
+reply parsing (`Pipeline._execute_pipeline`, every redis-py release from 6.1 on has it), and nothing else.
 
 A caller with other work to do before it needs the replies (the engine's record of a plain write: its
 snippet, result and message are still to be made) can `start` a `Batch`: its commands, kept as raw

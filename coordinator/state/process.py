@@ -58,7 +58,7 @@ def redis_server_binary() -> str:
 
 
 def _exchange(sock: Path, command: bytes, timeout: float) -> bytes | None:
-    """Send one inline command on a fresh raw connection (no client, no pool, ~0.1 ms) and return the first
+    """Send one inline command on a fresh raw connection (no client, no pool) and return the first
     reply line; b"" when the server closed the connection without a reply, None when it cannot be reached."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
