@@ -26,13 +26,13 @@ from coordinator.engine.leasing import LeaseGate
 from coordinator.engine.native import NativeWrites
 from coordinator.engine.observer import EngineObserver
 from coordinator.engine.options import Durability, KiB, Match, MiB, Placeholders, Policy, StateCheck
-from coordinator.engine.plan import CurrentFile, WritePlan
 from coordinator.engine.reading import Reader
 from coordinator.engine.rebasing import Rebaser
 from coordinator.engine.record import Recorder
 from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import WriteResult
 from coordinator.engine.session import Session
+from coordinator.engine.steps import CheckedWrite
 from coordinator.engine.write import CheckThenWrite
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import History, HistoryEntry, content_hash, retention
@@ -410,25 +410,13 @@ class Coordinator:
         methods above for them."""
         return self.redis, self.namespace
 
-    def check_then_write(
-        self,
-        session: str,
-        path: str,
-        operation: str,
-        transform: Callable[[CurrentFile], WritePlan],
-        *,
-        may_create: bool,
-        policy: Policy = "strict",
-        finish: Callable[[WriteResult], WriteResult] | None = None,
-        options: CallOptions = DEFAULT_OPTIONS,
-    ) -> WriteResult:
-        """A write of one's own: `transform` run on the file as it is on disk, under its lock, its plan
-        written atomically, with every check and record of the engine's own operations
-        (`CheckThenWrite.check_then_write`, write.py, says what each argument does)."""
-        _check_session_id(session)
-        return self.writer.check_then_write(
-            session, path, operation, transform, may_create=may_create, policy=policy, finish=finish, options=options
-        )
+    def check_then_write(self, request: CheckedWrite) -> WriteResult:
+        """A write of one's own: the request's change run on the file as it is on disk, under its lock, its
+        plan written atomically, with every check and record of the engine's own operations (`CheckedWrite`,
+        steps.py, says what each field does; an `Edits` change is also carried over under policy "rebase")."""
+        _check_session_id(request.session)
+        _check_policy(request.policy)
+        return self.writer.check_then_write(request)
 
 
 _INFO_FIELDS = ("redis_version", "uptime_in_seconds", "connected_clients", "used_memory", "used_memory_human", "role")

@@ -1,20 +1,23 @@
-"""The types of the check-then-write, public: the file as found under the lock (`CurrentFile`) and what a
-transform decided (`WritePlan`). A caller of `Coordinator.check_then_write` writes a transform
-`CurrentFile -> WritePlan`; the engine's own operations (write, edit, multi_edit, undo) are such transforms.
+"""The types of the check-then-write, public: the file as found under the lock (`CurrentFile`), what a
+transform decided (`WritePlan`) and the edits of an edit or multi_edit as one value (`Edits`). A call of
+`Coordinator.check_then_write` is a `CheckedWrite` (steps.py) whose change is a transform
+`CurrentFile -> WritePlan`: an `Edits`, which the engine also carries over under policy "rebase", or any
+other function (the engine's write, undo and restore are such transforms).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.state.views import ReadState
 from coordinator.text import rebase, semantics
-from coordinator.text.codecs import Decoded, clean_splice, decode_noting_clean
+from coordinator.text.codecs import Decoded, Encoding, clean_splice, decode_noting_clean, encode_text
 
-__all__ = ["CurrentFile", "WritePlan"]
+__all__ = ["CurrentFile", "Edits", "WritePlan"]
 
 
 @dataclass(slots=True)
@@ -71,6 +74,51 @@ class WritePlan:
     match_lines: tuple[int, int] | None = None
     nearby: tuple[tuple[int, int], ...] = ()
     _spliced: bool = False
+
+
+@dataclass(slots=True)
+class Edits:
+    """The edits of an edit or multi_edit, described once: calling it is the transform (the edits applied in
+    order, all or none, to the file as found under the lock), and under policy "rebase" the engine carries
+    these same edits over onto a file changed since the session's view (rebasing.py).
+
+    specs: the edits (`semantics.EditSpec`); an empty `old_string` in the first creates the file, or fills
+    an empty one. match: "exact" or "flexible" (semantics.apply_edit). Not frozen, like the engine's other
+    per-call values (a frozen instance costs more to make); nothing assigns to it after it is made."""
+
+    specs: Sequence[semantics.EditSpec]
+    match: str = "exact"
+
+    def __call__(self, cur: CurrentFile) -> WritePlan:
+        specs, match = self.specs, self.match
+        if not cur.exists:
+            if specs[0].old_string != "":
+                raise _Missing
+            text, encoding = "", Encoding.UTF8
+        else:
+            d = cur.decoded()
+            text, encoding = d.text, d.encoding
+            if len(specs) == 1:  # one edit: the common one decided directly, the same plan
+                one = specs[0]
+                direct = semantics.replace_once(text, one.old_string, one.new_string)
+                if direct is not None:
+                    new_text = direct[0]
+                    data = encode_text(new_text, encoding)  # clean content is UTF-8: its text's UTF-8
+                    return WritePlan(data, new_text, 1, direct[1], len(one.new_string), _spliced=cur._clean)
+        if len(specs) > 1:
+            out = semantics.apply_edits(text, specs, match)
+        else:
+            one = specs[0]
+            out = semantics.apply_edit(text, one.old_string, one.new_string, one.replace_all, match)
+        return WritePlan(
+            new_data=encode_text(out.text, encoding),
+            new_text=out.text,
+            replacements=out.replacements,
+            first_offset=out.first_offset,
+            inserted_len=out.inserted_len,
+            match=out.match,
+            match_lines=out.match_lines,
+        )
 
 
 def clean_digest(cur: CurrentFile, plan: WritePlan, new_digest: str | None) -> str | None:

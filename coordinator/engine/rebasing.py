@@ -4,16 +4,15 @@ view, from local data only (this process's text cache, the history's object stor
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 from coordinator.disk import fsio
 from coordinator.engine.caches import _TextCache
-from coordinator.engine.plan import CurrentFile, WritePlan, _CachedViewRefused, _view_refusal
+from coordinator.engine.plan import CurrentFile, Edits, WritePlan, _CachedViewRefused, _view_refusal
 from coordinator.engine.resources import Disk
 from coordinator.errors import CoordinatorError
 from coordinator.history import content_hash
 from coordinator.state.views import ReadState
-from coordinator.text import rebase, semantics
+from coordinator.text import rebase
 from coordinator.text.codecs import decode_bytes, encode_text
 
 # A path whose view was found out of date this recently is "contended": a rebase there is tried before
@@ -67,9 +66,8 @@ class Rebaser:
         dfd: int,
         rp: fsio.ResolvedPath,
         recorded: ReadState,
-        specs: Sequence[semantics.EditSpec],
+        edits: Edits,
         use_cache: bool,
-        match: str = "exact",
     ) -> tuple[str, WritePlan] | None:
         """On a contended path, try the rebase before taking the lock, on the file as it is now.
 
@@ -85,7 +83,7 @@ class Rebaser:
         refusal = _view_refusal(recorded, cur, rp)
         if refusal is None:
             return None  # the view is current now: nothing to carry over (judged again under the lock)
-        plan = self.plan(recorded, cur, specs, rp, use_cache, refusal, match)
+        plan = self.plan(recorded, cur, edits, rp, use_cache, refusal)
         assert cur.digest is not None
         return cur.digest, plan
 
@@ -93,13 +91,12 @@ class Rebaser:
         self,
         recorded: ReadState,
         cur: CurrentFile,
-        specs: Sequence[semantics.EditSpec],
+        edits: Edits,
         rp: fsio.ResolvedPath,
         use_cache: bool,
         strict: CoordinatorError,
-        match: str = "exact",
     ) -> WritePlan:
-        """Under the lock: carry `specs` from S's view (`recorded`) over onto the current file, or raise.
+        """Under the lock: carry `edits` from S's view (`recorded`) over onto the current file, or raise.
 
         Local disk and CPU only: the view's content comes from the history's object store. A view whose
         content is gone (retention, or an outside change right after S's own write) gets the strict
@@ -116,7 +113,7 @@ class Rebaser:
                 raise _CachedViewRefused(rp.key, recorded, strict) from None
             raise strict from None
         try:
-            rb = rebase.rebase_edits(base_text, current.text, specs, name=rp.shown, match=match)
+            rb = rebase.rebase_edits(base_text, current.text, edits.specs, name=rp.shown, match=edits.match)
         except CoordinatorError as exc:
             exc.details["path"] = rp.key
             if use_cache:

@@ -43,7 +43,7 @@ from coordinator.text import semantics
 if TYPE_CHECKING:
     from coordinator.engine.plan import WritePlan
     from coordinator.engine.rebasing import AlreadyMade
-    from coordinator.engine.steps import _PreLock, _Request, _Written
+    from coordinator.engine.steps import CheckedWrite, _PreLock, _Written
 
 log = logging.getLogger("coordinator.engine")
 
@@ -69,7 +69,7 @@ class Recorder:
         self.lease_gate = lease_gate
         self.intervening = intervening
 
-    def after_lock(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+    def after_lock(self, req: CheckedWrite, pre: _PreLock, written: _Written) -> WriteResult:
         try:
             return self._record_and_report(req, pre, written)
         except Exception:  # the write stands (invariant 3): report it, with a warning, whatever went wrong
@@ -83,7 +83,7 @@ class Recorder:
         finally:
             self.tidy(written)  # (done already on the early path: then it does nothing)
 
-    def already_made(self, req: _Request, pre: _PreLock, made: AlreadyMade) -> WriteResult:
+    def already_made(self, req: CheckedWrite, pre: _PreLock, made: AlreadyMade) -> WriteResult:
         """The answer to an edit whose change another write already made (policy "rebase"): nothing was
         written; the session's view becomes what it read plus its own edit (as after a rebased edit, so its
         next edit is carried over from there), and the result names who made the change."""
@@ -125,7 +125,7 @@ class Recorder:
 
     def _result_values(
         self,
-        req: _Request,
+        req: CheckedWrite,
         pre: _PreLock,
         seen: _Intervening | None,
         made: AlreadyMade,
@@ -181,7 +181,7 @@ class Recorder:
         except Exception:  # a leftover temporary at worst, removed at a later open
             log.exception("after writing: tidying the temporaries failed")
 
-    def _record_and_report(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+    def _record_and_report(self, req: CheckedWrite, pre: _PreLock, written: _Written) -> WriteResult:
         # The write's time is its history entry's (taken under the lock, before the replace): the view and
         # the event carry the same time (and its text is made once, coordinator/clock.py). A write of this
         # path by another session after the lock is released has a later time, so it is never counted as
@@ -199,7 +199,7 @@ class Recorder:
 
     def _report_early(
         self,
-        req: _Request,
+        req: CheckedWrite,
         pre: _PreLock,
         written: _Written,
         early: Callable[[], tuple[str, ...]],
@@ -227,7 +227,7 @@ class Recorder:
             self.access.tracker.saw(session, key, view_digest)
 
     def _new_view(
-        self, req: _Request, pre: _PreLock, written: _Written, now: float
+        self, req: CheckedWrite, pre: _PreLock, written: _Written, now: float
     ) -> tuple[ReadState | None, str | None]:
         """S's read state after its write (None when the write removed the file), and its hash."""
         plan, new_digest, new_st = written.plan, written.new_digest, written.new_st
@@ -237,7 +237,7 @@ class Recorder:
             # another process, or once evicted, S's next edit of P is refused as stale: the safe side).
             view_digest = content_hash(plan.view_data)
             self.access.texts.put(view_digest, plan.rebased.view)
-        elif req.rebase_specs is not None and new_digest is not None and plan.new_text is not None:
+        elif new_digest is not None and plan.new_text is not None and req.rebase_edits() is not None:
             self.access.texts.put(new_digest, plan.new_text)
         if new_digest is None or new_st is None:
             return None, view_digest
@@ -250,7 +250,7 @@ class Recorder:
         return ReadState(new_digest, new_st.st_mtime_ns, new_st.st_size, 0, 0, now, KIND_WRITE), view_digest
 
     def _result(
-        self, req: _Request, pre: _PreLock, written: _Written, snippet: str, seen: _Intervening | None
+        self, req: CheckedWrite, pre: _PreLock, written: _Written, snippet: str, seen: _Intervening | None
     ) -> WriteResult:
         """The result of the write, its message still empty (the caller's `finish` puts it in). Made from
         its fields' dict (`results.result_of`: every field, in field order), once per write: the usual
@@ -292,7 +292,7 @@ class Recorder:
             values.update(_rebase_fields(plan, seen))
         return result_of(values)
 
-    def _draft(self, req: _Request, pre: _PreLock, written: _Written) -> WriteResult:
+    def _draft(self, req: CheckedWrite, pre: _PreLock, written: _Written) -> WriteResult:
         """The result before the record's outcome (notice, warnings): the snippet, the intervening writes."""
         plan = written.plan
         snippet = ""
@@ -313,7 +313,7 @@ class Recorder:
         return _Riders(notice_extra, notice_finish, lease_extra, apply_leases)
 
     def _start_record(
-        self, req: _Request, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
+        self, req: CheckedWrite, pre: _PreLock, written: _Written, rs: ReadState | None, now: float, riders: _Riders
     ) -> Callable[[], tuple[str, ...]] | None:
         """The record sent before the result is made, when the result needs none of its replies (no notice
         lookups): the server runs it while this thread renders the snippet and
@@ -353,7 +353,7 @@ class Recorder:
 
     def _record(
         self,
-        req: _Request,
+        req: CheckedWrite,
         pre: _PreLock,
         written: _Written,
         rs: ReadState | None,
@@ -384,7 +384,7 @@ class Recorder:
             riders.apply_leases(replies[lease_at[0]])
         return riders.notice_finish(replies), ()
 
-    def _record_extra(self, req: _Request, key: str, version: int, when: float, written: _Written) -> Extra:
+    def _record_extra(self, req: CheckedWrite, key: str, version: int, when: float, written: _Written) -> Extra:
         """What every record of a write carries besides the view and the path's head: this process's
         refusal counts and the change event (with the changed lines; none for a removal)."""
         ranges = [written.lines] if written.new_digest else []

@@ -11,8 +11,9 @@ from coordinator.arguments import opt_int as _opt_int
 from coordinator.disk import fsio
 from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions
 from coordinator.engine.options import Match, Policy
-from coordinator.engine.plan import CurrentFile, WritePlan, _Missing
+from coordinator.engine.plan import CurrentFile, Edits, WritePlan
 from coordinator.engine.results import ReadResult, WriteResult, evolve, set_message
+from coordinator.engine.steps import CheckedWrite
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.history import HistoryEntry
 from coordinator.state.events import Notice
@@ -103,14 +104,7 @@ class Session:
             return WritePlan(new_data=new, new_text=content, replacements=0, inserted_len=len(content))
 
         return self.coord.writer.check_then_write(
-            self.id,
-            path,
-            "write",
-            transform,
-            may_create=True,
-            policy=self.policy,
-            options=self.options,
-            finish=_write_message,
+            CheckedWrite(self.id, path, "write", transform, True, self.policy, _write_message, self.options)
         )
 
     def edit(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> WriteResult:
@@ -131,45 +125,11 @@ class Session:
             for i, spec in enumerate(specs):
                 what = "new_string" if len(specs) == 1 else f"edits[{i}].new_string"
                 check_placeholder(spec.old_string, spec.old_string, spec.new_string, what=what)
-        match = self.match
-        one = specs[0] if len(specs) == 1 else None
-
-        def transform(cur: CurrentFile) -> WritePlan:
-            if not cur.exists:
-                if not creating:
-                    raise _Missing
-                text, encoding = "", Encoding.UTF8
-            else:
-                d = cur.decoded()
-                text, encoding = d.text, d.encoding
-                if one is not None:  # one edit: the common one decided directly, the same plan
-                    direct = semantics.replace_once(text, one.old_string, one.new_string)
-                    if direct is not None:
-                        new_text = direct[0]
-                        data = encode_text(new_text, encoding)  # clean content is UTF-8: its text's UTF-8
-                        return WritePlan(data, new_text, 1, direct[1], len(one.new_string), _spliced=cur._clean)
-            out = semantics.apply_edits(text, specs, match) if len(specs) > 1 else _one(text, specs[0], match)
-            return WritePlan(
-                new_data=encode_text(out.text, encoding),
-                new_text=out.text,
-                replacements=out.replacements,
-                first_offset=out.first_offset,
-                inserted_len=out.inserted_len,
-                match=out.match,
-                match_lines=out.match_lines,
-            )
-
+        finish = _filled_message if creating else _edit_message
         return self.coord.writer.check_then_write(
-            self.id,
-            path,
-            operation,
-            transform,
-            may_create=creating,
-            policy=self.policy,
-            options=self.options,
-            specs=specs,
-            finish=_filled_message if creating else _edit_message,
-            match=match,
+            CheckedWrite(
+                self.id, path, operation, Edits(specs, self.match), creating, self.policy, finish, self.options
+            )
         )
 
     def undo(self, path: str, version: int | None = None) -> WriteResult:
@@ -240,15 +200,17 @@ class Session:
 
         try:
             return self.coord.writer.check_then_write(
-                self.id,
-                rp.key,
-                operation,
-                transform,
-                may_create=True,
-                policy=self.policy,
-                options=self.options,
-                reverts=target.version,
-                finish=lambda res: _with_message(res, _revert_message(res, target, entries, self.id)),
+                CheckedWrite(
+                    self.id,
+                    rp.key,
+                    operation,
+                    transform,
+                    may_create=True,
+                    policy=self.policy,
+                    finish=lambda res: _with_message(res, _revert_message(res, target, entries, self.id)),
+                    options=self.options,
+                    reverts=target.version,
+                )
             )
         except CoordinatorError as exc:
             if exc.code is ErrorCode.STALE and "clashing" in exc.details:
@@ -298,14 +260,7 @@ class Session:
             return _with_message(res, msg)
 
         return self.coord.writer.check_then_write(
-            self.id,
-            rp.key,
-            operation,
-            transform,
-            may_create=True,
-            policy=self.policy,
-            options=self.options,
-            finish=finish,
+            CheckedWrite(self.id, rp.key, operation, transform, True, self.policy, finish, self.options)
         )
 
 
@@ -399,10 +354,6 @@ def _edit_message(res: WriteResult, filled: bool = False) -> WriteResult:
 def _filled_message(res: WriteResult) -> WriteResult:
     """`_edit_message` of an edit with an empty old_string (one that creates or fills the file)."""
     return _edit_message(res, filled=True)
-
-
-def _one(text: str, spec: semantics.EditSpec, match: str = "exact") -> semantics.EditOutcome:
-    return semantics.apply_edit(text, spec.old_string, spec.new_string, spec.replace_all, match)
 
 
 def _flexible_sentence(res: WriteResult) -> str:

@@ -53,15 +53,14 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from coordinator.disk import fsio
 from coordinator.disk.locks import HeldLock
-from coordinator.engine.calls import DEFAULT_OPTIONS, CallOptions, LockBusy
+from coordinator.engine.calls import LockBusy
 from coordinator.engine.intervening import InterveningWrites
 from coordinator.engine.leasing import LeaseGate, TicketSeen
 from coordinator.engine.observer import APPLIED, REBASED, EngineObserver, refusal_outcome
-from coordinator.engine.options import Policy
 from coordinator.engine.plan import (
     CurrentFile,
     WritePlan,
@@ -76,12 +75,11 @@ from coordinator.engine.rebasing import AlreadyMade, Rebaser
 from coordinator.engine.record import UNRECORDED_WARNING, Recorder
 from coordinator.engine.resources import Disk, StateAccess
 from coordinator.engine.results import WriteResult
-from coordinator.engine.steps import Transform, _PreLock, _release, _Request, _same, _Written
+from coordinator.engine.steps import CheckedWrite, _PreLock, _release, _Written
 from coordinator.errors import CoordinatorError, ErrorCode, bare_refusal
 from coordinator.history import HeadRecord, content_hash
 from coordinator.state.leases import Lease, LeaseCheck
 from coordinator.state.views import ReadState, reset_note
-from coordinator.text import semantics
 from coordinator.text.codecs import decode_clean
 
 _UMASK = os.umask(0o022)
@@ -138,62 +136,24 @@ class CheckThenWrite:
         # that drops root later has that fchown refused, which the replace ignores (fsio._fill_temp).
         self._as_root = os.geteuid() == 0
 
-    def check_then_write(
-        self,
-        session: str,
-        path: str,
-        operation: str,
-        transform: Transform,
-        *,
-        may_create: bool,
-        policy: Policy = "strict",
-        specs: Sequence[semantics.EditSpec] | None = None,
-        finish: Callable[[WriteResult], WriteResult] | None = None,
-        match: str = "exact",
-        reverts: int | None = None,
-        options: CallOptions = DEFAULT_OPTIONS,
-    ) -> WriteResult:
-        """Run `transform` on the file as it is on disk, under its lock, and write its plan atomically.
-
-        transform: `CurrentFile -> WritePlan` (plan.py), pure with respect to the outside world: it sees the
-            current bytes and returns the new ones, or raises CoordinatorError (then nothing is written).
-            The view check (not_read / stale) is made before it runs, against the bytes read under the lock.
-        may_create: whether a missing file may be created (else file_not_found, with a "Did you mean").
-        operation: recorded in history and events ("write", "edit", "multi_edit", "undo", ...).
-        policy "rebase" with `specs` (the edits of an edit / multi_edit): a file that changed since the
-            session's view is not refused outright; the edits are carried over if they can be (rebase.py).
-        finish: turns the engine's result into the one returned (a Session sets its message here).
-        match: the edits' matching rule ("exact" or "flexible"), used when they are rebased.
-        reverts: an undo or redo, the version whose change it reverts (kept in the history entry).
-
-        options: how the caller shapes the call (calls.py: a busy lock raising LockBusy).
+    def check_then_write(self, req: CheckedWrite) -> WriteResult:
+        """Run the request's change on the file as it is on disk, under its lock, and write its plan
+        atomically (`CheckedWrite`, steps.py, says what each field does).
 
         A refusal made against this process's cached view of the session is checked once more against Redis
         (another process of the same session may have read or written since).
         """
-        req = _Request(
-            session,
-            path,
-            operation,
-            transform,
-            may_create,
-            specs if policy == "rebase" and specs else None,
-            finish or _same,
-            options,
-            match,
-            reverts,
-        )
         if self.access.check == "cached":  # the common path first (it answers None when it hands over)
             try:
                 done = self._common_write(req)
             except CoordinatorError as exc:
-                raise self._refused(exc, operation) from None
+                raise self._refused(exc, req.operation) from None
             if done is not None:
-                return done if self.observer is None else self._observed(done, operation)
-        return self._counted(lambda: self._with_cache_retry(req), operation)
+                return done if self.observer is None else self._observed(done, req.operation)
+        return self._counted(lambda: self._with_cache_retry(req), req.operation)
 
     # -- the common path ----------------------------------------------------------------------------------
-    def _common_write(self, req: _Request) -> WriteResult | None:
+    def _common_write(self, req: CheckedWrite) -> WriteResult | None:
         """`req` through the common path (module docstring); None when it is not the common case, with
         nothing written (the caller then runs the general path from the start)."""
         known = self._known_paths.get(req.path) or self._known_path(req.path)
@@ -248,7 +208,7 @@ class CheckThenWrite:
             self._known_paths[path] = known
         return known
 
-    def _common_locked(self, req: _Request, known: _KnownPath, recorded: ReadState, dfd: int) -> _Written | None:
+    def _common_locked(self, req: CheckedWrite, known: _KnownPath, recorded: ReadState, dfd: int) -> _Written | None:
         """The lock, the file read under it, the view judged, the plan written. None (nothing written)
         when the lock is busy and the caller does not wait for it, the file is missing or not a plain file
         in place, the view is not current, or the plan removes the file."""
@@ -263,7 +223,7 @@ class CheckThenWrite:
             if found is None or found[0].digest != recorded.hash:
                 return None
             cur, head = found
-            plan = req.transform(cur)
+            plan = req.change(cur)
             if plan.new_data is None:
                 return None
             written = self._write_planned(req, rp, dfd, held, cur, plan, None, head)
@@ -321,7 +281,7 @@ class CheckThenWrite:
             self.observer.event_published()  # it rode the record, which did not fail
         return result
 
-    def _with_cache_retry(self, req: _Request, first: Callable[[], WriteResult] | None = None) -> WriteResult:
+    def _with_cache_retry(self, req: CheckedWrite, first: Callable[[], WriteResult] | None = None) -> WriteResult:
         """Try with this process's cached view; a refusal it led to is confirmed in Redis or tried again.
 
         Invariant: a resumed call (`first`, LockBusy.resume) never raises LockBusy again: its retry waits
@@ -345,7 +305,7 @@ class CheckThenWrite:
         if fresh is not None and fresh.hash == cv.cached.hash:
             raise self._decorate_refusal(cv.refusal, cv.key, fresh, session) from None
 
-    def _attempt(self, req: _Request, use_cache: bool) -> WriteResult:
+    def _attempt(self, req: CheckedWrite, use_cache: bool) -> WriteResult:
         rp = fsio.resolve(self.disk.root, req.path)
         # 1. Before the lock: S's view and the leases, in at most one round trip (see `_pre_lock`).
         recorded, use_cache, leased = self._pre_lock(req.session, rp, use_cache)
@@ -382,7 +342,7 @@ class CheckThenWrite:
                 recorded = self.access.call(lambda: self.access.store.get(session, rp.key))
         return recorded, use_cache, gate.decide(session, rp, leases)
 
-    def _locked_write(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
+    def _locked_write(self, req: CheckedWrite, pre: _PreLock, wait: bool) -> WriteResult:
         """Steps 2-4, from the lock on: also what LockBusy.resume runs (so step 1 is never repeated). A write
         ticket found marked under the lock is judged by Redis after it (`LeaseGate.ticket_seen`: `leased`
         while it lives), and the write comes again with the leases just fetched."""
@@ -399,7 +359,7 @@ class CheckThenWrite:
             path=pre.rp.key,
         )
 
-    def _locked_write_once(self, req: _Request, pre: _PreLock, wait: bool) -> WriteResult:
+    def _locked_write_once(self, req: CheckedWrite, pre: _PreLock, wait: bool) -> WriteResult:
         rp = pre.rp
         dfd = self._open_parent_for_write(rp, req.may_create)
         try:
@@ -424,10 +384,11 @@ class CheckThenWrite:
                 raise missing_file(rp, self.disk.root, self.disk.root_fd) from None
             raise
 
-    def _critical_section(self, req: _Request, pre: _PreLock, dfd: int, wait: bool) -> _Written:
+    def _critical_section(self, req: CheckedWrite, pre: _PreLock, dfd: int, wait: bool) -> _Written:
         early: tuple[str, WritePlan] | None = None
-        if req.rebase_specs is not None and pre.recorded is not None and self.rebaser.is_contended(pre.rp.key):
-            early = self.rebaser.early(dfd, pre.rp, pre.recorded, req.rebase_specs, pre.use_cache, req.match)
+        edits = req.rebase_edits()
+        if edits is not None and pre.recorded is not None and self.rebaser.is_contended(pre.rp.key):
+            early = self.rebaser.early(dfd, pre.rp, pre.recorded, edits, pre.use_cache)
         # 2. The lock.
         held = self._take_lock(req, pre, wait)
         try:
@@ -440,7 +401,7 @@ class CheckThenWrite:
         written.wait_s, written.hold_s = held.wait_s, hold_s
         return written
 
-    def _take_lock(self, req: _Request, pre: _PreLock, wait: bool) -> HeldLock:
+    def _take_lock(self, req: CheckedWrite, pre: _PreLock, wait: bool) -> HeldLock:
         if wait:
             return self.disk.locks.acquire(pre.rp.key)
         held = self.disk.locks.try_acquire(pre.rp.key)
@@ -449,14 +410,14 @@ class CheckThenWrite:
         return held
 
     def _under_lock(
-        self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
+        self, req: CheckedWrite, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
     ) -> _Written:
         cur, plan = self._read_and_plan(req, pre, dfd, held, early)
         return self._write_planned(req, pre.rp, dfd, held, cur, plan, pre.leased.own)
 
     def _write_planned(
         self,
-        req: _Request,
+        req: CheckedWrite,
         rp: fsio.ResolvedPath,
         dfd: int,
         held: HeldLock,
@@ -480,16 +441,16 @@ class CheckThenWrite:
         return written
 
     def _read_and_plan(
-        self, req: _Request, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
+        self, req: CheckedWrite, pre: _PreLock, dfd: int, held: HeldLock, early: tuple[str, WritePlan] | None
     ) -> tuple[CurrentFile, WritePlan]:
         """Read the file under the lock, judge the session's view against its bytes, run the transform."""
         cur = self._read_current(dfd, pre.rp, held)
         if not cur.exists:
             if not req.may_create:
                 raise _Missing
-            return cur, req.transform(cur)
+            return cur, req.change(cur)
         plan = self._judge_view(req, pre, cur, early)
-        return cur, plan if plan is not None else req.transform(cur)
+        return cur, plan if plan is not None else req.change(cur)
 
     def _read_current(self, dfd: int, rp: fsio.ResolvedPath, held: HeldLock) -> CurrentFile:
         """The file as it is, read under its lock: its bytes, their stat and hash. The OS's own write
@@ -506,7 +467,7 @@ class CheckThenWrite:
         return cur
 
     def _judge_view(
-        self, req: _Request, pre: _PreLock, cur: CurrentFile, early: tuple[str, WritePlan] | None
+        self, req: CheckedWrite, pre: _PreLock, cur: CurrentFile, early: tuple[str, WritePlan] | None
     ) -> WritePlan | None:
         """Judge the session's view against the bytes on disk, once (`_view_refusal`, the one owner of the
         staleness rule), and act on the judgement: None when the view is current; a rebase's plan when
@@ -522,15 +483,16 @@ class CheckThenWrite:
         self.rebaser.mark_contended(rp.key)
         if early is not None and early[0] == cur.digest:
             return early[1]  # carried over outside the lock onto these very bytes
-        if req.rebase_specs is not None:
-            return self.rebaser.plan(recorded, cur, req.rebase_specs, rp, pre.use_cache, refusal, req.match)
+        edits = req.rebase_edits()
+        if edits is not None:
+            return self.rebaser.plan(recorded, cur, edits, rp, pre.use_cache, refusal)
         if pre.use_cache:
             raise _CachedViewRefused(rp.key, recorded, refusal)
         raise refusal
 
     def _history_first(
         self,
-        req: _Request,
+        req: CheckedWrite,
         rp: fsio.ResolvedPath,
         held: HeldLock,
         cur: CurrentFile,

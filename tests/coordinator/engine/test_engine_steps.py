@@ -11,8 +11,9 @@ import pytest
 
 from coordinator import Coordinator, CoordinatorError, ErrorCode, arguments
 from coordinator.disk.locks import LockManager
-from coordinator.engine import CallOptions, CurrentFile, LockBusy, WritePlan, WriteResult
+from coordinator.engine import CallOptions, CheckedWrite, CurrentFile, Edits, LockBusy, WritePlan, WriteResult
 from coordinator.history import content_hash
+from coordinator.text import semantics
 
 
 def _other_holder(coord: Coordinator) -> LockManager:
@@ -32,7 +33,7 @@ def test_check_then_write_takes_public_types_and_sees_the_bytes_on_disk(coord: C
         text = cur.decoded().text + "two\n"
         return WritePlan(new_data=text.encode(), new_text=text, first_offset=4, inserted_len=4)
 
-    res = coord.check_then_write("s", "log.txt", "append", append, may_create=False)
+    res = coord.check_then_write(CheckedWrite("s", "log.txt", "append", append))
     assert (root / "log.txt").read_text() == "one\ntwo\n"
     assert seen[0].exists and seen[0].data == b"one\n" and seen[0].digest == content_hash(b"one\n")
     assert res.operation == "append" and res.start_line == 2 and res.hash == content_hash(b"one\ntwo\n")
@@ -50,7 +51,7 @@ def test_check_then_write_refuses_a_stale_view_before_the_transform_runs(coord: 
         return WritePlan(new_data=b"x\n")
 
     with pytest.raises(CoordinatorError) as ei:
-        coord.check_then_write("s", "f.txt", "custom", transform, may_create=False)
+        coord.check_then_write(CheckedWrite("s", "f.txt", "custom", transform))
     assert ei.value.code == ErrorCode.STALE and not called
     assert (root / "f.txt").read_text() == "changed outside\n"
 
@@ -62,9 +63,45 @@ def test_finish_shapes_the_returned_result(coord: Coordinator, root: Path) -> No
         return WritePlan(new_data=b"new\n", new_text="new\n")
 
     res = coord.check_then_write(
-        "s", "n.txt", "write", create, may_create=True, finish=lambda r: replace(r, message=f"v{r.version}")
+        CheckedWrite(
+            "s", "n.txt", "write", create, may_create=True, finish=lambda r: replace(r, message=f"v{r.version}")
+        )
     )
     assert res.message == "v1" and res.created
+
+
+def test_an_edits_change_is_the_transform_and_what_a_rebase_carries_over(coord: Coordinator, root: Path) -> None:
+    """The edit is described once: the same `Edits` value makes the plan on a current view and is carried
+    over onto a changed file under policy "rebase"; a custom transform under "rebase" is judged strictly."""
+    lines = [f"line {i}\n" for i in range(1, 21)]
+    (root / "f.txt").write_text("".join(lines))
+    coord.session("s").read("f.txt")
+    edit = Edits([semantics.EditSpec("line 18\n", "LINE 18\n")])
+    res = coord.check_then_write(CheckedWrite("s", "f.txt", "edit", edit, policy="rebase"))
+    assert not res.rebased and "LINE 18\n" in (root / "f.txt").read_text()
+    coord.session("other").read("f.txt")
+    coord.session("other").edit("f.txt", "line 2\n", "LINE 2\n")  # far from line 19: a rebase carries over
+    second = Edits([semantics.EditSpec("line 19\n", "LINE 19\n")])
+    with pytest.raises(CoordinatorError) as strict:
+        coord.check_then_write(CheckedWrite("s", "f.txt", "edit", second))
+    assert strict.value.code == ErrorCode.STALE
+
+    def same_as_edits(cur: CurrentFile) -> WritePlan:
+        return second(cur)
+
+    with pytest.raises(CoordinatorError) as custom:
+        coord.check_then_write(CheckedWrite("s", "f.txt", "edit", same_as_edits, policy="rebase"))
+    assert custom.value.code == ErrorCode.STALE
+    res = coord.check_then_write(CheckedWrite("s", "f.txt", "edit", second, policy="rebase"))
+    text = (root / "f.txt").read_text()
+    assert res.rebased and "LINE 2\n" in text and "LINE 18\n" in text and "LINE 19\n" in text
+
+
+def test_check_then_write_checks_the_request_s_session_and_policy(coord: Coordinator) -> None:
+    for bad in (CheckedWrite("", "f.txt", "w", Edits([])), CheckedWrite("s", "f.txt", "w", Edits([]), policy="x")):  # type: ignore[arg-type]
+        with pytest.raises(CoordinatorError) as ei:
+            coord.check_then_write(bad)
+        assert ei.value.code == ErrorCode.INVALID_ARGUMENT
 
 
 # ------------------------------------------------------------------------------------------- busy lock hook
