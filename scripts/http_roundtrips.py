@@ -3,8 +3,9 @@
     python3 scripts/http_roundtrips.py [N] [keys|nokeys]      (STATE_CHECK=always for --state-check always)
 
 The service (one uvicorn worker) runs in this process, in a thread; every send of a command or a pipeline
-to Redis is counted (redis-py's AbstractConnection.send_packed_command), and INFO commandstats deltas give
-the commands. N edits of one file by one session through HttpClient (with Idempotency-Keys by default).
+to Redis is counted (redis-py's AbstractConnection.send_packed_command, and the engine's lane, which writes
+its batches on the socket itself: `Lane._send`), and INFO commandstats deltas give the commands. N edits
+of one file by one session through HttpClient (with Idempotency-Keys by default).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import uvicorn
 
 from coordinator import HttpClient
 from coordinator.server import ServerConfig, create_app
+from coordinator.state.lane import Lane
 from coordinator_bench.harness import scratch
 
 SENDS = [0]
@@ -32,12 +34,21 @@ def _counting(self: Any, command: Any, check_health: bool = True) -> None:
     _ORIGINAL(self, command, check_health)
 
 
+_LANE_SEND = Lane._send
+
+
+def _lane_counting(self: Lane, conn: Any, data: bytes) -> None:
+    SENDS[0] += 1
+    _LANE_SEND(self, conn, data)
+
+
 def _stats(r: redis.Redis) -> dict[str, int]:
     return {k: v["calls"] for k, v in r.info("commandstats").items()}
 
 
 def main(n: int, keys: bool) -> None:
     redis.connection.AbstractConnection.send_packed_command = _counting  # type: ignore[method-assign]
+    Lane._send = _lane_counting  # type: ignore[method-assign]
     with scratch("rt-") as sc:
         measure(sc.root, sc.redis_url(), n, keys)
 
