@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -126,3 +127,12 @@ def cycle_figures(cycles: Sequence[Sequence[float]]) -> dict[str, float]:
         "call_p99_ms": ms(calls, 99),
         "event_mean_ms": 1000 * statistics.fmean(events),
     }
+
+
+def conclude(figures: dict[str, Any], json_out: str | None) -> None:
+    """The closing lines of a hook measure, once its cycles were checked: that every guarded edit landed,
+    the load average (the figures are timed), and the figures written as JSON to `json_out` when given."""
+    print("every guarded edit is in its file")
+    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if json_out:
+        Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")

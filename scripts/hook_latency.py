@@ -41,7 +41,7 @@ from pathlib import Path
 
 from coordinator.disk.layout import STATE_DIR_NAME
 from coordinator_bench.harness import Scratch, empty_service, ms, scratch
-from coordinator_bench.hookcycle import Cycle, Send, command_sender, cycle_figures, http_sender
+from coordinator_bench.hookcycle import Cycle, Send, command_sender, conclude, cycle_figures, http_sender
 from coordinator_bench.httpserver import HttpService
 from coordinator_bench.measure import REPO
 
@@ -110,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{column:17} {int(f['events']):4} events  per event p50 {f['event_p50_ms']:8.2f} ms  p99 "
               f"{f['event_p99_ms']:8.2f} ms  per tool call p50 {f['call_p50_ms']:8.2f} ms  p99 "
               f"{f['call_p99_ms']:8.2f} ms{added}")  # fmt: skip
-    print("every guarded edit is in its file")
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    conclude(figures, args.json)
     if args.plot:
         plot(figures, Path(args.plot))
     return 0

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator_bench.harness import scratch
-from coordinator_bench.hookcycle import Cycle, cycle_figures
+from coordinator_bench.hookcycle import Cycle, conclude, cycle_figures
 from coordinator_bench.measure import REPO
 
 NOOP_EVENT = {"session_id": "s_noop", "hook_event_name": "PostToolUse", "tool_name": "Glob", "cwd": "/"}
@@ -111,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         added = f" {f['added_event_p50_ms']:+.2f} ms p50 over mcp-noop" if "added_event_p50_ms" in f else ""
         print(f"{column:9} {int(f['events']):5} events  per event p50 {f['event_p50_ms']:7.2f} ms  p99 "
               f"{f['event_p99_ms']:7.2f} ms  per tool call p50 {f['call_p50_ms']:7.2f} ms{added}")  # fmt: skip
-    print("every guarded edit is in its file")
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    conclude(figures, args.json)
     return 0
 
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from coordinator_bench.harness import Scratch, empty_service, ms, revision_tree, scratch
-from coordinator_bench.hookcycle import Cycle, Send, http_sender
+from coordinator_bench.hookcycle import Cycle, Send, conclude, http_sender
 from coordinator_bench.httpserver import HttpService
 from coordinator_bench.measure import REPO
 
@@ -86,10 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(sc, before_tree, args.events)
     for name, f in figures.items():
         print(f"{name:7} {int(f['events']):4} Edit PreToolUse  p50 {f['p50_ms']:8.2f} ms  p95 {f['p95_ms']:8.2f} ms")
-    print("every guarded edit is in its file")
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    conclude(figures, args.json)
     return 0
 
 
