@@ -4,6 +4,7 @@ skipped the hooks without a word."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,8 +40,9 @@ def test_init_codex_check_reports_codex_trust(tmp_path: Path) -> None:
     assert untrusted.returncode == 1 and "Codex does not trust the project" in untrusted.stdout, untrusted.stdout
     (home / "config.toml").write_text(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
     hooks = _check(repo, env)
-    assert hooks.returncode == 1 and "Codex does not trust 4 of the hooks" in hooks.stdout, hooks.stdout
+    written = len(json.loads((repo / ".codex" / "hooks.json").read_text())["hooks"])  # one per event init hooks
+    assert f"Codex does not trust {written} of the hooks" in hooks.stdout and hooks.returncode == 1, hooks.stdout
     assert "trusted_hash" in hooks.stdout and "Codex does not trust the project" not in hooks.stdout
-    assert trust_codex_hooks(codex, repo, env) == 4
+    assert trust_codex_hooks(codex, repo, env) == written == 5
     trusted = _check(repo, env)
     assert trusted.returncode == 0 and "Codex does not trust" not in trusted.stdout, trusted.stdout
