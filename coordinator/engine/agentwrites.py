@@ -520,7 +520,11 @@ class AgentWrites:
         """Record what `entry`'s call left on disk and end its ticket. An open call whose file is unchanged
         lapses (remembered, so that its late write is still told apart and repaired); a lapsed one whose file
         is unchanged stays lapsed. `taken`: the entry was already removed from the table (its after-hook);
-        else it is removed here, by whichever process gets to it first."""
+        else it is removed here, by whichever process gets to it first. A lapsed call whose path another
+        session now holds, changed since that session's grant, is not credited with the change (`_holder`):
+        the holder's call records it; the lapsed call is left for its own after-hook, which tells its writer."""
+        if entry.state == "lapsed" and (holder := self._holder(entry)) is not None:
+            return self._ran_late(entry, [holder.session]) if taken else ()
         if not taken and not self.calls.remove(entry):
             return ()
         unchanged = self.native.unchanged(entry.key, entry.before)
@@ -546,12 +550,28 @@ class AgentWrites:
             return self._ran_late(entry)
         return self._told(entry, found)
 
-    def _ran_late(self, entry: PendingCall) -> tuple[str, ...]:
-        """A lapsed call's after-hook, with the file holding a newer version by another session and no
-        change of the call's own to record: its write, if it made one, had the same bytes as theirs, or was
-        overwritten by them. Which cannot be told from the bytes, so the writer is told to look again (a
-        stale rewrite that happens to equal the newer version would otherwise count as done in silence)."""
-        others = [w for w in self.native.writers_since(entry.key, entry.before) if w != entry.session]
+    def _holder(self, entry: PendingCall) -> PendingCall | None:
+        """Another session's open call on `entry`'s path whose file has changed since that call's grant: the
+        change is the holder's (its ticket is the path's now), whatever `entry`'s late command did (a `sed`
+        that matched nothing would otherwise be credited with the holder's write, and its model told nothing)."""
+        for other in self.calls.on_path(entry.key):
+            if (
+                other.session != entry.session
+                and other.state == "open"
+                and not self.native.unchanged(entry.key, other.before)
+            ):
+                return other
+        return None
+
+    def _ran_late(self, entry: PendingCall, others: list[str] | None = None) -> tuple[str, ...]:
+        """A lapsed call's after-hook, with the file holding a newer version by another session (`others`:
+        the sessions that changed it; default: the writers recorded since its view) and no change of the
+        call's own to record: its write, if it made one, had the same bytes as theirs, or was overwritten by
+        them, or is mixed with the write of the session that holds the path now. Which cannot be told from the
+        bytes, so the writer is told to look again (a stale rewrite that happens to equal the newer version,
+        or a command that changed nothing, would otherwise count as done in silence)."""
+        if others is None:
+            others = [w for w in self.native.writers_since(entry.key, entry.before) if w != entry.session]
         if not others:
             return ()
         self.native.forget_view(entry.session, entry.key)

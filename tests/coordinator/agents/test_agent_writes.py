@@ -645,3 +645,31 @@ def test_a_note_due_at_a_turns_end_reaches_the_model_with_the_next_prompt(hooks,
     }
     again, _ = event(prompt)
     assert not again.reason  # told once
+
+
+def test_a_lapsed_sed_is_not_credited_with_the_next_holders_write(hooks, coord, root, app, monkeypatch):
+    """s1's `sed -i` is allowed, then does not run within the holder's grace; s2 takes the path (s1's ticket
+    lapses) and writes. s1's sed then matches nothing. Its after-hook, before s2's write is recorded, must
+    not credit s2's change to s1 (s1's model would count an increment that never landed, told nothing, as
+    seen in the real Claude Code sed race): s1 is told to look again, and the change is s2's."""
+    monkeypatch.setattr(agentwrites, "HOLDER_GRACE_S", 0.0)
+    app.write_text("total = 0\n")
+    for who in ("s1", "s2"):
+        _bash(hooks, root, who, f"r-{who}", "cat app.py")
+
+    def hook(who: str, call: str, event: str, command: str) -> Decision:
+        data = payload("pre_bash", root, session_id=who, tool_use_id=call, tool_input__command=command)
+        if event != "PreToolUse":
+            data |= {"hook_event_name": event, "tool_response": {"stdout": "", "stderr": ""}}
+        return run(hooks, data)
+
+    sed1 = "sed -i 's/^total = 0$/total = 1/' app.py"
+    assert hook("s1", "t1", "PreToolUse", sed1).allow
+    heredoc = "cat > app.py <<'EOF'\ntotal = 1\nEOF"
+    assert hook("s2", "t2", "PreToolUse", heredoc).allow  # s1's call is taken to be over: its ticket lapses
+    app.write_text("total = 1\n")  # s2's write, not yet recorded (no watcher here)
+    told = hook("s1", "t1", "PostToolUse", sed1)  # s1's sed, late: matched nothing
+    assert told.allow and "ticket had ended" in told.reason and "session s2" in told.reason
+    assert coord.history("app.py") == []
+    hook("s2", "t2", "PostToolUse", heredoc)
+    assert _history(coord, "app.py") == [("s2", "shell")]
