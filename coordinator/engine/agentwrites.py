@@ -359,12 +359,25 @@ class AgentWrites:
     def _unaccounted(self, key: str, created: bool) -> None:
         """A change no call's ticket accounts for: the write of the one session whose shell call is running
         now (a script's write, a name the parser could not see), else `OUTSIDE`'s. While shell calls of
-        several sessions run it cannot be told whose it is: outside."""
+        several sessions run it cannot be told whose it is: outside. The running session's write is judged
+        from its view of the file, as a late write is (invariant 7 (c)): written over a newer version it had
+        not seen (a script writing what it computed from an earlier read), the overwritten change is put back
+        or restored, and both sessions are told."""
         running = {x.session for x in self.calls.all() if x.key == RUNNING}
-        if len(running) == 1:
-            self.native.record_outside(key, running.pop(), created=created, operation="shell")
-        else:
+        if len(running) != 1:
             self.native.record_outside(key, OUTSIDE, created=created)
+            return
+        session = running.pop()
+        view = self.native.judge_write(session, key).view
+        if view is not None:
+            now = time.time()
+            unnamed = PendingCall(session, "", key, None, view.hash, "shell", now, now)
+            found = self._record(unnamed)
+            if found.entry is not None:
+                for note in self._told(unnamed, found):
+                    self.calls.tell(session, note)
+                return
+        self.native.record_outside(key, session, created=created, operation="shell")
 
     # -- the memory of calls: Redis, and its copy on disk ----------------------------------------------------
     def _remember(self, entry: PendingCall) -> None:
@@ -610,9 +623,10 @@ class AgentWrites:
             f"history as version {version} (undoable, restorable).",
             "repair": f"Your change was put back into its result (version {fixed}).",
         }.get(found.how, "Your change is still in the file.")
+        how = "landed after its write ticket had ended" if entry.call else "(a write its command did not name) landed"
         late = (
-            f"Your {entry.operation} of {entry.key} landed after its write ticket had ended, over a change by "
-            f"session {who} that you had not seen. {done} Read {entry.key} again before changing it."
+            f"Your {entry.operation} of {entry.key} {how}, over a change by session {who} that you had not seen. "
+            f"{done} Read {entry.key} again before changing it."
         )
         for writer in found.overwritten:
             if writer != entry.session and writer != "outside":

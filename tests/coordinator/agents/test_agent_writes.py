@@ -673,3 +673,28 @@ def test_a_lapsed_sed_is_not_credited_with_the_next_holders_write(hooks, coord, 
     assert coord.history("app.py") == []
     hook("s2", "t2", "PostToolUse", heredoc)
     assert _history(coord, "app.py") == [("s2", "shell")]
+
+
+def test_a_scripts_unnamed_stale_write_is_repaired_and_told(hooks, coord, root, app):
+    """s1 reads app.py, s2 then edits it; s1 runs a script file whose write the command line does not name
+    (the parser sees no target), built from what s1 read. The watcher sees a change no ticket accounts for,
+    made while s1's command runs: it is s1's, judged from s1's view as a late write is. s2's change commutes
+    with s1's: it is put back, and s1 is told at its next event (it was lost in silence before)."""
+    alice = Agent(hooks, root, "s1")
+    alice.read("app.py")
+    bob = Agent(hooks, root, "s2")
+    bob.read("app.py")
+    assert bob.edit("app.py", "b = 2", "b = 20").allow
+    (root / "tool.py").write_text(
+        "import sys\nopen(sys.argv[1], 'w').write('a = 1\\nb = 2\\nc = 3\\nd = 40\\ne = 5\\n')\n"
+    )
+    command = "python3 tool.py app.py"
+    pre = payload("pre_bash", root, session_id="s1", tool_use_id="t1", tool_input__command=command)
+    assert run(hooks, pre).allow
+    subprocess.run(["bash", "-c", command], cwd=root, check=True)
+    coord.agent_writes.observed("app.py")
+    assert app.read_text() == "a = 1\nb = 20\nc = 3\nd = 40\ne = 5\n"
+    writers = [session for session, _ in _history(coord, "app.py")]
+    assert writers[:2] == ["s2", "s1"] and writers[-1] == "s2"  # s2's edit, s1's script, s2's change put back
+    told = run(hooks, pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
+    assert "did not name" in told.reason and "session s2" in told.reason and "put back" in told.reason
