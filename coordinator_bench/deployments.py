@@ -126,9 +126,9 @@ def started(kind: str, folder: Path) -> Iterator[Deployment]:
     if kind == "server":
         dep = _start_server(folder)
     else:
-        from worker import deployments as localredis
+        from worker.deployments import start_cluster, start_sentinel
 
-        start = localredis.start_cluster if kind == "cluster" else localredis.start_sentinel
+        start = start_cluster if kind == "cluster" else start_sentinel
         dep = _from_local(kind, start(folder))
     try:
         yield dep

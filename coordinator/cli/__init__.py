@@ -38,10 +38,10 @@ COMMAND_MODULES = (
 
 def _epilog() -> str:
     from coordinator.cli import common as cmd_common
-    from coordinator.state import connection as redisconn
+    from coordinator.state import connection
 
     return f"""environment (each the default of its option, in every command that has it):
-  {cmd_common.ROOT_ENV}  --root      {redisconn.REDIS_URL_ENV}  --redis-url
+  {cmd_common.ROOT_ENV}  --root      {connection.REDIS_URL_ENV}  --redis-url
   {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server
   {cmd_common.TOKEN_ENV}  --token
   {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match

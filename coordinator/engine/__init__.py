@@ -48,33 +48,23 @@ with it (`Coordinator.session(..., options=)`, `Session.with_options`). Other mo
 the staleness rule), caches, steps (what a call carries between the steps).
 """
 
-from coordinator.arguments import POLICIES
 from coordinator.engine.calls import CallOptions, LockBusy
 from coordinator.engine.coordinator import Coordinator
-from coordinator.engine.leasing import LEASE_SNAPSHOT_S
-from coordinator.engine.options import Durability, KiB, MiB, Policy, StateCheck
 from coordinator.engine.plan import CurrentFile, Edits, WritePlan
 from coordinator.engine.results import EditResult, ReadResult, WriteResult
 from coordinator.engine.session import Session
 from coordinator.engine.steps import CheckedWrite
 
 __all__ = [
-    "LEASE_SNAPSHOT_S",
-    "POLICIES",
     "CallOptions",
     "CheckedWrite",
     "Coordinator",
     "CurrentFile",
-    "Durability",
     "EditResult",
     "Edits",
-    "KiB",
     "LockBusy",
-    "MiB",
-    "Policy",
     "ReadResult",
     "Session",
-    "StateCheck",
     "WritePlan",
     "WriteResult",
 ]

@@ -40,7 +40,7 @@ class _RefusalCounts:
         with self._lock:
             counts, self._counts = self._counts, {}
         for code, n in counts.items():
-            pipe.execute_command("HINCRBY", key, code, n)  # raw: a pipeline or a redislane Batch
+            pipe.execute_command("HINCRBY", key, code, n)  # raw: a pipeline or a lane.py Batch
 
 
 class _ViewCache:

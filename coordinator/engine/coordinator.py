@@ -11,8 +11,6 @@ from typing import Any
 import redis
 
 from coordinator import arguments
-from coordinator.arguments import check_policy as _check_policy
-from coordinator.arguments import check_session_id as _check_session_id
 from coordinator.disk import fsio, layout
 from coordinator.disk.calljournal import CallJournal
 from coordinator.disk.locks import LockManager
@@ -57,7 +55,7 @@ class Coordinator:
     redis_url: None takes `$EDIT_COORDINATOR_REDIS_URL` if it is set, else starts (or finds) the embedded
         Redis in `<root>/.edit-coordinator/`; otherwise a URL: `redis://`, `rediss://` or `unix://` for one
         server, `redis+sentinel://h:p[,h:p]/SERVICE` for a Sentinel-managed primary, `redis+cluster://h:p
-        [,h:p]` for a Redis Cluster (TLS: `rediss+sentinel://`, `rediss+cluster://`); see redisconn.py.
+        [,h:p]` for a Redis Cluster (TLS: `rediss+sentinel://`, `rediss+cluster://`); see state/connection.py.
     durability: "fsync" (default) fsyncs every new file and its folder; "none" relies on the atomic rename.
     lock_timeout: seconds to wait for a file's lock before `lock_timeout`.
     max_file_bytes: hard cap for any file (read or written). max_read_bytes: size above which a read needs
@@ -252,9 +250,9 @@ class Coordinator:
         options: how its calls are shaped (calls.py: `wait_for_lock=False` raises LockBusy where a file's
             lock is taken); also `Session.with_options`.
         """
-        _check_session_id(session_id)
+        arguments.check_session_id(session_id)
         if policy is not None:
-            _check_policy(policy)
+            arguments.check_policy(policy)
         if match is not None:
             arguments.check_match(match)
         return Session(self, session_id, policy, match, options)
@@ -315,7 +313,7 @@ class Coordinator:
         Each change is told once (here or in a later result's `notice`). What a session read is known per
         process: a session served by several processes is told by each. One round trip (the path heads),
         none when this process tracks nothing for the session or notices are off."""
-        _check_session_id(session)
+        arguments.check_session_id(session)
         tracker = self.tracker
         keys = tracker.seen(session) if tracker is not None else []
         if tracker is None or not keys:
@@ -361,7 +359,7 @@ class Coordinator:
 
     def register(self, session: str) -> None:
         """Put `session` in the sessions' registry now (e.g. an MCP server announcing its session)."""
-        _check_session_id(session)
+        arguments.check_session_id(session)
         self.state.register(session)
 
     def last_seen(self, session: str) -> float | None:
@@ -414,8 +412,8 @@ class Coordinator:
         """A write of one's own: the request's change run on the file as it is on disk, under its lock, its
         plan written atomically, with every check and record of the engine's own operations (`CheckedWrite`,
         steps.py, says what each field does; an `Edits` change is also carried over under policy "rebase")."""
-        _check_session_id(request.session)
-        _check_policy(request.policy)
+        arguments.check_session_id(request.session)
+        arguments.check_policy(request.policy)
         return self.writer.check_then_write(request)
 
 

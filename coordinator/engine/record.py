@@ -317,7 +317,7 @@ class Recorder:
     ) -> Callable[[], tuple[str, ...]] | None:
         """The record sent before the result is made, when the result needs none of its replies (no notice
         lookups): the server runs it while this thread renders the snippet and
-        the message (redislane's `start`). A lease refresh due rides it too, last: its reply is handed to
+        the message (lane.py's `start`). A lease refresh due rides it too, last: its reply is handed to
         the lease gate when the replies are read. Returns what reads the replies and gives the result's
         warnings (call it exactly once); None: the record is made afterwards (`_record`)."""
         if rs is None or riders.notice is not None:

@@ -38,7 +38,6 @@ Invariants, each enforced here:
    first, so a writer in another process reopens its cached descriptors before its next append.
 """
 
-from coordinator.hashing import file_stem as path_hash
 from coordinator.history._format import (
     FORMAT,
     HeadRecord,
@@ -63,5 +62,4 @@ __all__ = [
     "PendingWrite",
     "TailRead",
     "content_hash",
-    "path_hash",
 ]

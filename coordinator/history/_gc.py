@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coordinator.hashing import file_stem as path_hash
+from coordinator.hashing import file_stem
 from coordinator.history._format import (
     _PACK_HEADER,
     _PACK_MAGIC,
@@ -64,7 +64,7 @@ class _Rewrite:
             digest = current()
             if digest is not False:
                 taken_back = int(self._reconcile(held, key, head, digest if isinstance(digest, str) else None))
-        name = path_hash(key)
+        name = file_stem(key)
         ix = self.read_index(name)
         if not ix.lines:
             return False, taken_back
@@ -126,7 +126,7 @@ class _Rewrite:
 
     def _read_for_compaction(self, key: str, gen: int, digest: str, at: Loc | None) -> bytes | None:
         if at is not None:
-            data = _pread_file(self._pack_file(path_hash(key), gen), at)
+            data = _pread_file(self._pack_file(file_stem(key), gen), at)
             if data is not None and content_hash(data) == digest:
                 return data
         try:

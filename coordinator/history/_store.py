@@ -14,7 +14,7 @@ from typing import Any
 from coordinator import clock
 from coordinator.disk.layout import history_dir
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.hashing import file_stem as path_hash
+from coordinator.hashing import file_stem
 from coordinator.history._format import (
     _FAULT,
     _MAX_OPEN,
@@ -99,7 +99,7 @@ class History(_Rewrite):
 
     # -- names --------------------------------------------------------------------------------------------
     def index_path(self, key: str) -> str:
-        return f"{self._index_str}/{path_hash(key)}.jsonl"
+        return f"{self._index_str}/{file_stem(key)}.jsonl"
 
     def _index_file(self, name: str) -> str:
         return f"{self._index_str}/{name}.jsonl"
@@ -236,7 +236,7 @@ class History(_Rewrite):
         if before_digest is not None:
             if head.digest != before_digest or head.at is None:
                 return None
-            before = _pread_file(self._pack_file(path_hash(key), head.generation), head.at)
+            before = _pread_file(self._pack_file(file_stem(key), head.generation), head.at)
             if before is None or content_hash(before) != before_digest:
                 return None
         pending = self.begin(
@@ -400,7 +400,7 @@ class History(_Rewrite):
         return h
 
     def _open_handles(self, key: str, token: int) -> _Handles:
-        name = path_hash(key)
+        name = file_stem(key)
         flags = os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         index_fd = os.open(self._index_file(name), os.O_RDWR | flags, 0o600)  # read: the torn-tail check
         try:
@@ -414,7 +414,7 @@ class History(_Rewrite):
     # -- reading ------------------------------------------------------------------------------------------
     def entries(self, key: str) -> list[HistoryEntry]:
         """All versions of `key`, newest first."""
-        out = self.read_index(path_hash(key)).entries
+        out = self.read_index(file_stem(key)).entries
         out.reverse()
         return out
 
@@ -553,7 +553,7 @@ class History(_Rewrite):
 
     def _load_packed(self, key: str, digest: str) -> bytes | bool:
         """The bytes, or whether a stored copy was found damaged."""
-        name = path_hash(key)
+        name = file_stem(key)
         cached = self._locs.get((key, digest))
         if cached is not None:
             data = _pread_file(self._pack_file(name, cached[0]), cached[1])

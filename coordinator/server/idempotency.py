@@ -13,8 +13,9 @@ import xxhash
 
 from coordinator.errors import CoordinatorError
 from coordinator.server.common import ServiceError
-from coordinator.state import lane as redislane
+from coordinator.state import lane
 from coordinator.state.connection import is_cluster, redis_call
+from coordinator.state.lane import Batch
 
 log = logging.getLogger("edit_coordinator.server")
 
@@ -53,7 +54,7 @@ class IdempotencyStore:
         # The claim (one SET NX per keyed request) goes on a connection kept in hand, packed by hiredis: no
         # redis-py command or pool checkout per request (state/lane.py; its rules apply, the pool's way
         # included when the lane is busy or fails).
-        self._lane = redislane.Lane(client) if not is_cluster(client) and redislane.supported() else None
+        self._lane = lane.Lane(client) if not is_cluster(client) and lane.supported() else None
 
     def key(self, session: str, idem_key: str) -> str:
         h = xxhash.xxh3_128_hexdigest(f"{session}\x00{idem_key}".encode())
@@ -129,7 +130,7 @@ class IdempotencyStore:
             if lane is None:
                 self._call(lambda: self.r.set(k, value, ex=self.ttl_s))
                 return _nothing
-            batch = redislane.Batch()
+            batch = Batch()
             batch.execute_command("SET", k, value, "EX", self.ttl_s)
             fallback = lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute())  # noqa: E731
             reply = self._call(lambda: lane.start(batch, fallback))
@@ -149,7 +150,7 @@ class IdempotencyStore:
         """One command on the lane (the pool's way when it is busy or fails); its reply."""
         lane = self._lane
         assert lane is not None
-        batch = redislane.Batch()
+        batch = Batch()
         batch.execute_command(*command)
         return lane.start(batch, lambda: list(batch.replay(self.r.pipeline(transaction=False)).execute()))()[0]
 

@@ -86,7 +86,7 @@ def queue_event(
     rebased: bool = False,
     maxlen: int = STREAM_MAXLEN,
 ) -> None:
-    """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline or redislane `Batch`:
+    """Add the XADD of one write's event to `pipe` (the engine's post-write pipeline or a lane.py `Batch`:
     a raw command, so either takes it). On a `Batch`, packed from the path's kept template (`_xadd_template`):
     only the version, operation, ranges, time, hash and rebased flag are packed per write."""
     span = ranges_text(ranges)
@@ -137,7 +137,7 @@ def _xadd_args(
 
 @functools.lru_cache(maxsize=4096)
 def _xadd_template(namespace: str, path: str, session: str, maxlen: int) -> bytes:
-    """A write event's XADD with its constant arguments packed once (redislane.template)."""
+    """A write event's XADD with its constant arguments packed once (lane.template)."""
     return template(*_xadd_args(namespace, path, session, maxlen, None, None, None, None, None, None))
 
 

@@ -44,7 +44,7 @@ import redis.client
 import redis.connection
 
 from coordinator.disk.fsio import PID
-from coordinator.state import connection as redisconn
+from coordinator.state import connection
 
 log = logging.getLogger("coordinator.state.views")
 
@@ -215,7 +215,7 @@ class Lane:
         round trip is counted and a failure reported as redis-py does (the connection disconnected, a
         TimeoutError or a ConnectionError). The descriptor is asked of the socket at each send, as the
         socket's own send does (a socket closed meanwhile answers -1, which write(2) refuses)."""
-        redisconn.count_round_trip()
+        connection.count_round_trip()
         sock = conn._sock
         try:
             try:

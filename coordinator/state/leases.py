@@ -251,7 +251,7 @@ class LeaseStore:
     # -- reading ------------------------------------------------------------------------------------------
     def queue_live(self, pipe: Any, now: float | None = None) -> None:
         """Add the fetch of all live leases to `pipe` (so it rides on another call's round trip);
-        interpret its reply with `live_from`. On a redislane `Batch` the same command goes raw (its reply
+        interpret its reply with `live_from`. On a lane.py `Batch` the same command goes raw (its reply
         is then the server's own, which `live_from` takes as well)."""
         low = _ms(time.time() if now is None else now)
         if type(pipe) is Batch:

@@ -58,11 +58,10 @@ import xxhash
 from coordinator.clock import time_text
 from coordinator.frozen import fast_init
 from coordinator.hashing import path_hash
-from coordinator.state import connection as redisconn
+from coordinator.state import connection, lane
 from coordinator.state import events as events_mod
-from coordinator.state import lane as redislane
 from coordinator.state.connection import redis_call
-from coordinator.state.lane import Batch, Lane
+from coordinator.state.lane import Batch, Lane, template
 
 T = TypeVar("T")
 
@@ -145,7 +144,7 @@ def short_hash(text: str) -> str:
 
 def connect(url: str, timeout: float = 2.0) -> Any:
     """A client for any supported Redis URL (see coordinator.state.connection.connect)."""
-    return redisconn.connect(url, timeout=timeout)
+    return connection.connect(url, timeout=timeout)
 
 
 _TAGS_KEPT = 4096  # paths whose hash tag is kept (a cache: cleared when full)
@@ -161,9 +160,9 @@ class StateStore:
         self.r = client
         self.ns = namespace
         self.ttl_s = ttl_s
-        self.cluster = redisconn.is_cluster(client)
-        # The engine's post-write pipelines and liveness probes go on a connection kept in hand (redislane).
-        self._lane: Lane | None = Lane(client) if not self.cluster and redislane.supported() else None
+        self.cluster = connection.is_cluster(client)
+        # The engine's post-write pipelines and liveness probes go on a connection kept in hand (lane.py).
+        self._lane: Lane | None = Lane(client) if not self.cluster and lane.supported() else None
         # The single registry key of older versions: still read by the listings (so writers that use it
         # keep working), no longer written by the engine.
         self.sessions_key = f"ec:{{{namespace}}}:sessions"
@@ -209,7 +208,7 @@ class StateStore:
         return self.r.pipeline(transaction=False)
 
     def _send(self, pipe: Any) -> list[Any]:
-        """A pipeline's replies, on the lane when there is one (see redislane)."""
+        """A pipeline's replies, on the lane when there is one (see lane.py)."""
         return self._lane.execute(pipe) if self._lane is not None else list(pipe.execute())
 
     def close(self) -> None:
@@ -239,7 +238,7 @@ class StateStore:
         try:
             try:
                 stale = conn.can_read(timeout=0)  # an idle, healthy connection has nothing to read
-            except redisconn.CLIENT_ERRORS:
+            except connection.CLIENT_ERRORS:
                 stale = True
             if stale:
                 conn.disconnect()
@@ -352,7 +351,7 @@ class StateStore:
         before_event: Extra | None = None,
     ) -> Callable[[], list[Any]]:
         """`record_write` for a caller with work to do before it needs the replies: the commands are sent
-        now (redislane's `start`); the returned function waits for the replies and gives those after the
+        now (lane.py's `start`); the returned function waits for the replies and gives those after the
         record's own (raw, as the server sent them: a caller reads them in either form), or raises
         state_unavailable (or a refused command's error) as `record_write` would. Call it once.
 
@@ -387,14 +386,14 @@ class StateStore:
             return lambda: replies[skip:]
         try:
             finish = lane.start(batch, pooled)
-        except redisconn.CLIENT_ERRORS as exc:  # (as `_call` translates)
-            raise redisconn.translate(exc) from exc
+        except connection.CLIENT_ERRORS as exc:  # (as `_call` translates)
+            raise connection.translate(exc) from exc
 
         def replies_after() -> list[Any]:
             try:
                 return finish()[skip:]
-            except redisconn.CLIENT_ERRORS as exc:
-                raise redisconn.translate(exc) from exc
+            except connection.CLIENT_ERRORS as exc:
+                raise connection.translate(exc) from exc
 
         return replies_after
 
@@ -457,7 +456,7 @@ class StateStore:
         register: bool,
     ) -> None:
         """The record's own commands: the writer's view (SET), the path's head (HSET), the registry (ZADD).
-        Raw commands (`pipe` is a redis-py pipeline or a redislane `Batch`); on a `Batch`, SET and HSET are
+        Raw commands (`pipe` is a redis-py pipeline or a lane.py `Batch`); on a `Batch`, SET and HSET are
         packed from the path's kept template (`_record_template`): only the view, version, time, operation
         and hash are packed per write, into the same bytes hiredis would make."""
         if type(pipe) is Batch:
@@ -494,12 +493,12 @@ class StateStore:
         ]  # fmt: skip
 
     def _record_template(self, session: str, key: str) -> tuple[bytes, str, str]:
-        """The record's SET and HSET for `session` writing `key`, packed once and kept (redislane.template),
+        """The record's SET and HSET for `session` writing `key`, packed once and kept (lane.template),
         with the view's and the head's keys. Bounded like the registry's memo."""
         got = self._record_templates.get((session, key))
         if got is None:
             rs_key, meta_key = self.rs_key(session, key), self.meta_key(key)
-            wire = redislane.template("SET", rs_key, None, "EX", self.ttl_s) + redislane.template(
+            wire = template("SET", rs_key, None, "EX", self.ttl_s) + template(
                 "HSET", meta_key, "version", None, "writer", session, "time", None, "op", None, "path", key,
                 "hash", None,
             )  # fmt: skip

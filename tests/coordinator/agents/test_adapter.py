@@ -9,7 +9,7 @@ import pytest
 
 from coordinator import Coordinator
 from coordinator.agents.adapter import HookAdapter
-from coordinator.engine import agentwrites as adapter_mod
+from coordinator.engine import agentwrites
 from coordinator.errors import CoordinatorError, ErrorCode
 from tests.coordinator.agents.hooking import Agent, payload, run
 
@@ -102,7 +102,7 @@ def test_failed_tool_call_releases_the_ticket_and_records_nothing(hooks, coord, 
 
 
 def test_ticket_held_by_another_session_refuses_after_the_wait_naming_it(hooks, coord, root, app, monkeypatch):
-    monkeypatch.setattr(adapter_mod, "TICKET_WAIT_S", 0.05)
+    monkeypatch.setattr(agentwrites, "TICKET_WAIT_S", 0.05)
     a, b = Agent(hooks, root, "alice"), Agent(hooks, root, "bob")
     a.read("src/app.py")
     b.read("src/app.py")
@@ -118,7 +118,7 @@ def test_ticket_held_by_another_session_refuses_after_the_wait_naming_it(hooks, 
 
 
 def test_another_sessions_lease_is_honoured(hooks, coord, root, app, monkeypatch):
-    monkeypatch.setattr(adapter_mod, "TICKET_WAIT_S", 0.05)
+    monkeypatch.setattr(agentwrites, "TICKET_WAIT_S", 0.05)
     coord.session("owner").lease("src/", ttl_s=60)
     a = Agent(hooks, root, "s1")
     a.read("src/app.py")

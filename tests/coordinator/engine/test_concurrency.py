@@ -184,7 +184,7 @@ def test_second_coordinator_finds_same_server_and_state(real_redis_root):
 def test_round_trips_per_consecutive_edit(real_redis_root, monkeypatch, mode, expected):
     """state_check="always": one round trip before the lock (fail closed) and one after; "cached": only the
     one after, for a session whose view this process already holds."""
-    from coordinator.state import connection as redisconn
+    from coordinator.state import connection
 
     f = real_redis_root / "rt.txt"
     f.write_text("".join(f"line {i} = 0\n" for i in range(20)))
@@ -202,11 +202,11 @@ def test_round_trips_per_consecutive_edit(real_redis_root, monkeypatch, mode, ex
         s = coord.session("rt")
         s.read("rt.txt")
         s.edit("rt.txt", "line 0 = 0", "line 0 = 1")  # warm up (script load, lease snapshot)
-        redisconn.observe_redis(Counting())
+        connection.observe_redis(Counting())
         try:
             for i in range(1, 11):
                 s.edit("rt.txt", f"line {i} = 0", f"line {i} = 1")
         finally:
-            redisconn.observe_redis(None)
+            connection.observe_redis(None)
     # lease snapshots are refreshed now and then: allow a little above the floor
     assert expected <= sends / 10 < expected + 0.5

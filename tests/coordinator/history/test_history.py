@@ -11,7 +11,8 @@ import pytest
 
 from coordinator.disk.locks import LockManager
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.history import History, content_hash, path_hash
+from coordinator.hashing import file_stem
+from coordinator.history import History, content_hash
 
 FIELDS = {"session": "s", "operation": "write", "size_before": 0, "size_after": 0, "first_line": 1, "last_line": 1}
 
@@ -33,7 +34,7 @@ def _write(h: History, locks: LockManager, key: str, before: bytes | None, after
 
 
 def _pack_size(h: History, key: str) -> int:
-    return sum(p.stat().st_size for p in h.packs.glob(path_hash(key) + ".*.pack"))
+    return sum(p.stat().st_size for p in h.packs.glob(file_stem(key) + ".*.pack"))
 
 
 @pytest.fixture
@@ -156,7 +157,7 @@ def test_scan_key_of_and_recent(store: tuple[History, LockManager]) -> None:
     _write(h, locks, "a.txt", None, b"1\n")
     _write(h, locks, "dir/b.txt", None, b"2\n")
     assert {ix.key for ix in h.scan()} == {"a.txt", "dir/b.txt"}
-    assert h.key_of(path_hash("dir/b.txt")) == "dir/b.txt" and h.key_of("0" * 32) is None
+    assert h.key_of(file_stem("dir/b.txt")) == "dir/b.txt" and h.key_of("0" * 32) is None
     assert {e.path for e in h.recent(5)} == {"a.txt", "dir/b.txt"}
     assert h.usage()["index_files"] == 2 and h.usage()["objects"] == 2
 
