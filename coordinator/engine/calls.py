@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-if TYPE_CHECKING:
-    pass
+from typing import Any, Generic, TypeVar
 
 __all__ = ["CallOptions", "LockBusy"]
 

@@ -32,8 +32,8 @@ class Session:
 
     policy: "strict" or "rebase" for this session's edits (None: the coordinator's).
     match: "exact" or "flexible" matching of old_string (None: the coordinator's).
-    options: how this session's calls are shaped (calls.py: not waiting for a busy lock, a post-write
-        hook); `with_options` gives the same session with others.
+    options: how this session's calls are shaped (calls.py: not waiting for a busy lock); `with_options`
+        gives the same session with others.
     """
 
     def __init__(
