@@ -30,11 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from syscall_floor import _total, _unsafe, floor_step
+from syscall_floor import _total, _unsafe, floor_scratch, floor_step, rate
 
 SLOTS = 200
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -50,28 +47,22 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def _atomic_unsafe(path: Path, seconds: float) -> float:
     """Read, replace, write a temporary beside the file and rename it over the file: no lock, no check."""
-    n = 0
     tmp = path.with_name(path.name + ".tmp")
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        text = path.read_text()
-        tmp.write_text(text.replace("s000 = ", "s000 = ", 1))
+
+    def step() -> None:
+        tmp.write_text(path.read_text().replace("s000 = ", "s000 = ", 1))
         os.replace(tmp, path)
-        n += 1
-    return n / (time.perf_counter() - t0)
+
+    return rate(step, seconds)[0]
 
 
 def _floor_loop(step: Callable[[], None], seconds: float, redis_pid: int) -> dict[str, float]:
     """The same-I/O floor back to back for `seconds`: edits per second, and CPU per edit of this process
     and of the Redis server (the floor's one round trip is a plain SET, lighter than the engine's record)."""
-    n = 0
-    c0, r0, t0 = _self_cpu_s(), _proc_cpu_s(redis_pid), time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        step()
-        n += 1
-    wall = time.perf_counter() - t0
+    c0, r0 = _self_cpu_s(), _proc_cpu_s(redis_pid)
+    per_s, n = rate(step, seconds)
     cpu, redis_cpu = _self_cpu_s() - c0, _proc_cpu_s(redis_pid) - r0
-    return {"floor": n / wall, "floor_cpu_ms": cpu / n * 1e3, "floor_redis_cpu_ms": redis_cpu / n * 1e3}
+    return {"floor": per_s, "floor_cpu_ms": cpu / n * 1e3, "floor_redis_cpu_ms": redis_cpu / n * 1e3}
 
 
 def _paced(edit: Callable[[], object], count: int, pause_s: float) -> tuple[float, float]:
@@ -149,24 +140,13 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the rounds, medians and paced figures here")
     args = ap.parse_args()
     import coordinator
-    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
 
     load_before = os.getloadavg()[0]
     print(f"engine: {Path(coordinator.__file__).parent}; load average {load_before:.2f}", flush=True)
-    base = Path(tempfile.mkdtemp(prefix="ec-figures-"))
-    text = "# counters\n" + "".join(f"s{i:03d} = {i}\n" for i in range(SLOTS))
-    for sub in ("state/locks", "state/tmp", "repo"):
-        (base / sub).mkdir(parents=True)
-    for name in ("f.txt", "u.txt", "a.txt", "repo/f.txt"):
-        (base / name).write_text(text)
-    state = base / "repo" / ".edit-coordinator"
-    url = ensure_embedded_redis(state)
-    sock = socket.socket(socket.AF_UNIX)
-    sock.connect(url.removeprefix("unix://").split("?")[0])
     rows: list[dict[str, Any]] = []
-    try:
+    with floor_scratch("ec-figures-", ("f.txt", "u.txt", "a.txt")) as (base, url, sock):
         engine = _Engine(base / "repo", url)
-        pid = _redis_pid(state)
+        pid = _redis_pid(base / "repo" / ".edit-coordinator")
         floor = floor_step(base, sock)
         for r in range(args.rounds):
             row = {"unsafe": _unsafe(base / "u.txt", args.seconds)}
@@ -181,10 +161,6 @@ def main() -> int:
         if _total(base / "repo" / "f.txt") != _total(base / "u.txt") + engine.n:
             print("the engine's file does not hold every edit it acknowledged: no figures", file=sys.stderr)
             return 1
-    finally:
-        sock.close()
-        stop_embedded_redis(state)
-        shutil.rmtree(base, ignore_errors=True)  # the scratch folder, with its history
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(
         f"median of {args.rounds}: engine {med['rate']:,.0f} edits/s, CPU {med['cpu_ms']:.3f} ms per edit in this "

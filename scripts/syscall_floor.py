@@ -25,6 +25,7 @@ fourth loop is the coordinator itself (`Session.edit`, durability none) on its o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -35,7 +36,7 @@ import statistics
 import struct
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,52 @@ def _exchange(src_dfd: int, src: bytes, dst_dfd: int, dst: bytes) -> None:
         raise OSError(ctypes.get_errno(), "renameat2")
 
 
-def _unsafe(path: Path, seconds: float) -> float:
-    n, text = 0, path.read_text()
+COUNTERS = "# counters\n" + "".join(f"s{i:03d} = {i}\n" for i in range(200))
+
+
+def rate(step: Callable[[], object], seconds: float) -> tuple[float, int]:
+    """`step` back to back for `seconds`: calls per second, and how many calls were made."""
+    n = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        text = path.read_text()
-        path.write_text(text.replace("s000 = ", "s000 = ", 1))
+        step()
         n += 1
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), n
+
+
+def _unsafe(path: Path, seconds: float) -> float:
+    """The unsafe baseline: read the file, replace, write it in place (no lock, no check)."""
+
+    def step() -> None:
+        path.write_text(path.read_text().replace("s000 = ", "s000 = ", 1))
+
+    return rate(step, seconds)[0]
+
+
+@contextlib.contextmanager
+def floor_scratch(prefix: str, copies: Sequence[str]) -> Iterator[tuple[Path, str, socket.socket]]:
+    """A scratch folder for the loops: state/locks and state/tmp as the floor's calls use them, the counters
+    file at each of `copies` (and at repo/f.txt, the engine's), the embedded Redis of repo/ and a raw
+    connection on its unix socket. Yields (the folder, the Redis URL, the connection); stops the server and
+    removes the folder at the end. The engine's own names only (`ensure_embedded_redis`), so that a
+    checkout of an older revision runs it too."""
+    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    for sub in ("state/locks", "state/tmp", "repo"):
+        (root / sub).mkdir(parents=True)
+    for name in (*copies, "repo/f.txt"):
+        (root / name).write_text(COUNTERS)
+    state = root / "repo" / ".edit-coordinator"
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        url = ensure_embedded_redis(state)
+        sock.connect(url.removeprefix("unix://").split("?")[0])
+        yield root, url, sock
+    finally:
+        sock.close()
+        stop_embedded_redis(state)
+        shutil.rmtree(root, ignore_errors=True)  # the scratch folder, with the engine's history
 
 
 def _descriptors(root: Path) -> tuple[int, int, int, int, int]:
@@ -76,13 +115,7 @@ def _descriptors(root: Path) -> tuple[int, int, int, int, int]:
 
 def _floor(root: Path, redis_sock: socket.socket | None, seconds: float) -> float:
     """Floor edits per second over `seconds` (`floor_step`'s calls back to back)."""
-    step = floor_step(root, redis_sock)
-    n = 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        step()
-        n += 1
-    return n / (time.perf_counter() - t0)
+    return rate(floor_step(root, redis_sock), seconds)[0]
 
 
 def floor_step(root: Path, redis_sock: socket.socket | None) -> Callable[[], None]:
@@ -215,14 +248,15 @@ def _engine(root: Path, url: str, seconds: float) -> tuple[float, int]:
         lines = (root / "repo" / "f.txt").read_text().splitlines()[1:]
         values = {k: int(v) for k, _, v in (ln.partition(" = ") for ln in lines)}
         slots = sorted(values)
-        n = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            slot = slots[n % 200]
+        made = [0]
+
+        def step() -> None:
+            slot = slots[made[0] % 200]
             session.edit("f.txt", f"\n{slot} = {values[slot]}\n", f"\n{slot} = {values[slot] + 1}\n")
             values[slot] += 1
-            n += 1
-        return n / (time.perf_counter() - t0), n
+            made[0] += 1
+
+        return rate(step, seconds)
 
 
 def _total(path: Path) -> int:
@@ -235,22 +269,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
-
-    root = Path(tempfile.mkdtemp(prefix="ec-floor-"))
-    for sub in ("state/locks", "state/tmp"):
-        (root / sub).mkdir(parents=True)
-    text = "# counters\n" + "".join(f"s{i:03d} = {i}\n" for i in range(200))
-    (root / "f.txt").write_text(text)
-    (root / "u.txt").write_text(text)
-    (root / "repo").mkdir()
-    (root / "repo" / "f.txt").write_text(text)
-    url = ensure_embedded_redis(root / "redis")
-    sock = socket.socket(socket.AF_UNIX)
-    sock.connect(url.removeprefix("unix://").split("?")[0])
     rows = []
     made = {"f.txt": 0, "repo/f.txt": 0}
-    try:
+    with floor_scratch("ec-floor-", ("f.txt", "u.txt")) as (root, url, sock):
         for _ in range(args.rounds):
             u = _unsafe(root / "u.txt", args.seconds)
             f_disk = _floor(root, None, args.seconds)
@@ -267,10 +288,6 @@ def main() -> None:
             if _total(root / rel) != _total(root / "u.txt") + n:
                 raise SystemExit(f"{rel} does not hold the {n} edits made to it: no figures")
         print(f"every edit of the lean loop ({made['f.txt']}) and of the engine ({made['repo/f.txt']}) is in its file")
-    finally:
-        sock.close()
-        stop_embedded_redis(root / "redis")
-        shutil.rmtree(root, ignore_errors=True)  # the scratch folder
     med = [statistics.median(r[i] / r[0] for r in rows) for i in range(5)]
     print(
         f"median of {args.rounds} (ratios to unsafe): disk calls only {med[1]:.2f}x, with Redis {med[2]:.2f}x, "
