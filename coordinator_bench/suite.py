@@ -28,6 +28,7 @@ import redis
 
 from coordinator_bench.cells import CellContext, CellOutcome, run_cell
 from coordinator_bench.columns import Column, all_columns
+from coordinator_bench.harness import scratch
 from coordinator_bench.measure import (
     QUANTILE_GRID,
     commit,
@@ -185,48 +186,39 @@ def _q_ms(values: list[float]) -> list[float] | None:
 
 
 def run_suite(opts: SuiteOptions) -> list[dict[str, Any]]:
-    """Run the scenarios; write one JSON per scenario into `opts.out`; return the results."""
+    """Run the scenarios; write one JSON per scenario into `opts.out`; return the results. Everything runs
+    in one scratch folder (`harness.scratch`) on its repository's embedded Redis, both gone at the end."""
     opts.out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="ec-bench-"))
-    state_dir = scratch / "redis-state"
-    state_dir.mkdir()
     results: list[dict[str, Any]] = []
-    from coordinator.state.embedded import ensure_embedded_redis, stop_embedded_redis
-
-    client: redis.Redis | None = None
-    try:
-        redis_url = ensure_embedded_redis(state_dir)
-        client = redis.Redis.from_url(redis_url)
-        available, absent = all_columns(redis_url, with_http=opts.with_http)
-        meta = {
-            "machine": machine(scratch),
-            "versions": versions(redis_stats(client)["version"]),
-            "commit": commit(),
-        }
-        ctx = CellContext(scratch / "cells", redis_url, client, opts.duration_s)
-        ctx.scratch.mkdir()
-        plans = []
-        for sc in opts.scenarios:
-            cols = columns_for(sc, available, opts.columns)
-            plans.append((sc, cols))
-        opts.reporter.plan(sum(len(sc.rows) * len(cols) * _reps(sc, opts) for sc, cols in plans))
-        for sc, cols in plans:
-            if not cols:
-                result = _skipped(sc, opts, meta, _why_missing(sc, absent))
-                opts.reporter.note(f"{sc.name}: skipped: {result['skipped']}")
-            else:
-                with _deployments(ctx, sc, cols, opts.reporter, absent) as running:
-                    result = _run_scenario(ctx, sc, running, opts, meta, absent)
-            results.append(result)
-            _write_json(opts.out / f"{sc.name}.json", result)
-    finally:
-        shutdown_fork_server()
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
-        with contextlib.suppress(Exception):
-            stop_embedded_redis(state_dir)
-        shutil.rmtree(scratch, ignore_errors=True)
+    with scratch("ec-bench-") as sc:
+        client: redis.Redis | None = None
+        try:
+            redis_url = sc.redis_url()
+            client = redis.Redis.from_url(redis_url)
+            available, absent = all_columns(redis_url, with_http=opts.with_http)
+            meta = {
+                "machine": machine(sc.work),
+                "versions": versions(redis_stats(client)["version"]),
+                "commit": commit(),
+            }
+            ctx = CellContext(sc.work / "cells", redis_url, client, opts.duration_s)
+            ctx.scratch.mkdir()
+            plans = [(sc_, columns_for(sc_, available, opts.columns)) for sc_ in opts.scenarios]
+            opts.reporter.plan(sum(len(s.rows) * len(cols) * _reps(s, opts) for s, cols in plans))
+            for scenario, cols in plans:
+                if not cols:
+                    result = _skipped(scenario, opts, meta, _why_missing(scenario, absent))
+                    opts.reporter.note(f"{scenario.name}: skipped: {result['skipped']}")
+                else:
+                    with _deployments(ctx, scenario, cols, opts.reporter, absent) as running:
+                        result = _run_scenario(ctx, scenario, running, opts, meta, absent)
+                results.append(result)
+                _write_json(opts.out / f"{scenario.name}.json", result)
+        finally:
+            shutdown_fork_server()
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
     return results
 
 
@@ -280,11 +272,11 @@ def _deployments(
             ctx.deployments.clear()
 
 
-def _probe(url: str, scratch: Path) -> None:
+def _probe(url: str, folder: Path) -> None:
     """One read through a Coordinator on `url`: raises when this build cannot use the deployment."""
     from coordinator import Coordinator
 
-    root = Path(tempfile.mkdtemp(prefix="probe-", dir=scratch))
+    root = Path(tempfile.mkdtemp(prefix="probe-", dir=folder))
     try:
         (root / "probe.txt").write_text("probe\n")
         with Coordinator(root, url, durability="none") as c:
