@@ -8,9 +8,10 @@ the kernel instead (`flock(LOCK_EX)`), which wakes a waiter the moment the holde
 A blocking `flock` has no timeout. When a timeout is asked for and the lock is contended, the blocking call
 runs in a waiter thread (it releases the GIL) while the caller waits on an event with the timeout. Waiter
 threads are pooled per process (`_WaiterPool`): a contended acquisition hands its descriptor to an idle
-thread, and a new thread is started only when every pooled one is busy waiting (measured on `hot`: 1,375
-thread starts in 3 s before; a thread start costs more CPU than the hand-off itself). Idle threads exit
-after `_IDLE_S`. Each acquisition opens its own file description, so:
+thread, and a new thread is started only when every pooled one is busy waiting (a thread start costs more
+CPU than the hand-off itself, and `hot` started threads by the thousand without the pool: BENCHMARKS.md,
+"Figures behind design choices"). Idle threads exit after `_IDLE_S`. Each acquisition opens its own file
+description, so:
 - two threads of one process exclude each other exactly as two processes do (flock locks belong to the
   open file description, not to the process);
 - a waiter abandoned after a timeout that later gets the lock simply closes its own descriptor, which

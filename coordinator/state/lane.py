@@ -71,9 +71,9 @@ _LANE_FAILURES: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.
 
 
 class Batch:
-    """Commands for one round trip, in the Redis protocol: what `Lane.start` sends. Sampled with py-spy in
-    the solo edit loop: building a redis-py pipeline for the engine's record (SET, HSET, XADD), queueing
-    its commands and letting it pack took about 15 % of an in-process edit; the batch takes about 5 %.
+    """Commands for one round trip, in the Redis protocol: what `Lane.start` sends: a third of what building
+    a redis-py pipeline for the engine's record (SET, HSET, XADD) took of an in-process edit, sampled with
+    py-spy in the solo edit loop (BENCHMARKS.md, "Figures behind design choices").
     The builders call `execute_command(*args)`, which a redis-py pipeline has too, so the same builder
     fills either (packed by hiredis at once), or `add_packed` (packed from a kept `template`). Their raw
     arguments are made only when asked for (`commands`: `replay` copies them onto a pipeline for the

@@ -18,11 +18,11 @@ an `extra` callback that adds their commands to the same pipeline, so they ride 
 made anyway.
 
 Decision: the per-path tag is short, and so is a whole-file view's value, because read state is the one
-thing Redis holds per (session, file): 10,000 sessions x 100 files is a million keys. Measured on the
-embedded server (Redis 6.2, 1,000,000 entries, session ids of 13 characters): with hex hashes, the
-32-character namespace and a 49-byte value an entry cost 233 bytes; with this layout, 193. An 11-character
-tag keeps a key of up to 44 characters (a session id of up to 13) in the allocator's 48-byte class, and a
-41-byte value is stored with its object header in one allocation (Redis embeds strings of up to 44 bytes).
+thing Redis holds per (session, file): 10,000 sessions x 100 files is a million keys; this layout costs a
+sixth less memory per entry than hex hashes with the 32-character namespace did (BENCHMARKS.md, "Figures
+behind design choices"). An 11-character tag keeps a key of up to 44 characters (a session id of up to 13)
+in the allocator's 48-byte class, and a 41-byte value is stored with its object header in one allocation
+(Redis embeds strings of up to 44 bytes).
 Keys of the earlier hex layout are not read; they expire with their TTL, so a session whose view was
 recorded under one reads again (the safe side).
 
