@@ -518,16 +518,18 @@ class AgentWrites:
         """A call's file has changed, but its writer may not be done with it: a shell command (`cat > f <<EOF`
         truncates f, then writes it; a script may write it several times), or an agent's file tool whose
         file is empty (Node's writeFile truncates, then writes: seen with the real Gemini CLI, whose Edit a
-        waiter settled as emptying the file, its content then counted as outside's). Such a call counts as
-        over for a waiter only once the file has been quiet for HOLDER_GRACE_S (or at its after-hook); an
-        agent's file tool that has written content has written its one write."""
+        waiter settled as emptying the file, its content then counted as outside's). An empty file is a
+        write half-way for as long as it stays empty (the waiter is refused `leased` after TICKET_WAIT_S; the
+        call's after-hook, the session's next event or the ticket's end settles it); a shell command's
+        written file counts as done for a waiter once quiet for HOLDER_GRACE_S; an agent's file tool that
+        has written content has written its one write."""
         try:
             st = os.stat(os.path.join(self.native.disk.root, entry.key))
         except OSError:
             return False
-        if entry.operation != "shell" and st.st_size != 0:
-            return False
-        return now - st.st_mtime < HOLDER_GRACE_S
+        if st.st_size == 0:  # truncated, not yet written, whatever its time says (an empty file's modification
+            return True  # time was seen 0.7 s before the truncation in a real race); its after-hook settles it
+        return entry.operation == "shell" and now - st.st_mtime < HOLDER_GRACE_S
 
     def _settle(self, entry: PendingCall, *, taken: bool) -> tuple[str, ...]:
         """Record what `entry`'s call left on disk and end its ticket. An open call whose file is unchanged

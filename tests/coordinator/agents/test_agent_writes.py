@@ -4,6 +4,7 @@ gate's rule, tickets that end with their call, late writes repaired and told, ne
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -698,3 +699,21 @@ def test_a_scripts_unnamed_stale_write_is_repaired_and_told(hooks, coord, root, 
     assert writers[:2] == ["s2", "s1"] and writers[-1] == "s2"  # s2's edit, s1's script, s2's change put back
     told = run(hooks, pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
     assert "did not name" in told.reason and "session s2" in told.reason and "put back" in told.reason
+
+
+def test_an_empty_file_is_a_write_half_way_for_a_waiter_whatever_its_time(hooks, coord, root, app):
+    """A waiter looks at s1's script target while it is empty (truncated, not yet written) and its
+    modification time is old (seen in the real Claude Code race: 0.7 s before the truncation, so the
+    quiet-time rule took the command as done and recorded the empty file as its write): still writing."""
+    _bash(hooks, root, "s1", "r1", "cat app.py")
+    script = "python3 - <<'EOF'\nopen('app.py', 'w').write('z = 0\\n')\nEOF"
+    pre = payload("pre_bash", root, session_id="s1", tool_use_id="t1", tool_input__command=script)
+    assert run(hooks, pre).allow
+    app.write_text("")
+    old = time.time() - 5
+    os.utime(app, (old, old))
+    assert not coord.agent_writes._unblock("app.py", "s2")  # settled before: the empty file its write
+    assert coord.history("app.py") == []
+    app.write_text("z = 0\n")
+    run(hooks, pre | {"hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}})
+    assert _history(coord, "app.py") == [("s1", "shell")]
