@@ -102,17 +102,10 @@ class HookAdapter:
 
     def policy(self) -> str:
         """The policy of the hooked sessions' writes (docs/agents/agent-writes.md, "Policy rebase"): the
-        project config's `policy` (`.edit-coordinator.toml`, or `[tool.edit-coordinator]` in pyproject.toml),
-        read at each write so that a change needs no restart; without one, the coordinator's own (a shared
-        `serve --policy`; the repository's hook service starts with the config's). A config that cannot be
-        read leaves the coordinator's: the error is the commands' to report."""
-        from coordinator.cli.config import project_config
-
-        try:
-            chosen = project_config(self.coord.root).get("policy")
-        except CoordinatorError:
-            chosen = None
-        return chosen if isinstance(chosen, str) else self.coord.policy
+        coordinator's, which its maker took from the project config (`policy` in `.edit-coordinator.toml` or
+        `[tool.edit-coordinator]`: the repository's hook service starts with it and restarts when the config
+        changes; a shared `serve --policy`; the hook command's own coordinator, cli/hook.py `_local`)."""
+        return self.coord.policy
 
     def _outside(self, path: str | None) -> bool:
         """An absolute path outside the repository (its folder and its real path both elsewhere): not the

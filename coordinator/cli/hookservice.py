@@ -331,7 +331,7 @@ def _spawn(root: str, service: Path) -> Any:
     if (service / HTTP_FILE).exists():
         argv += ["--hook-http", str(service / HTTP_FILE)]
     # The service decides for every session of the repository: no one session's server, token or policy
-    # (its policy is the project config's, read at each write: coordinator.agents.adapter.HookAdapter.policy).
+    # (its policy is the project config's, which `serve --root` reads; a changed config restarts it).
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     with open(service / "log", "ab") as log:
         proc = subprocess.Popen(

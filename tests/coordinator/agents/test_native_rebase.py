@@ -7,6 +7,7 @@ Gemini CLI), refused where it cannot (Codex). Under "strict" both stay refused, 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from coordinator.agents import claude_code, codex, gemini
 from coordinator.agents.adapter import HookAdapter
 from coordinator.agents.core import Decision, HookAnswer
 from coordinator.text import rebase
-from tests.conftest import coordinator_for
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "hooks"
 FRONT = {"claude-code": claude_code, "codex": codex, "gemini": gemini}
@@ -42,8 +42,9 @@ def app(root: Path) -> Path:
     return f
 
 
-def _policy(root: Path, policy: str) -> None:
-    (root / ".edit-coordinator.toml").write_text(f'policy = "{policy}"\n')
+def _policy(hooks: HookAdapter, policy: str) -> None:
+    """The coordinator's policy, as its maker sets it from the project config (HookAdapter.policy)."""
+    hooks.coord.policy = policy  # type: ignore[assignment]
 
 
 def _tool_input(agent: str, root: Path, *, old: str = "", new: str = "", content: str | None = None) -> tuple[str, Any]:
@@ -144,7 +145,7 @@ def _view_is_current(coord: Coordinator, session: str) -> bool:
 def test_an_edit_on_an_older_view_that_commutes_lands_under_rebase_only(
     agent: str, policy: str, hooks: HookAdapter, coord: Coordinator, root: Path, app: Path
 ) -> None:
-    _policy(root, policy)
+    _policy(hooks, policy)
     alice = Session(agent, hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -177,7 +178,7 @@ def test_an_edit_on_an_older_view_that_commutes_lands_under_rebase_only(
 def test_an_edit_on_an_older_view_that_does_not_commute_stays_refused_under_rebase(
     agent: str, old: str, new: str, bob_new: str, hooks: HookAdapter, root: Path, app: Path
 ) -> None:
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     alice = Session(agent, hooks, root, "alice")
     alice.read()
     bob = Session("claude-code", hooks, root, "bob")
@@ -194,7 +195,7 @@ def test_an_edit_whose_change_is_already_in_the_file_is_refused_not_lost(
     hooks: HookAdapter, root: Path, app: Path
 ) -> None:
     """The same change made by another session: the agent's tool would find nothing to replace."""
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     alice = Session("claude-code", hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -203,32 +204,59 @@ def test_an_edit_whose_change_is_already_in_the_file_is_refused_not_lost(
     assert "already in the file" in decision.reason
 
 
-def test_the_policy_is_the_project_configs_read_at_each_write(hooks: HookAdapter, root: Path, app: Path) -> None:
-    alice = Session("claude-code", hooks, root, "alice")
-    alice.read()
-    _bob_edits_the_last_line(hooks, root)
-    assert not alice.edit("a = 1", "a = 10").allow  # no config: the coordinator's own, strict
-    _policy(root, "rebase")
-    assert alice.edit("a = 1", "a = 10").allow  # the same adapter, no restart
-    assert app.read_text().startswith("a = 10\n")
+def test_the_hook_commands_own_coordinator_takes_the_project_configs_policy(
+    root: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no hook service (EDIT_COORDINATOR_HOOK_SERVICE=0) the hook command decides in its own process:
+    its coordinator takes `policy` from the project config, as `serve --root` does for the service."""
+    import subprocess
+    import sys
 
+    (root / ".edit-coordinator.toml").write_text('policy = "rebase"\n')
+    env = {**os.environ, "EDIT_COORDINATOR_HOOK_SERVICE": "0"}
 
-def test_without_a_config_the_coordinators_policy_decides(root: Path, app: Path, redis_url: str | None) -> None:
-    coord = coordinator_for(root, redis_url, policy="rebase")
-    try:
-        hooks = HookAdapter(coord, session_end=lambda root, session: None)
-        alice = Session("claude-code", hooks, root, "alice")
-        alice.read()
-        _bob_edits_the_last_line(hooks, root)
-        assert alice.edit("a = 1", "a = 10").allow
-        _policy(root, "strict")  # the project config wins over it
-        alice.read()
-        bob = Session("claude-code", hooks, root, "bob")
-        bob.read()
-        assert bob.edit("d = 4", "d = 40").allow
-        assert not alice.edit("b = 2", "b = 20").allow
-    finally:
-        coord.close()
+    def hook(event: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "coordinator.cli", "hook", "claude-code", "--root", str(root)]
+        return subprocess.run(argv, input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60)
+
+    alice = {"session_id": "alice", "cwd": str(root), "transcript_path": "", "tool_use_id": "t1"}
+    shown = app.read_text()
+    read = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": str(app)},
+        "tool_response": {
+            "type": "text",
+            "file": {
+                "filePath": str(app),
+                "content": shown,
+                "numLines": shown.count("\n") + 1,
+                "startLine": 1,
+                "totalLines": shown.count("\n") + 1,
+            },
+        },
+    }
+    bob = alice | {"session_id": "bob"}
+    assert hook(alice | read).returncode == 0 and hook(bob | read).returncode == 0
+    bobs = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(app), "old_string": "e = 5", "new_string": "e = 50"},
+    }
+    assert "deny" not in hook(bob | bobs).stdout
+    app.write_text(shown.replace("e = 5", "e = 50"))  # bob's own tool, after alice's read
+    after = {"hook_event_name": "PostToolUse", "tool_response": {"filePath": str(app)}}
+    assert hook(bob | bobs | after).returncode == 0
+    edit = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(app), "old_string": "a = 1", "new_string": "a = 10"},
+    }
+    done = hook(alice | edit | {"tool_use_id": "t2"})
+    assert done.returncode == 0 and "deny" not in done.stdout, done.stdout  # carried over under rebase
+    (root / ".edit-coordinator.toml").write_text('policy = "strict"\n')
+    refused = hook(alice | edit | {"tool_use_id": "t3"})
+    assert '"deny"' in refused.stdout, refused.stdout
 
 
 # -- a whole-file Write on an older view ------------------------------------------------------------------------
@@ -239,7 +267,7 @@ MERGED = "a = 10\nb = 2\nc = 3\nd = 4\ne = 50\n"
 def test_a_write_on_an_older_view_is_merged_and_handed_to_the_agent(
     agent: str, hooks: HookAdapter, coord: Coordinator, root: Path, app: Path
 ) -> None:
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     alice = Session(agent, hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -262,7 +290,7 @@ def test_a_write_on_an_older_view_is_merged_and_handed_to_the_agent(
 def test_a_merged_write_asks_where_claude_codes_own_flow_would_ask(hooks: HookAdapter, root: Path, app: Path) -> None:
     """A hook never removes the agent's own refusals: outside bypassPermissions and acceptEdits the person is
     asked, and shown the merged input."""
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     alice = Session("claude-code", hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -274,7 +302,7 @@ def test_a_merged_write_asks_where_claude_codes_own_flow_would_ask(hooks: HookAd
 
 @pytest.mark.parametrize("policy", ["strict", "rebase"])
 def test_codex_cannot_take_a_merged_write_so_it_stays_refused(policy: str, hooks: HookAdapter, root: Path, app: Path):
-    _policy(root, policy)
+    _policy(hooks, policy)
     alice = Session("codex", hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -285,7 +313,7 @@ def test_codex_cannot_take_a_merged_write_so_it_stays_refused(policy: str, hooks
 
 @pytest.mark.parametrize("agent", ["claude-code", "gemini"])
 def test_a_write_on_an_older_view_that_conflicts_stays_refused(agent: str, hooks: HookAdapter, root: Path, app: Path):
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     alice = Session(agent, hooks, root, "alice")
     alice.read()
     _bob_edits_the_last_line(hooks, root)
@@ -295,7 +323,7 @@ def test_a_write_on_an_older_view_that_conflicts_stays_refused(agent: str, hooks
 
 
 def test_a_write_on_a_partial_view_needs_a_full_read_under_rebase_too(hooks: HookAdapter, root: Path, app: Path):
-    _policy(root, "rebase")
+    _policy(hooks, "rebase")
     hooks.coord.agent_port().after_read("alice", "app.py", "a = 1\n", 1, 1)
     _bob_edits_the_last_line(hooks, root)
     decision = Session("claude-code", hooks, root, "alice").write(MERGED)
@@ -324,7 +352,7 @@ def test_a_read_that_showed_an_earlier_version_is_that_view(policy: str, hooks: 
     """Alice's tool read the file, then Bob's write landed before Alice's after-read hook: what she was shown is
     the earlier version, which the history holds. It is her view (stale under strict, carried under rebase),
     where it used to be dropped (not_read under both)."""
-    _policy(root, policy)
+    _policy(hooks, policy)
     _bob_edits_the_last_line(hooks, root)  # Bob's write keeps START in the history as its pre-image
     port = hooks.coord.agent_port()
     assert port.native.record_view("alice", "app.py", START)
