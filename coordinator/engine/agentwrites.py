@@ -169,7 +169,9 @@ class AgentWrites:
     ) -> Allowed:
         judged = self.native.judge_write(session, path, whole=whole)
         view = judged.view
-        carry = policy == "rebase" and view is not None and (bool(edits) or content is not None)
+        # a whole write needs a whole view: one made on a partial view is never merged
+        mergeable = content is not None and view is not None and not _partial(view)
+        carry = policy == "rebase" and view is not None and (bool(edits) or mergeable)
         if judged.refusal is not None and not (carry and judged.refusal.code == ErrorCode.STALE):
             raise judged.refusal
         ticket = self._take_ticket(session, judged.key)

@@ -326,8 +326,8 @@ def test_a_write_on_a_partial_view_needs_a_full_read_under_rebase_too(hooks: Hoo
     _policy(hooks, "rebase")
     hooks.coord.agent_port().after_read("alice", "app.py", "a = 1\n", 1, 1)
     _bob_edits_the_last_line(hooks, root)
-    decision = Session("claude-code", hooks, root, "alice").write(MERGED)
-    assert not decision.allow and decision.code in ("stale", "not_read")
+    decision = Session("claude-code", hooks, root, "alice").write(START.replace("a = 1", "a = 10"))  # would merge
+    assert not decision.allow and decision.code == "stale"
     assert app.read_text() == START.replace("e = 5", "e = 50")
 
 
