@@ -202,6 +202,11 @@ def lines(agents: list[str], sessions: int, rounds: int) -> dict[str, Any]:
                              "reported": result.reported, "refused": result.refused,
                              "refused_by_agent": result.refused_by_agent, "lost": result.lost,
                              "refusals_per_landed": round(result.refusals_per_landed, 2)}  # fmt: skip
+                if result.lost:  # what to look at: the file, and what the history recorded
+                    history = coordinator_cli("history", "--root", str(box.repo), LINES_FILE, "--json", check=False)
+                    calls = [(c.name, str(c.arguments)[:200], (c.output or "")[:300])
+                             for r in result.runs for c in r.server.conversations()[-1].calls]  # fmt: skip
+                    out[name].update(file=result.text, history=history.stdout[-20000:], calls=calls)
     return out
 
 

@@ -61,6 +61,7 @@ class LinesResult:
     refused: int  # write calls that did not succeed (refused by a hook or by the agent itself, or failed)
     refused_by_agent: int  # of those, the agent's own refusals (Claude Code: "modified since read")
     runs: tuple[AgentRun, ...]
+    text: str = ""  # the file at the end
 
     @property
     def lost(self) -> int:
@@ -86,7 +87,7 @@ def lines_race(box: Sandbox, sessions: int = 4, rounds: int = 5, timeout: float 
     text = (box.repo / LINES_FILE).read_text()
     landed = sum(int(n) for n in re.findall(r"^line\d+ = (\d+)$", text, re.MULTILINE))
     own = sum(1 for c in failed if _AGENT_OWN.search(c.output or ""))
-    return LinesResult(box.agent, sessions, rounds, len(writes) - len(failed), landed, len(failed), own, done)
+    return LinesResult(box.agent, sessions, rounds, len(writes) - len(failed), landed, len(failed), own, done, text)
 
 
 def _run_all(box: Sandbox, policies: list[Policy], timeout: float) -> tuple[AgentRun, ...]:
