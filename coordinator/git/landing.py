@@ -121,7 +121,10 @@ def _prepare_index(
     HEAD's entry (what anyone staged stays staged), written to `tmp` beside it."""
     if not index.exists():
         return  # no index yet: git builds one when it needs it
-    shutil.copyfile(index, tmp)
+    # With its modification time: git trusts an entry's stat data only when the file is older than the index
+    # ("racy git"); a copy stamped now made a file changed in the index's own second look clean (`git status`
+    # lost another session's uncommitted same-size edit, seen in the auto-commit test).
+    shutil.copy2(index, tmp)
     staged = git.index_entries(list(info))
     lines = "".join(index_line(m, o, gp) for gp, (m, o) in info.items() if staged.get(gp) == old.get(gp))
     if lines:

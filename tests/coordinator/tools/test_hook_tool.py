@@ -46,13 +46,21 @@ def substituted(event: dict[str, Any]) -> dict[str, Any]:
     return {k: look(v[2:-1]) for k, v in mcp_tool_input().items()}
 
 
+# What the substituted fields do not carry: a write's change and the permission mode, which only policy
+# "rebase" reads (to carry an Edit made on an older view, or merge a Write); without them the mcp_tool way
+# keeps such a write's stale refusal (docs/agents/claude-code.md), never lets more through.
+_REBASE_ONLY = {"edits": (), "content": None, "mode": ""}
+
+
 def test_substituted_fields_make_the_documented_events_again(root: Path) -> None:
     """Every example payload (tests/data/hooks/claude-code/) read back from its substituted fields is the
-    same tool call for the front end."""
+    same tool call for the front end, but for what only policy "rebase" reads."""
     for name in ("pre_edit", "pre_write", "pre_bash", "post_read", "post_read_partial", "post_edit",
                  "post_edit_failure", "pre_edit_subagent", "stop", "session_end"):  # fmt: skip
         event = payload(name, root)
-        assert claude_code.parse(hook_tool.event_of(substituted(event))) == claude_code.parse(event), name
+        direct = claude_code.parse(event)
+        via_tool = claude_code.parse(hook_tool.event_of(substituted(event)))
+        assert via_tool == (None if direct is None else direct._replace(**_REBASE_ONLY)), name
     whole = payload("pre_edit", root)
     assert hook_tool.event_of({"event": json.dumps(whole)}) == whole == hook_tool.event_of({"event": whole})
 
