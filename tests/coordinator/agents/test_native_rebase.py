@@ -205,12 +205,16 @@ def test_an_edit_whose_change_is_already_in_the_file_is_refused_not_lost(
 
 
 def test_the_hook_commands_own_coordinator_takes_the_project_configs_policy(
-    root: Path, app: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, app: Path, request: pytest.FixtureRequest
 ) -> None:
     """With no hook service (EDIT_COORDINATOR_HOOK_SERVICE=0) the hook command decides in its own process:
     its coordinator takes `policy` from the project config, as `serve --root` does for the service."""
     import subprocess
     import sys
+
+    from coordinator.state.embedded import stop_embedded_redis
+
+    request.addfinalizer(lambda: stop_embedded_redis(root / ".edit-coordinator"))  # the commands' embedded Redis
 
     (root / ".edit-coordinator.toml").write_text('policy = "rebase"\n')
     env = {**os.environ, "EDIT_COORDINATOR_HOOK_SERVICE": "0"}
