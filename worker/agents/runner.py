@@ -326,10 +326,12 @@ def run_agent(
     timeout: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
     limit: int | None = None,
+    args: tuple[str, ...] = (),
 ) -> AgentRun:
     """Run the agent once in the sandbox's repository, its model answering by `policy`; returns when the agent
     ends (or is killed at `timeout`, returncode None). `env` adds to (or overrides) the agent's environment;
-    `limit` caps the model requests (the next is answered 400, which ends any of the three agents)."""
+    `limit` caps the model requests (the next is answered 400, which ends any of the three agents); `args`
+    are added to the agent's command line (Claude Code's `--session-id ID`)."""
     binary = ensure(box.agent)
     seen_before = {p.name for p in box.capture.glob("*.json")}
     with ModelServer(policy, limit=limit) as server:
@@ -338,7 +340,7 @@ def run_agent(
         if box.agent == "codex" and box.hooked:
             trust_codex_hooks(binary, box.repo, full_env)
         proc = subprocess.Popen(
-            box.kind.argv(binary, prompt),
+            [*box.kind.argv(binary, prompt), *args],
             cwd=box.repo,
             env=full_env,
             stdin=subprocess.DEVNULL,

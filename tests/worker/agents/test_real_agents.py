@@ -213,3 +213,29 @@ def test_a_call_that_ends_without_post_tool_use_does_not_hold_the_file(agent: st
     edit = _last_calls(b)[1]
     assert tools.succeeded(edit), edit
     assert (box.repo / "a.txt").read_text() == "two\n"
+
+
+def test_a_note_left_for_a_claude_code_session_reaches_its_model_with_the_next_prompt(sandbox: Make) -> None:
+    """A note that no answer could show when it was due (at a turn's end) is kept for the session and told
+    with its next prompt, as UserPromptSubmit's additionalContext: the real Claude Code hands it to its model
+    (the session's id set with --session-id, so that the note can be left before the turn)."""
+    import uuid
+
+    from coordinator import Coordinator
+    from coordinator.state.embedded import stop_embedded_redis
+
+    box = sandbox("claude-code", {"a.txt": "one\n"})
+    session = str(uuid.uuid4())
+    note = "Your change to a.txt was overwritten by a late write of session bob (note 7731)."
+    try:
+        with Coordinator(box.repo) as coord:
+            coord.agent_port().calls.tell(session, note)
+        run = run_agent(box, sequence([Tools("claude-code", box.repo).read("a.txt")]), args=("--session-id", session))
+        _ok(run)
+        assert run.sessions == {session}
+        told = [r for r in run.server.requests if r.main and note in json.dumps(r.body)]
+        assert told, "the note reached no model request"
+        with Coordinator(box.repo) as coord:  # told once: nothing left for the session
+            assert coord.agent_port().calls.at_event(session)[1] == []
+    finally:
+        stop_embedded_redis(box.repo / ".edit-coordinator")
