@@ -370,7 +370,7 @@ class AgentWrites:
             self.native.record_outside(key, OUTSIDE, created=created)
             return
         session = running.pop()
-        view = self.native.judge_write(session, key).view
+        view = self.native.view_of(session, key)
         if view is not None:
             now = time.time()
             unnamed = PendingCall(session, "", key, None, view.hash, "shell", now, now)

@@ -160,6 +160,11 @@ class NativeWrites:
                 return True
         return False
 
+    def view_of(self, session: str, path: str) -> ReadState | None:
+        """`session`'s recorded view of `path` (None: none), without looking at the file."""
+        key = fsio.resolve(self.disk.root, path).key
+        return self.access.call(lambda: self.access.store.get(session, key))
+
     def judge_write(self, session: str, path: str, *, whole: bool = False) -> Judged:
         """Would `session`'s write of `path` be refused as `not_read` or `stale` right now (no lock, nothing
         changed)? No refusal: its view is the file on disk, or the file does not exist yet (a write may create
@@ -167,7 +172,7 @@ class NativeWrites:
         A stale refusal after an outside change says so, and never names the session itself."""
         rp = fsio.resolve(self.disk.root, path)
         cur = self._current(rp)
-        recorded = self.access.call(lambda: self.access.store.get(session, rp.key)) if cur.exists else None
+        recorded = self.view_of(session, rp.key) if cur.exists else None
         refusal = _judged(recorded, cur, rp, whole) if cur.exists else None
         return Judged(rp.key, recorded, self._explained(refusal, rp.key, session))
 
@@ -180,7 +185,7 @@ class NativeWrites:
         path can come in between this and `record_write`. `view`: the session's view as `judge_write` just
         found it (saves a round trip; the disk decides either way), else it is looked up."""
         rp = fsio.resolve(self.disk.root, path)
-        recorded = view if view is not None else self.access.call(lambda: self.access.store.get(session, rp.key))
+        recorded = view if view is not None else self.view_of(session, rp.key)
         held = self.disk.locks.acquire(rp.key)
         try:
             cur = self._current(rp)

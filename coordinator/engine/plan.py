@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from coordinator.disk import fsio
 from coordinator.errors import CoordinatorError, ErrorCode
@@ -75,6 +76,21 @@ class WritePlan:
     nearby: tuple[tuple[int, int], ...] = ()
     _spliced: bool = False
 
+    @classmethod
+    def of_edit(cls, out: semantics.EditOutcome, encoding: Encoding, **carried: Any) -> WritePlan:
+        """The plan of an applied edit (`out`), its text encoded as the file was; `carried`: the rebase's
+        fields (`rebased`, `view_data`) when the edit was carried over."""
+        return cls(
+            new_data=encode_text(out.text, encoding),
+            new_text=out.text,
+            replacements=out.replacements,
+            first_offset=out.first_offset,
+            inserted_len=out.inserted_len,
+            match=out.match,
+            match_lines=out.match_lines,
+            **carried,
+        )
+
 
 @dataclass(slots=True)
 class Edits:
@@ -110,15 +126,7 @@ class Edits:
         else:
             one = specs[0]
             out = semantics.apply_edit(text, one.old_string, one.new_string, one.replace_all, match)
-        return WritePlan(
-            new_data=encode_text(out.text, encoding),
-            new_text=out.text,
-            replacements=out.replacements,
-            first_offset=out.first_offset,
-            inserted_len=out.inserted_len,
-            match=out.match,
-            match_lines=out.match_lines,
-        )
+        return WritePlan.of_edit(out, encoding)
 
 
 def clean_digest(cur: CurrentFile, plan: WritePlan, new_digest: str | None) -> str | None:

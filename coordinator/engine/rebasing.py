@@ -126,15 +126,5 @@ class Rebaser:
                 (base_text[x.a_start : x.a_start + x.a_len], rb.view[x.b_start : x.b_start + x.b_len]) for x in own
             )
             raise AlreadyMade(rp.key, rb, encode_text(rb.view, current.encoding), cur.st.st_mtime_ns, hunks)
-        out = rb.outcome
-        return WritePlan(
-            new_data=encode_text(out.text, current.encoding),
-            new_text=out.text,
-            replacements=out.replacements,
-            first_offset=out.first_offset,
-            inserted_len=out.inserted_len,
-            rebased=rb,
-            view_data=encode_text(rb.view, current.encoding),
-            match=out.match,
-            match_lines=out.match_lines,
-        )
+        view_data = encode_text(rb.view, current.encoding)
+        return WritePlan.of_edit(rb.outcome, current.encoding, rebased=rb, view_data=view_data)
