@@ -59,7 +59,7 @@ check_path = validate_path_argument
 
 
 def is_session_id(value: object) -> bool:
-    return isinstance(value, str) and _SESSION_RE.match(value) is not None
+    return isinstance(value, str) and _SESSION_RE.fullmatch(value) is not None  # match's $ takes a final \n
 
 
 def is_call_id(value: object) -> bool:

@@ -128,6 +128,6 @@ def query_map(scope: dict[str, Any]) -> dict[str, str]:
 
 def query_session(scope: dict[str, Any]) -> str | None:
     requested = query_map(scope).get("session")
-    if requested is not None and not SESSION_RE.match(requested):
+    if requested is not None and not SESSION_RE.fullmatch(requested):
         raise refusal(ErrorCode.INVALID_ARGUMENT, "session is not a valid session id.")
     return requested

@@ -215,3 +215,32 @@ def test_claude_codes_own_line_counts_give_whole_views(hooks, root):
     write = {"tool_input__file_path": str(f), "tool_input__content": "three\n"}
     refused = run(hooks, payload("pre_write", root, session_id="part", tool_use_id="w", **write))
     assert not refused.allow and "part" in refused.reason
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("session_id", "s" * 100_000),
+        ("session_id", "s1\n"),  # a trailing newline: re's `$` matches before it
+        ("session_id", "s1\nCoordinator-Session: victim"),
+        ("session_id", "s1\x00"),
+        ("tool_use_id", "toolu_1\n"),
+        ("tool_use_id", "toolu\x001"),
+        ("tool_use_id", "t" * 100_000),
+    ],
+    ids=["100KB", "trailing-newline", "newline", "NUL", "call-trailing-newline", "call-NUL", "call-100KB"],
+)
+def test_a_hook_events_ids_are_checked_by_the_session_ids_rule(hooks, coord, root, app, field, bad):
+    """Every way in takes session ids of one rule (arguments.is_session_id); a hook event's ids too, before
+    anything of the event is recorded: a read that is taken would let the session write."""
+    data = payload("post_read", root, **{field: bad}, tool_input__file_path=str(app), file__filePath=str(app))
+    data["tool_response"]["file"].update(content=app.read_text(), numLines=3, totalLines=3)
+    with pytest.raises(CoordinatorError) as exc:
+        run(hooks, data)
+    assert exc.value.code is ErrorCode.INVALID_ARGUMENT
+    good = {"session_id": "s1", "tool_use_id": "toolu_ok"}
+    good.update({field: bad})
+    edit = payload("pre_edit", root, **good, tool_input__file_path=str(app))
+    with pytest.raises(CoordinatorError):
+        run(hooks, edit)
+    assert coord.history("src/app.py") == [] and _leases(coord) == []

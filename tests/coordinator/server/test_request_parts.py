@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from coordinator.engine.results import WriteResult, evolve
 from coordinator.server import app as app_module
 from coordinator.server.requests import header_map
@@ -53,3 +55,13 @@ def test_the_hook_route_is_in_the_route_table_and_the_openapi_document() -> None
     assert [(p["name"], p["in"]) for p in post["parameters"]] == [("agent", "path"), ("answer", "query")]
     assert hooks.is_hook_path(HOOK_PATH.format(agent="claude-code")) and HOOK_PATH not in ROUTE_BY_PATH
     assert not re.search(r"\bapp\._", (REPO_ROOT / "coordinator" / "server" / "hooks.py").read_text())
+
+
+def test_a_session_in_the_query_string_is_taken_by_the_session_ids_rule_alone() -> None:
+    from coordinator.errors import CoordinatorError
+    from coordinator.server.requests import query_session
+
+    assert query_session({"query_string": b"session=agent-7"}) == "agent-7"
+    for bad in (b"session=agent-7%0A", b"session=a%00b", b"session=" + b"s" * 201):
+        with pytest.raises(CoordinatorError):  # %0A at the end passed re.match's `$`
+            query_session({"query_string": bad})
