@@ -77,11 +77,36 @@ def register(sub: Any) -> None:
         help="with --http: the environment variable holding the bearer token (an admin token: the hooks act "
         "for every session); the settings name the variable, never the token",
     )
+    p.add_argument(
+        "--subfolders",
+        action="store_true",
+        help="gemini only: also write (check, remove) a guard into the user's ~/.gemini/settings.json that "
+        "refuses a write of Gemini CLI started in a subfolder of a hooked repository, where it loads none of "
+        "the repository's hooks",
+    )
     cmd_common.add_common(p, redis=False)
     p.set_defaults(func=cmd_common.guarded(cmd_init))
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    if not getattr(args, "subfolders", False):
+        return _init(args)
+    from coordinator.cli import gemini_subfolders
+    from coordinator.errors import CoordinatorError, ErrorCode
+
+    if args.agent != "gemini":
+        raise CoordinatorError(
+            ErrorCode.INVALID_ARGUMENT,
+            "--subfolders writes a guard into Gemini CLI's user settings: use it with `init gemini`.",
+        )
+    status = _init(args)
+    code, lines = gemini_subfolders.apply("check" if args.check else "remove" if args.remove else "init")
+    for line in lines:
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    return max(status, code)
+
+
+def _init(args: argparse.Namespace) -> int:
     from coordinator.agents import settings as st
 
     root = Path(cmd_common.real_root(args.root))
@@ -431,7 +456,8 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
 
     out = []
     if plan.agent == "gemini":
-        out.append(_GEMINI_SUBFOLDER_NOTE.format(root=root))
+        if not _gemini_subfolder_guard():
+            out.append(_GEMINI_SUBFOLDER_NOTE.format(root=root))
         untrusted = gemini_trust(root)
         if untrusted:
             out.append(untrusted)
@@ -456,8 +482,22 @@ def _warnings(root: Path, plan: Any, current: dict[str, Any]) -> list[str]:
 
 _GEMINI_SUBFOLDER_NOTE = (
     "start Gemini CLI at the repository's top ({root}): started from a subfolder it loads no "
-    ".gemini/settings.json of the repository, so no hook runs and nothing says so"
+    ".gemini/settings.json of the repository, so no hook runs and nothing says so (`init gemini "
+    "--subfolders` adds a guard to ~/.gemini/settings.json that refuses its writes there)"
 )
+
+
+def _gemini_subfolder_guard() -> bool:
+    """Whether the user's Gemini CLI settings hold the subfolder guard (`init gemini --subfolders`)."""
+    from coordinator.agents import settings as st
+    from coordinator.cli import gemini_subfolders
+    from coordinator.errors import CoordinatorError
+
+    path = gemini_subfolders.user_settings()
+    try:
+        return gemini_subfolders.present(st.load(path, str(path))[0])
+    except CoordinatorError:
+        return False
 
 
 def gemini_trust(root: Path, home: Path | None = None) -> str | None:

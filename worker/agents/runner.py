@@ -327,21 +327,27 @@ def run_agent(
     env: dict[str, str] | None = None,
     limit: int | None = None,
     args: tuple[str, ...] = (),
+    cwd: Path | None = None,
+    prepare: Callable[[Path, dict[str, str]], None] | None = None,
 ) -> AgentRun:
     """Run the agent once in the sandbox's repository, its model answering by `policy`; returns when the agent
     ends (or is killed at `timeout`, returncode None). `env` adds to (or overrides) the agent's environment;
     `limit` caps the model requests (the next is answered 400, which ends any of the three agents); `args`
-    are added to the agent's command line (Claude Code's `--session-id ID`)."""
+    are added to the agent's command line (Claude Code's `--session-id ID`); `cwd`: the folder it starts in
+    (default: the repository's top); `prepare(home, env)` runs after the run's home is made (its user
+    settings written), before the agent starts."""
     binary = ensure(box.agent)
     seen_before = {p.name for p in box.capture.glob("*.json")}
     with ModelServer(policy, limit=limit) as server:
         home = box.home(server.url)
         full_env = agent_env(box.kind, home, server.url, env)
+        if prepare is not None:
+            prepare(home, full_env)
         if box.agent == "codex" and box.hooked:
             trust_codex_hooks(binary, box.repo, full_env)
         proc = subprocess.Popen(
             [*box.kind.argv(binary, prompt), *args],
-            cwd=box.repo,
+            cwd=cwd or box.repo,
             env=full_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

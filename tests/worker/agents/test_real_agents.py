@@ -239,3 +239,33 @@ def test_a_note_left_for_a_claude_code_session_reaches_its_model_with_the_next_p
             assert coord.agent_port().calls.at_event(session)[1] == []
     finally:
         stop_embedded_redis(box.repo / ".edit-coordinator")
+
+
+def test_gemini_started_in_a_subfolder_is_refused_its_writes_by_the_subfolder_guard(sandbox: Make) -> None:
+    """Gemini CLI reads .gemini/settings.json of its start folder only: started in a subfolder it runs none
+    of the repository's hooks, and a write of a file it never read lands (at 0effb2a, and without the guard,
+    nothing says so). With `init gemini --subfolders` the guard in the user's settings refuses the write and
+    says where to start Gemini CLI."""
+    import subprocess
+
+    box = sandbox("gemini", {"sub/b.txt": "one\n"})
+    sub = box.repo / "sub"
+    tools = Tools("gemini", box.repo)
+    script = [tools.write("sub/b.txt", "two\n")]
+    bare = run_agent(box, sequence(script), cwd=sub)
+    _ok(bare)
+    assert tools.succeeded(_last_calls(bare)[0]) and bare.payloads == []  # no hook of the repository ran
+    assert (sub / "b.txt").read_text() == "two\n"
+    (sub / "b.txt").write_text("one\n")
+
+    def guard(home: Path, env: dict[str, str]) -> None:
+        argv = [sys.executable, "-m", "coordinator.cli", "init", "gemini", "--subfolders", "--root", str(box.repo)]
+        subprocess.run(argv, env=env, check=True, capture_output=True, timeout=60)
+        assert "edit-coordinator-subfolders" in (home / ".gemini" / "settings.json").read_text()
+
+    guarded = run_agent(box, sequence(script), cwd=sub, prepare=guard)
+    _ok(guarded)
+    (denied,) = _last_calls(guarded)
+    assert not tools.succeeded(denied), denied
+    assert f"start Gemini CLI in {box.repo}" in (denied.output or ""), denied
+    assert (sub / "b.txt").read_text() == "one\n"
