@@ -12,7 +12,6 @@ from typing import Any
 import pydantic_core
 
 from coordinator import errors
-from coordinator.arguments import SESSION_PATTERN
 from coordinator.errors import CoordinatorError, ErrorCode
 
 KiB = 1024
@@ -26,7 +25,6 @@ MIN_SECRET_BYTES = 16
 OPENAPI_PATH = "/openapi.json"
 
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
-SESSION_RE = re.compile(SESSION_PATTERN)  # the rule is arguments.SESSION_PATTERN
 IDEM_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 # Hard caps of the request models. The configured limits (ServerConfig) may be lower, never higher; the

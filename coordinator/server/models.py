@@ -9,9 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
+from coordinator.arguments import SESSION_PATTERN
 from coordinator.client.operations import MAX_INT, MAX_PATH_CHARS, PathArg
 from coordinator.history import HistoryEntry
-from coordinator.server.common import SERVICE_CODES, SESSION_PATTERN, MiB
+from coordinator.server.common import SERVICE_CODES, MiB
 
 _STRICT = ConfigDict(strict=True, extra="forbid")
 

@@ -7,9 +7,10 @@ from urllib.parse import parse_qs
 
 from pydantic import ValidationError
 
+from coordinator.arguments import is_session_id
 from coordinator.client.operations import Edit, MultiEdit, Write
 from coordinator.errors import CoordinatorError, ErrorCode
-from coordinator.server.common import SESSION_RE, refusal
+from coordinator.server.common import refusal
 from coordinator.server.models import ServerConfig
 
 
@@ -128,6 +129,6 @@ def query_map(scope: dict[str, Any]) -> dict[str, str]:
 
 def query_session(scope: dict[str, Any]) -> str | None:
     requested = query_map(scope).get("session")
-    if requested is not None and not SESSION_RE.fullmatch(requested):
+    if requested is not None and not is_session_id(requested):
         raise refusal(ErrorCode.INVALID_ARGUMENT, "session is not a valid session id.")
     return requested

@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from coordinator.arguments import SESSION_PATTERN
 from coordinator.client import operations as ops
 from coordinator.client.operations import Auth, HttpRoute, Operation
 from coordinator.engine import ReadResult
-from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, STATUS_FOR_CODE
+from coordinator.server.common import IDEMPOTENCY_KEY_PATTERN, STATUS_FOR_CODE
 from coordinator.server.models import (
     DashboardResponse,
     DiffRequest,
