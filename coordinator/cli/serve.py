@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import shlex
 import signal
 import socket
 import ssl
@@ -36,7 +37,8 @@ def register(subparsers: Any) -> None:
         "127.0.0.1 unless told otherwise; on any other address give --tls-cert and --tls-key (HTTPS), since "
         "tokens travel in every request. With --uds PATH it listens on a unix socket instead, for clients on "
         "this host (--server unix:///ABS/PATH). Every call but /v1/health needs a bearer token: see "
-        "`edit-coordinator token`.",
+        "`edit-coordinator token`. The dashboard, a live page of the fleet, is at /dashboard: open it with a "
+        "read-only token from `edit-coordinator token --viewer` (docs/dashboard.md).",
         formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_root(p)
@@ -423,11 +425,25 @@ def _serve_on(args: argparse.Namespace, root: str, sock: socket.socket, url: str
     os.environ[CONFIG_ENV] = config.to_json()
     print(f"edit-coordinator serving {root} on {url} ({args.workers} workers; secret: "
           f"{secret_source or '$' + SECRET_ENV})", flush=True)  # fmt: skip
+    if not url.startswith("unix:"):
+        print(dashboard_hint(url, root, args.secret_file), flush=True)
     if args.url_file:
         tmp = f"{args.url_file}.tmp"
         Path(tmp).write_text(url + "\n")
         os.replace(tmp, args.url_file)
     return _run(args, sock, tls)
+
+
+def dashboard_hint(url: str, root: str, secret_file: str | None) -> str:
+    """The line `serve` prints under its address: where the dashboard is and the command that gives the
+    read-only token it asks for (signed with the secret this service uses)."""
+    command = ["edit-coordinator", "token", "--viewer", "--root", root]
+    if secret_file:
+        command += ["--secret-file", secret_file]
+    return (
+        f"dashboard: {url}/dashboard (it asks for a token; a read-only one, valid 24 h: "
+        f"{shlex.join(command)}; or open {url}/dashboard#token=TOKEN)"
+    )
 
 
 def _remove_new_state(root: str) -> None:

@@ -1,0 +1,111 @@
+"""What a new user is told at first contact, followed as written: `serve` names its dashboard and the command
+that gives the token it asks for; a Redis URL where nothing answers, or a root that is no folder, is said
+as what to fix."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from coordinator.cli import main
+from coordinator.state.embedded import stop_embedded_redis
+from tests import REPO_ROOT
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the service tests use Linux process tools")
+
+
+def _user_env(tmp_path: Path) -> dict[str, str]:
+    """A user's environment: none of the project's variables (the secret is the root's own file)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EDIT_COORDINATOR_")}
+    return {**base, "PYTHONPATH": str(REPO_ROOT), "HOME": str(tmp_path / "home")}
+
+
+def _healthy(log: str) -> bool:
+    found = re.search(r"serving .* on (http://\S+) ", log)
+    try:
+        return found is not None and httpx.get(f"{found.group(1)}/v1/health", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_serve_names_the_dashboard_and_the_token_command_that_opens_it(tmp_path: Path) -> None:
+    """At 0effb2a `serve` printed its address and secret only: nothing said where the dashboard is or how to
+    get the viewer token it asks for. The printed command, run as printed from another folder, gives a token
+    the dashboard's data route takes."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    env = _user_env(tmp_path)
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--port", "0", "--workers", "1", "--durability", "none"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthy(log.read_text()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = log.read_text()  # answering: every line of its start is printed
+        found = re.search(r"on (http://\S+) .*\ndashboard: (\S+)/dashboard .*?: (edit-coordinator token [^;]+);", text)
+        assert found, text
+        url, page, command = found.groups()
+        assert page == url
+        words = shlex.split(command)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        given = subprocess.run([sys.executable, "-m", "coordinator.cli", *words[1:]], cwd=elsewhere, env=env,
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert given.returncode == 0, given.stderr
+        viewer = given.stdout.strip()
+        answer = httpx.get(f"{url}/v1/dashboard", headers={"Authorization": f"Bearer {viewer}"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert httpx.get(f"{url}/dashboard", timeout=30).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        stop_embedded_redis(root / ".edit-coordinator")
+
+
+def test_a_redis_url_where_nothing_answers_says_to_fix_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 0effb2a the message was 'Wait a moment and try again', which no wait fixes. The exit status stays 5
+    (the state could not be reached), whether the URL came from the flag, the variable or the project config."""
+    (tmp_path / "f.txt").write_text("one\n")
+    monkeypatch.delenv("EDIT_COORDINATOR_REDIS_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    dead = "redis://127.0.0.1:1/0"
+    ways: list[tuple[list[str], dict[str, str], str]] = [
+        (["--redis-url", dead], {}, ""),
+        ([], {"EDIT_COORDINATOR_REDIS_URL": dead}, ""),
+        ([], {}, f'redis-url = "{dead}"\n'),
+    ]
+    for flags, variables, config in ways:
+        (tmp_path / ".edit-coordinator.toml").write_text(config)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        assert main(["read", "f.txt", "--session", "s", "--root", str(tmp_path), *flags]) == 5
+        err = capsys.readouterr().err
+        assert "Nothing answers at the Redis URL redis://127.0.0.1:1" in err, err
+        assert "Check the URL" in err and "wait a moment" not in err.lower(), err
+        for name in variables:
+            monkeypatch.delenv(name)
+
+
+def test_serve_with_a_root_that_is_no_folder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At 0effb2a a file given as --root ended `serve` in a traceback."""
+    (tmp_path / "file").write_text("x")
+    assert main(["serve", "--root", str(tmp_path / "file"), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "[invalid_argument]" in err and "is not a folder" in err and "Traceback" not in err, err
