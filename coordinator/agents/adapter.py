@@ -50,7 +50,7 @@ _DENIABLE = frozenset(
     }
 )
 
-ShellGuard = Callable[[str, str, str], "str | None"]
+ShellGuard = Callable[[str, str, str, "str | None"], "str | None"]
 SessionEnd = Callable[[str, str], "str | None"]
 log = logging.getLogger("coordinator.agents")
 
@@ -58,7 +58,7 @@ log = logging.getLogger("coordinator.agents")
 class HookAdapter:
     """Applies `ToolCall`s to one coordinator (a local engine on the root, or the service's).
 
-    shell_guard(command, root, session) -> refusal text or None (default: coordinator.git.guard's);
+    shell_guard(command, root, session, cwd) -> refusal text or None (default: coordinator.git.guard's);
     session_end(root, session) -> commit id or None (default: coordinator.git.autocommit.on_session_end)."""
 
     def __init__(
@@ -154,7 +154,7 @@ class HookAdapter:
             from coordinator.git.guard import check_shell_command
 
             guard = check_shell_command
-        reason = guard(call.command, self.coord.root, call.session)
+        reason = guard(call.command, self.coord.root, call.session, call.cwd)  # relative paths are from its cwd
         if reason is not None:
             return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
         protocol.before_shell(call.session, call.tool_use_id, call.command, call.cwd)

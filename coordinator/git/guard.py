@@ -49,7 +49,19 @@ def git_invocations(command: str) -> list[list[str]]:
 
 @dataclass(frozen=True)
 class _Where:
-    base: str  # the folder the line starts in, relative to the git top level ("" at the top)
+    top: str  # the git top level, a real absolute path
+    base: str  # the folder the line starts in, a real absolute path
+
+
+def _relative(path: str, top: str) -> str | None:
+    """`path` (absolute, normalised) relative to `top` ("." for the top itself); None when outside it. A path
+    spelled through a symbolic link (`cd /link/to/repo`) is compared by the real path of its folder."""
+    for candidate in (path, posixpath.join(os.path.realpath(posixpath.dirname(path)), posixpath.basename(path))):
+        if candidate == top:
+            return "."
+        if candidate.startswith(top.rstrip("/") + "/"):
+            return candidate[len(top.rstrip("/")) + 1 :]
+    return None
 
 
 def _target(spec: Word, call: GitCall, where: _Where) -> tuple[str, bool] | None:
@@ -66,16 +78,23 @@ def _target(spec: Word, call: GitCall, where: _Where) -> tuple[str, bool] | None
         text = magic.group("rest")
         if exclude or any(w.startswith("attr") for w in words):
             return ALL, False  # "everything but ...": as wide as the whole tree
-    folder = "" if top else posixpath.join(where.base, call.cwd or "")
-    path = posixpath.normpath(posixpath.join(folder, text)) if text else posixpath.normpath(folder or ".")
-    if path in (".", ""):
+    # Absolute folders and paths (`cd /repo/sub && ...`, `git -C /repo ...`, `git add /repo/a.py`: the form
+    # agents use most) are taken relative to the top level, as git takes them.
+    folder = where.top if top else posixpath.join(where.base, call.cwd or ".")
+    relative = _relative(posixpath.normpath(posixpath.join(folder, text)), where.top)
+    if relative is None:
+        return text, False  # outside the work tree: git refuses it, and it names none of the others' paths
+    if relative == ".":
         return ALL, False
+    path = relative
     literal = magic is not None and "literal" in (magic.group("long") or "")
     return path, (spec.glob or bool(re.search(r"[*?\[]", text))) and not literal
 
 
 def _touches(call: GitCall, specs: tuple[Word, ...], others: Others, where: _Where, doubts: list[str]) -> list[str]:
     hit: set[str] = set()
+    if call.cwd is None and specs:
+        doubts.append(f"`git {call.sub}` runs in a folder not known before it runs (a `cd` to a variable's folder)")
     for spec in specs:
         target = _target(spec, call, where)
         if target is None:
@@ -214,7 +233,7 @@ def judge_shell_command(command: str, root: str, session_id: str, cwd: str | Non
         return GuardAnswer(None)
     try:
         others = others_uncommitted(root, session_id)
-        where = _Where(_base(root, cwd))
+        where = _where(root, cwd)
     except Exception:
         return GuardAnswer(None)
     if not others:
@@ -226,16 +245,15 @@ def judge_shell_command(command: str, root: str, session_id: str, cwd: str | Non
     return GuardAnswer(None, tuple(dict.fromkeys(doubts)))
 
 
-def _base(root: str, cwd: str | None) -> str:
-    top = Git(root).toplevel
-    rel = os.path.relpath(os.path.realpath(cwd or root), os.path.realpath(top)).replace(os.sep, "/")
-    return "" if rel == "." or rel.startswith("..") else rel
+def _where(root: str, cwd: str | None) -> _Where:
+    return _Where(os.path.realpath(Git(root).toplevel), os.path.realpath(cwd or root))
 
 
-def check_shell_command(command: str, root: str, session_id: str) -> str | None:
-    """None when `command` may run; else a refusal for the model naming the safe equivalent (and what in the
-    line the guard could not judge). `judge_shell_command` gives the doubts of a line it lets through too."""
-    answer = judge_shell_command(command, root, session_id)
+def check_shell_command(command: str, root: str, session_id: str, cwd: str | None = None) -> str | None:
+    """None when `command`, run in `cwd` (default: the root), may run; else a refusal for the model naming the
+    safe equivalent (and what in the line the guard could not judge). `judge_shell_command` gives the doubts of
+    a line it lets through too."""
+    answer = judge_shell_command(command, root, session_id, cwd)
     if answer.refusal is None:
         return None
     extra = f" Not judged: {'; '.join(answer.doubts)}." if answer.doubts else ""

@@ -220,3 +220,65 @@ def test_git_guard_takes_the_command_as_one_argument(shared: Path) -> None:
     assert one.returncode == 1 and "a.py (other)" in one.stderr
     words = subprocess.run([*base, "git", "status"], cwd=shared, capture_output=True, text=True)
     assert words.returncode == 0, words.stderr
+
+
+@pytest.fixture
+def nested(shared: Path, gcoord: Coordinator) -> Path:
+    """`shared` with sub/x.py committed, then changed by the other session."""
+    (shared / "sub").mkdir()
+    (shared / "sub" / "x.py").write_text("x1\n")
+    git(shared, "add", "sub/x.py")
+    git(shared, "commit", "-q", "-m", "x", "--", "sub/x.py")
+    edit(gcoord, "other", "sub/x.py", "x1\n", "X1 by other\n")
+    return shared
+
+
+ABSOLUTE_REFUSED = [
+    "cd {repo} && git checkout -- a.py",  # Claude Code's usual shape: an absolute `cd`
+    "cd {repo}/sub && git restore x.py",
+    "cd {repo}/sub && git checkout -- ../a.py",
+    "git checkout -- {repo}/a.py",
+    "git -C {repo} restore a.py",
+    "git -C {repo}/sub rm -f x.py",
+    "cd {link} && git checkout -- a.py",  # the repository through a symbolic link
+]
+ABSOLUTE_ALLOWED = [
+    "cd {repo} && git add b.py && git commit -m x -- b.py",
+    "git add {repo}/b.py",
+    "cd {repo}/sub && git status && git diff",
+]
+
+
+@pytest.mark.parametrize("command", ABSOLUTE_REFUSED)
+def test_absolute_folders_and_paths_are_taken_relative_to_the_tree(nested: Path, command: str) -> None:
+    """These were allowed: an absolute folder or path was compared with the others' paths as written."""
+    (nested.parent / "link").symlink_to(nested)
+    line = command.format(repo=nested, link=nested.parent / "link")
+    refusal = check_shell_command(line, str(nested), "me")
+    assert refusal is not None and "(other)" in refusal, line
+
+
+@pytest.mark.parametrize("command", ABSOLUTE_ALLOWED)
+def test_absolute_forms_of_own_and_read_only_commands_pass(nested: Path, command: str) -> None:
+    assert check_shell_command(command.format(repo=nested), str(nested), "me") is None
+
+
+def test_the_hook_judges_a_command_from_the_agents_folder(nested: Path, gcoord: Coordinator) -> None:
+    """An agent's shell stays in the folder it moved to (Claude Code's `cwd` of the event): `git checkout --
+    x.py` run in sub/ discards sub/x.py. The hook used to judge it from the root, where x.py is nobody's."""
+    from coordinator.agents.adapter import HookAdapter
+    from tests.coordinator.agents.hooking import payload, run
+
+    hooks = HookAdapter(gcoord)
+    ids = {"session_id": "me", "tool_use_id": "toolu_cwd_1"}
+    answer = run(
+        hooks, payload("pre_bash", nested, cwd=str(nested / "sub"), tool_input__command="git checkout -- x.py", **ids)
+    )
+    assert not answer.allow and "sub/x.py (other)" in answer.reason
+    at_root = payload("pre_bash", nested, tool_input__command="git checkout -- x.py", **ids)
+    assert run(hooks, at_root).allow  # from the root it names x.py, which does not exist: nothing of others'
+
+
+def test_a_folder_not_known_before_it_runs_is_named(nested: Path) -> None:
+    answer = judge_shell_command('cd "$DIR" && git checkout -- x.py', str(nested), "me")
+    assert any("folder not known" in d for d in answer.doubts)
