@@ -113,12 +113,17 @@ def resolve(root: str, path: object) -> ResolvedPath:
         )
     base = root.rstrip("/")  # "" for the root "/"
     if not real.startswith(base + "/"):  # outside (the root itself is refused above)
-        via_link = os.path.abspath(_joined(root, shown)) != real
+        if os.path.abspath(_joined(root, shown)) != real:  # no other path to give: say what the link does
+            raise CoordinatorError(
+                ErrorCode.OUTSIDE_ROOT,
+                f"{shown!r} leads outside the repository through a symlink, to a file that is not the "
+                "repository's; nothing was read or written. Only files inside the repository can be read or "
+                "changed through the coordinator.",
+            )
         raise CoordinatorError(
             ErrorCode.OUTSIDE_ROOT,
-            f"{shown!r} leads outside the repository"
-            + (" (through a symlink)" if via_link else "")
-            + ". Only files inside the repository can be read or changed; give a path relative to its root.",
+            f"{shown!r} leads outside the repository. Only files inside the repository can be read or changed; "
+            "give a path relative to its root.",
         )
     key = real[len(base) + 1 :]  # real is inside root (checked above), so a plain slice
     if is_state_key(key):

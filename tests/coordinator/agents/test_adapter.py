@@ -159,6 +159,8 @@ def test_absolute_paths_outside_the_root_go_unguarded_and_symlinks_out_are_refus
     through = str(root / "out" / "elsewhere.py")
     decision = run(hooks, payload("pre_edit", root, session_id="s1", tool_input__file_path=through))
     assert not decision.allow and decision.code == ErrorCode.OUTSIDE_ROOT.value
+    # no advice an agent's absolute-path tools cannot follow ("give a path relative to its root")
+    assert "through a symlink" in decision.reason and "relative" not in decision.reason, decision.reason
     state = root / ".edit-coordinator" / "x.py"
     assert not run(hooks, payload("pre_write", root, session_id="s1", tool_input__file_path=str(state))).allow
 

@@ -162,3 +162,25 @@ def test_a_deep_repositorys_service_socket_goes_to_a_private_folder(tmp_path: Pa
     shared.chmod(0o755)
     with pytest.raises(OSError, match="not a private folder"):
         hookservice._own_private_folder(shared)
+
+
+def test_an_event_over_the_limit_posted_by_claude_code_is_refused_as_too_large(real_redis_root: Path) -> None:
+    """The http hooks' way to the same limit the hook client checks (test_hookclient): a refusal that says
+    the event is over the limit, which a model does not retry as it would a service that did not answer."""
+    from coordinator.cli.fasthook import MAX_EVENT_BYTES
+
+    root = real_redis_root
+    (root / "a.py").write_text("x = 1\n")
+    endpoint = hookservice.http_endpoint(root, create=True)
+    assert endpoint is not None
+    try:
+        hookservice.start(str(root))
+        big = payload("pre_write", root, session_id="s1", tool_use_id="t1", tool_input__file_path=str(root / "a.py"),
+                      tool_input__content="x" * (MAX_EVENT_BYTES + 10))  # fmt: skip
+        answer = _post(endpoint, big)
+        assert answer.status_code == 200
+        said = answer.json()
+        assert said["decision"] == "block" and "over this service's limit" in said["reason"], said
+        assert (root / "a.py").read_text() == "x = 1\n"
+    finally:
+        hookservice.stop(root)
