@@ -9,11 +9,13 @@ fault tests use it):
    another process holds it, wait a little, then refuse with nothing moved;
 3. write the new shared index into a file of our own beside it: a copy of the index with each committed
    path following the new commit where it still equalled the old HEAD's entry (what anyone staged stays);
-4. move the ref by compare-and-swap: the commit point;
+4. move the ref by compare-and-swap: the commit point (an `update-ref` that fails with the ref unmoved, its
+   lock held by another git process, waits a little, then refuses: it is not a moved branch);
 5. write the session's marks; 6. put the new index in place (rename over `.git/index`); 7. release the lock;
    then remove the journal.
 
-A failure before 4 drops what was prepared: nothing moved. A failure after 4 in this process moves the ref
+A failure before 4 (a full disk writing the journal, the lock's token or the new index) drops what was prepared:
+nothing moved. A failure after 4 in this process moves the ref
 back by compare-and-swap (only if nobody committed on top), with the marks as they were, and says "rolled
 back"; if the ref cannot go back it says the commit landed and leaves the rest to `recover`. After a kill,
 `recover` (run before every commit) reads the journal of a process that is gone: when the ref holds or
@@ -64,11 +66,15 @@ class Journal:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(asdict(self), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as f:
+                json.dump(asdict(self), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half-written journal behind
+            raise
 
     @classmethod
     def load(cls, path: Path) -> Journal | None:
@@ -103,6 +109,9 @@ def _take_lock(lock: Path, token: str) -> None:
             continue
         try:
             os.write(fd, token.encode())
+        except BaseException:
+            lock.unlink(missing_ok=True)  # created by us a moment ago: no token in it, so _drop would leave it
+            raise
         finally:
             os.close(fd)
         return
@@ -164,17 +173,23 @@ def land(git: Git, state_dir: Path, landing: Landing, before_ref_update: Callabl
         before_ref_update()
     _ACTIVE.add(str(journal_file))
     try:
-        journal.save(journal_file)
-        _fault(1)
         try:
+            journal.save(journal_file)
+            _fault(1)
             _take_lock(lock, token)
             _fault(2)
             _prepare_index(git, index, tmp, landing.old_entries, landing.info)
             _fault(3)
-            moved = git.move_ref(landing.ref, landing.new, landing.old)
-        except BaseException:
+            moved = _swap(git, landing.ref, landing.new, landing.old)
+        except BaseException as exc:
             _drop(journal)
             journal_file.unlink(missing_ok=True)
+            if isinstance(exc, OSError):  # a full disk before the commit point: nothing moved
+                raise CoordinatorError(
+                    ErrorCode.IO_ERROR,
+                    f"The commit could not be prepared ({exc}): nothing was committed; the branch, the index and "
+                    "the ledger are as they were. Fix the cause (free some disk space) and retry.",
+                ) from exc
             raise
         if not moved:
             _drop(journal)
@@ -185,6 +200,26 @@ def land(git: Git, state_dir: Path, landing: Landing, before_ref_update: Callabl
         return True
     finally:
         _ACTIVE.discard(str(journal_file))
+
+
+def _swap(git: Git, ref: str, new: str, old: str | None) -> bool:
+    """The compare-and-swap of the ref; False when the ref moved meanwhile (build again). When `update-ref`
+    fails with the ref still at `old` (its lock `REF.lock` held by another git process, a full disk), it waits
+    up to LOCK_WAIT_S, then refuses with git's reason and nothing moved: that failure is not a moved branch."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        failed = git.move_ref_failure(ref, new, old)
+        if failed is None:
+            return True
+        if git.ref_oid(ref) != old:
+            return False
+        if time.monotonic() >= deadline:
+            raise CoordinatorError(
+                ErrorCode.LOCK_TIMEOUT if ".lock" in failed else ErrorCode.IO_ERROR,
+                f"git could not move {ref} ({failed}). Nothing was committed and the branch did not move. Retry "
+                "when the other git process is done; if none is running, remove the lock file it names.",
+            )
+        time.sleep(0.05)
 
 
 def _drop(journal: Journal) -> None:
@@ -251,7 +286,7 @@ def recover(git: Git, state_dir: Path) -> list[str]:
 
 
 def _landed(git: Git, journal: Journal) -> bool:
-    now = git.run(["rev-parse", "-q", "--verify", f"{journal.ref}^{{commit}}"], check=False).stdout.decode().strip()
+    now = git.ref_oid(journal.ref)
     if not now:
         return False
     if now == journal.new:

@@ -129,9 +129,18 @@ class Git:
 
     def move_ref(self, ref: str, new: str, old: str | None) -> bool:
         """Compare-and-swap: `ref` becomes `new` only if it still is `old` (None: only if it does not exist).
-        False when it moved meanwhile; nothing is overwritten."""
+        False when it did not move (it moved meanwhile, or git could not lock it); nothing is overwritten."""
+        return self.move_ref_failure(ref, new, old) is None
+
+    def move_ref_failure(self, ref: str, new: str, old: str | None) -> str | None:
+        """`move_ref`, with git's reason when the ref did not move (None: it moved)."""
         proc = self.run(["update-ref", ref, new, old or self.zero_oid], check=False)
-        return proc.returncode == 0
+        return None if proc.returncode == 0 else proc.stderr.decode(errors="replace").strip() or "update-ref failed"
+
+    def ref_oid(self, ref: str) -> str | None:
+        """The commit `ref` points to; None when it does not exist."""
+        out = self.run(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], check=False).stdout.decode().strip()
+        return out or None
 
     def index_entries(self, paths: Sequence[str]) -> dict[str, TreeEntry]:
         """Stage-0 entries of the shared index for `paths`."""

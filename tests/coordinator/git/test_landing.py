@@ -112,3 +112,107 @@ def test_a_failure_after_the_ref_moved_rolls_back(
     commit_session(str(repo), "s1", "by s1")
     commit_session(str(repo), "s2", "by s2")
     _all_landed_once(repo)
+
+
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+# A full disk at each step that writes: (what fails, the function, when it fails, what the message says).
+FULL_DISK = {
+    "journal": (os, "fsync", lambda a: "/landing/" in _fd_path(a[0]), "nothing was committed"),
+    "lock token": (os, "write", lambda a: _fd_path(a[0]).endswith("index.lock"), "nothing was committed"),
+    "index copy": (landing.shutil, "copy2", lambda a: Path(a[1]).name.startswith("index.ec-"), "nothing was committed"),
+    "marks": (os, "fsync", lambda a: "/.marks-" in _fd_path(a[0]), "rolled back"),
+    "index rename": (os, "replace", lambda a: Path(a[1]).name == "index", "rolled back"),
+}
+
+
+@pytest.mark.parametrize("where", list(FULL_DISK))
+def test_a_full_disk_at_any_step_moves_all_or_nothing(
+    repo: Path, gcoord: Coordinator, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """ENOSPC at each write of the landing, in the committing process: before the commit point nothing moved;
+    after it the ref went back by compare-and-swap. Either way the branch, the index, the marks and git's lock
+    are as they were, nothing half-written is left, and the message says which."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd")
+    _two_sessions(gcoord)
+    before = _state(repo)
+    module, name, when, said = FULL_DISK[where]
+    real = getattr(module, name)
+
+    def full(*args: object, **kwargs: object) -> object:
+        if when(args):
+            if name == "copy2":  # half a file written, then the disk is full
+                Path(str(args[1])).write_bytes(Path(str(args[0])).read_bytes()[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(module, name, full)
+        with pytest.raises(CoordinatorError) as exc:
+            commit_session(str(repo), "s1", "by s1")
+    assert exc.value.code is ErrorCode.IO_ERROR and said in exc.value.message
+    assert _state(repo) == before
+    state_git = repo / ".edit-coordinator" / "git"
+    assert not list(landing.journal_dir(repo / ".edit-coordinator").glob("*"))
+    assert not list((repo / ".git").glob("index.ec-*")) and not (state_git / "s1.json").exists()
+    commit_session(str(repo), "s1", "by s1")
+    commit_session(str(repo), "s2", "by s2")
+    _all_landed_once(repo)
+
+
+def test_a_held_ref_lock_is_not_taken_for_a_moved_branch(
+    repo: Path, gcoord: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`refs/heads/main.lock` held by another git process: `update-ref` fails with the ref unmoved. That used
+    to count as "the branch moved" five times over, then a `stale` refusal saying so."""
+    monkeypatch.setattr(landing, "LOCK_WAIT_S", 0.2)
+    _two_sessions(gcoord)
+    before = _state(repo)
+    ref_lock = repo / ".git" / "refs" / "heads" / "main.lock"
+    ref_lock.write_text("held\n")
+    with pytest.raises(CoordinatorError) as exc:
+        commit_session(str(repo), "s1", "by s1")
+    assert exc.value.code is ErrorCode.LOCK_TIMEOUT and "did not move" in exc.value.message
+    assert "main.lock" in exc.value.message
+    assert _state(repo) == before and ref_lock.read_text() == "held\n"
+    ref_lock.unlink()
+    commit_session(str(repo), "s1", "by s1")
+    commit_session(str(repo), "s2", "by s2")
+    _all_landed_once(repo)
+
+
+def test_a_commit_that_cannot_go_back_says_it_landed_and_is_completed_next(
+    repo: Path, gcoord: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure after the commit point when someone already committed on top: the ref cannot go back by
+    compare-and-swap, so the message says the commit landed, and the next commit completes its index and
+    marks."""
+    _two_sessions(gcoord)
+    real = landing.write_marks
+
+    def on_top_then_full(*args: object) -> None:
+        tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+        top = git(repo, "commit-tree", tree, "-p", "HEAD", stdin=b"on top\n").strip()
+        git(repo, "update-ref", "refs/heads/main", top)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(landing, "write_marks", on_top_then_full)
+        with pytest.raises(CoordinatorError) as exc:
+            commit_session(str(repo), "s1", "by s1")
+    assert exc.value.code is ErrorCode.IO_ERROR and "landed" in exc.value.message
+    assert "could not be moved back" in exc.value.message and "rolled back" not in exc.value.message
+    assert git(repo, "log", "--format=%s", "-2").split("\n")[:2] == ["on top", "by s1"]
+    assert landing.write_marks is real
+    result = commit_session(str(repo), "s2", "by s2")
+    assert len(result.recovered) == 1 and "completed" in result.recovered[0]
+    assert not (repo / ".git" / "index.lock").exists() and git(repo, "status", "--porcelain") == ""
+    with pytest.raises(CoordinatorError) as again:
+        commit_session(str(repo), "s1", "again")  # its marks were completed: nothing left to commit
+    assert again.value.code is ErrorCode.NO_CHANGE
