@@ -1,14 +1,14 @@
 """`edit-coordinator status` and `top`: sessions, recent writes, refusals by code, locks held, leases and Redis
 health of a root, once or refreshing. They only inspect: they never start the embedded Redis server (the
-status then says it is not running, and the leases and refusals by code, which Redis holds, are said to be
-unknown rather than shown as none).
+status then says it is not running, which is no failure: it stops when no session uses it; the sessions,
+leases and refusals by code, which Redis holds, are said to be unknown rather than shown as none).
 
 "Locks held now" is a probe: a shared, non-blocking flock on each lock file fails iff a writer holds it.
 Lock files and history index files are named by the same hash of the path, so the history names the path.
 
-With `--server URL --token T` (the admin token) the view comes from a remote `serve` through `HttpClient`:
-sessions, leases, recent writes (the newest change events) and the service's health; the parts only the
-file host can see (locks held, refusals by code, history size) are said to be not available remotely."""
+With `--server URL --token T` (the admin token or a viewer token) the view comes from a remote `serve`'s
+fleet view (GET /v1/dashboard) in the same data shape, rendered by the same `render_status`; only the locks
+held, which the file host alone can probe, are said to be not available remotely."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def _redis_section(repo: Repo, redis_url: str | None) -> tuple[dict[str, Any], A
     if url is None:
         st = embedded_status(repo.state_dir) if repo.state_dir.is_dir() else None
         if st is None:
-            info["error"] = "the embedded Redis server is not running (it starts on first use)"
+            info.update(not_running=True, error="the embedded Redis server is not running (it starts on first use)")
             return info, None
         url = info["url"] = st["url"]
         info["pid"] = st["pid"]
@@ -153,6 +153,9 @@ def _sessions_of(seen: Any, now: float, active_window: float) -> list[dict[str, 
     return rows
 
 
+NOT_RUNNING = "the embedded Redis server is not running"
+
+
 def _from_redis(
     client: Any, repo: Repo, redis_info: dict[str, Any], now: float, active_window: float
 ) -> dict[str, Any]:
@@ -160,9 +163,11 @@ def _from_redis(
     part that could not be read)."""
     from coordinator.state.views import StateStore
 
-    out: dict[str, Any] = {"sessions": [], "leases": [], "leases_note": "", "conflicts": None, "conflicts_note": ""}
+    out: dict[str, Any] = {"sessions": [], "sessions_note": "", "leases": [], "leases_note": "", "conflicts": None,
+                           "conflicts_note": ""}  # fmt: skip
     if client is None or not redis_info.get("ok"):
-        out.update(leases_note="Redis is not reachable", conflicts_note="Redis is not reachable")
+        note = NOT_RUNNING if redis_info.get("not_running") else "Redis is not reachable"
+        out.update(sessions_note=note, leases_note=note, conflicts_note=note)
         return out
     store = StateStore(client, namespace_for(repo.root))
     try:
@@ -203,6 +208,7 @@ def gather_status(
         "time": now,
         "redis": redis_info,
         "sessions": sessions,
+        "sessions_note": held["sessions_note"],
         "active": sum(1 for s in sessions if s["state"] == "active"),
         "idle": sum(1 for s in sessions if s["state"] == "idle"),
         "recent_writes": recent_writes(repo, recent),
@@ -245,15 +251,7 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
         f"Sessions: {data['active']} active, {data['idle']} idle   History: {_history_text(data['history'])}"
     )
     health = _health_text(data["redis"])
-    sessions = Table(title="Sessions", title_justify="left", expand=False)
-    sessions.add_column("Session")
-    sessions.add_column("State")
-    sessions.add_column("Last activity")
-    for s in data["sessions"][:max_sessions]:
-        style = "green" if s["state"] == "active" else "dim"
-        sessions.add_row(s["session"], Text(s["state"], style=style), ago(now - s["last_seen"]))
-    if len(data["sessions"]) > max_sessions:
-        sessions.caption = f"{len(data['sessions']) - max_sessions} more not shown"
+    sessions = _sessions_view(data, now, max_sessions)
     writes = Table(title="Recent writes", title_justify="left")
     for col in ("When", "Path", "Version", "Session", "Operation"):
         writes.add_column(col, justify="right" if col == "Version" else "left")
@@ -272,11 +270,32 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     return Group(header, health, sessions, writes, locks, conflicts, leases, *([failed] if failed.plain else []))
 
 
+def _sessions_view(data: dict[str, Any], now: float, max_sessions: int) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    if not data["sessions"]:
+        note = data.get("sessions_note")
+        return Text(f"Sessions: {f'not available ({note})' if note else 'none seen'}.", style="dim")
+    sessions = Table(title="Sessions", title_justify="left", expand=False)
+    sessions.add_column("Session")
+    sessions.add_column("State")
+    sessions.add_column("Last activity")
+    for s in data["sessions"][:max_sessions]:
+        style = "green" if s["state"] == "active" else "dim"
+        sessions.add_row(s["session"], Text(s["state"], style=style), ago(now - s["last_seen"]))
+    if len(data["sessions"]) > max_sessions:
+        sessions.caption = f"{len(data['sessions']) - max_sessions} more not shown"
+    return sessions
+
+
 def _health_text(r: dict[str, Any]) -> Any:
     """One line of Redis health, in the same words locally and through a service."""
     from rich.text import Text
 
     where = r.get("url") or ""
+    if r.get("not_running"):  # not a failure: it stops when no session uses it and starts on first use
+        return Text(f"Redis: {NOT_RUNNING} (it starts on first use; what it holds is kept).", style="dim")
     if not r.get("ok"):
         return Text(f"Redis: unavailable ({r.get('error', '?')})  {where}", style="red")
     mem = format_size(int(r["used_memory"])) if r.get("used_memory") is not None else "?"
@@ -321,6 +340,7 @@ def remote_status(client: Any, server: str, active_window: float = 60.0, recent:
         "time": now,
         "redis": redis_info,
         "sessions": sessions,
+        "sessions_note": "could not be read" if "sessions" in notes else "",
         "active": sum(1 for s in sessions if s["state"] == "active"),
         "idle": sum(1 for s in sessions if s["state"] == "idle"),
         "recent_writes": writes,
@@ -416,7 +436,9 @@ def _conflicts_view(data: dict[str, Any]) -> Any:
     from rich.text import Text
 
     if data["conflicts"] is None:
-        return Text(f"Conflicts by code: not available ({data['conflicts_note']}).", style="dim")
+        return Text(f"Refusals by code: not available ({data['conflicts_note']}).", style="dim")
+    if not data["conflicts"]:
+        return Text("Refusals by code: none.", style="dim")
     conflicts = Table(title="Refusals by code", title_justify="left")
     conflicts.add_column("Code")
     conflicts.add_column("Count", justify="right")

@@ -604,6 +604,7 @@ def test_status_shows_sessions_writes_locks_and_redis(repo: tuple[Path, Coordina
     assert cli_json(capsys, root, "status")["locks_held"] == []  # released
     rc, out, _ = cli(capsys, root, "status")
     assert rc == 0 and "agent-y" in out and "Redis: ok" in out
+    assert "not_read" in out and "Refusals by code: none" not in out
 
 
 def test_status_without_a_running_redis_does_not_start_one(tmp_path: Path, capsys: Any) -> None:
@@ -611,12 +612,20 @@ def test_status_without_a_running_redis_does_not_start_one(tmp_path: Path, capsy
     root.mkdir()
     data = cli_json(capsys, root, "status")
     assert not data["redis"]["ok"] and "not running" in data["redis"]["error"]
-    # What Redis holds is not shown as empty: it is said to be unknown.
-    assert data["leases"] == [] and data["leases_note"] == "Redis is not reachable"
-    assert data["conflicts"] is None and data["conflicts_note"] == "Redis is not reachable"
+    # What Redis holds is not shown as empty: it is said to be unknown, and why.
+    stopped = "the embedded Redis server is not running"
+    assert data["sessions"] == [] and data["sessions_note"] == stopped
+    assert data["leases"] == [] and data["leases_note"] == stopped
+    assert data["conflicts"] is None and data["conflicts_note"] == stopped
     assert not (root / ".edit-coordinator").exists()
+    # A stopped embedded server is no failure (it stops when no session uses it): said plainly, exit 0.
+    rc, out, _ = cli(capsys, root, "status")
+    assert rc == 0 and "Redis: the embedded Redis server is not running (it starts on first use" in out, out
+    assert f"Sessions: not available ({stopped})." in out and "unavailable" not in out, out
+    assert f"Refusals by code: not available ({stopped})." in out, out
     rc, out, _ = cli(capsys, root, "status", "--redis-url", "redis://127.0.0.1:1")
-    assert rc == 1 and "Leases: Redis is not reachable." in out
+    assert rc == 1 and "Leases: Redis is not reachable." in out and "Redis: unavailable" in out
+    assert "Refusals by code: not available (Redis is not reachable)." in out, out
 
 
 def test_top_refreshes_and_stops(repo: tuple[Path, Coordinator], capsys: Any) -> None:
