@@ -219,7 +219,11 @@ def test_page_follows_a_fleet_live_and_refuses_a_wrong_token(served: ServerProce
         viewer_token = mint_token(SECRET.encode(), viewer=True, ttl_s=3600)
         driver.get(f"{served.url}/dashboard#token={viewer_token}")
         wait.until(ec.visibility_of_element_located((By.ID, "board")))
-        wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
+        # Live as soon as the first snapshot is drawn (its token line), not when the first long poll comes back
+        # (up to its 20 s wait with no change: the page said 'not connected' that long).
+        shown = 'return [document.getElementById("who").textContent, document.getElementById("live").textContent]'
+        who, live = wait.until(lambda d: (got := d.execute_script(shown))[0] and got)
+        assert "expires in" in who and live == "live", (who, live)
         assert "token=" not in driver.current_url  # taken out of the address bar
         fleet = _fleet(served, stop, errors)
         for t in fleet:
