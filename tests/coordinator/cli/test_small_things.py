@@ -42,6 +42,27 @@ def test_output_read_by_head_ends_without_a_traceback(tmp_path: Path, argv: list
     assert code == 0
 
 
+def test_watch_and_init_read_by_head_end_without_a_traceback(tmp_path: Path) -> None:
+    """The issue's other two: `watch` (here its --last replay) and `init` (its list of what it added)."""
+    from coordinator import Coordinator
+    from coordinator.state.embedded import stop_embedded_redis
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "f.txt").write_text("0\n")
+    try:
+        with Coordinator(str(tmp_path)) as coord:
+            s = coord.session("s")
+            for i in range(1, 40):
+                s.read("f.txt")
+                s.write("f.txt", f"{i}\n")
+        for argv in (["init", "codex"], ["watch", "--last", "40", "--timeout", "0.2"]):
+            code, err = _head_one_line(argv, tmp_path)
+            assert "Traceback" not in err and "BrokenPipe" not in err, (argv, err)
+            assert code == 0, (argv, err)
+    finally:
+        stop_embedded_redis(tmp_path / ".edit-coordinator")
+
+
 def test_the_stress_title_fits_80_columns(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from worker.stress import main
 
