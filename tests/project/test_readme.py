@@ -76,3 +76,13 @@ def test_what_the_readme_says_works_with_server_takes_server(capsys: pytest.Capt
         argv = [*words, "--server", "http://h:1", "--token", "t"]
         assert _parses(argv), (argv, capsys.readouterr().err)
     assert {c[0] for c in commands} >= {"status", "top", "watch", "history", "leases"}, commands
+
+
+def test_the_readme_test_command_is_the_one_ci_runs() -> None:
+    """The first section's two commands: the second is the test command .ci/run runs first, word for word."""
+    section = README[README.index("## Two commands") : README.index("\n## ", README.index("## Two commands") + 1)]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    install, tests = (re.split(r"\s+#\s", line)[0].strip() for line in block.strip().splitlines())
+    assert install.startswith("python3 -m pip install -e . && edit-coordinator stress"), install
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert tests in [line.strip() for line in ci.splitlines()], tests
