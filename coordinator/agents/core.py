@@ -98,11 +98,13 @@ def env_header(name: str) -> str:
 
 def forwarded(environ: Any) -> tuple[tuple[str, str], ...]:
     """The forwarded variables set in `environ` (a mapping), as ToolCall.settings; a value that could not
-    travel in a header (control characters, over 200 characters) is left out."""
+    travel in a header (control characters, over 200 characters) is left out, and so is an empty one: Claude
+    Code's http hooks send a variable the agent does not have as an empty header, which must leave the
+    decision to the project config (an empty value used to count as "off")."""
     out = []
     for name in FORWARDED_ENV:
         value = environ.get(name)
-        if isinstance(value, str) and len(value) <= _MAX_SETTING and value.isprintable():
+        if isinstance(value, str) and value and len(value) <= _MAX_SETTING and value.isprintable():
             out.append((name, value))
     return tuple(out)
 

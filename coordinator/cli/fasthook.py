@@ -216,7 +216,7 @@ def session_headers() -> str:
     lines = f"{AGENT_PID_HEADER}: {agent}\r\n" if agent > 1 else ""
     for name in FORWARDED_ENV:
         value = posix.environ.get(name.encode())
-        if value is not None and len(value) <= 200:
+        if value and len(value) <= 200:  # an empty value is no setting (core.forwarded)
             text = value.decode("utf-8", "replace")
             if text.isprintable():
                 lines += f"x-{name.lower().replace('_', '-')}: {text}\r\n"

@@ -81,6 +81,8 @@ def test_the_clients_constants_are_the_packages() -> None:
     assert settings_from_headers({env_header(k): v for k, v in env.items()}) == forwarded(env)
     assert forwarded(env) == (("EDIT_COORDINATOR_AUTO_COMMIT", "1"),)
     assert forwarded({"EDIT_COORDINATOR_AUTO_COMMIT": "1\r\nX-Evil: 1"}) == ()
+    # Claude Code's http hooks send an unset variable as an empty header: no setting, the config decides
+    assert settings_from_headers({env_header("EDIT_COORDINATOR_AUTO_COMMIT"): ""}) == ()
     folder = f"/{STATE_DIR_NAME}/{hook_service_dir('').name}/"
     assert folder == fasthook.SERVICE_FOLDER
     assert fasthook.MAX_UNIX_PATH_BYTES == MAX_UNIX_PATH_BYTES

@@ -269,3 +269,29 @@ def test_gemini_started_in_a_subfolder_is_refused_its_writes_by_the_subfolder_gu
     assert not tools.succeeded(denied), denied
     assert f"start Gemini CLI in {box.repo}" in (denied.output or ""), denied
     assert (sub / "b.txt").read_text() == "one\n"
+
+
+@pytest.mark.parametrize("own", [None, "0"], ids=["config-decides", "session-says-0"])
+@pytest.mark.parametrize("agent", AGENTS)
+def test_auto_commit_by_the_config_key_unless_the_session_says_otherwise(agent: str, own: str | None,
+                                                                         sandbox: Make) -> None:  # fmt: skip
+    """`auto-commit = true` in .edit-coordinator.toml commits a session's hooked writes at its end; a session
+    whose own environment says EDIT_COORDINATOR_AUTO_COMMIT=0 is not committed (its setting travels with its
+    events). Claude Code's http hooks sent the unset variable as an empty header, read as "off": with the
+    config key alone nothing was committed."""
+    box = sandbox(agent, {"a.txt": "total = 1\n", ".edit-coordinator.toml": "auto-commit = true\n"})
+    git(box.repo, "config", "user.name", "scripted")  # the run's home has no git identity
+    git(box.repo, "config", "user.email", "scripted@example.invalid")
+    head = git(box.repo, "rev-parse", "HEAD").strip()
+    tools = Tools(agent, box.repo)
+    env = {"EDIT_COORDINATOR_AUTO_COMMIT": own} if own is not None else {}
+    run = run_agent(box, sequence([tools.read("a.txt"), tools.edit("a.txt", "total = 1", "total = 2")]), env=env)
+    _ok(run)
+    assert (box.repo / "a.txt").read_text() == "total = 2\n"
+    now = git(box.repo, "rev-parse", "HEAD").strip()
+    if own == "0":
+        assert now == head
+    else:
+        assert now != head, (box.repo / ".edit-coordinator" / "hook-service" / "log").read_text()[-2000:]
+        assert git(box.repo, "show", "HEAD:a.txt") == "total = 2\n"
+        assert "Coordinator-Session:" in git(box.repo, "log", "-1", "--format=%B")
