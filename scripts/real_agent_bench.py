@@ -1,7 +1,7 @@
 """Figures measured with the real agent CLIs (worker/agents/): what a hook event costs in the real Claude Code,
 and what a race of sessions loses with and without the hooks.
 
-    python3 scripts/real_agent_bench.py hook-cost [--python PY] [--edits N] [--rounds R] [--json OUT]
+    python3 scripts/real_agent_bench.py hook-cost [--python PY] [--before PY] [--edits N] [--rounds R] [--json OUT]
     python3 scripts/real_agent_bench.py race [AGENT ...] [--sessions 4] [--rounds 5] [--json OUT]
     python3 scripts/real_agent_bench.py lines [AGENT ...] [--sessions 3] [--rounds 4] [--json OUT]
 
@@ -19,8 +19,10 @@ that carries its result (the agent's own work, its hooks, and its next request).
 p95 per Edit; then each hooked column's cost per event, (column - noop) / 2, at p50 and at p95. The first session of
 each column is a warm-up and not counted (the first hook event of a repository starts its hook service).
 `--python` is the interpreter of the installation whose `init` writes the hooks (another worktree's venv,
-say): the same measure for any checkout. Wall time on a shared machine is noisy; compare runs made side by
-side.
+say): the same measure for any checkout. `--before PY` adds a fifth column, ``before``: the hooks the
+installation of PY writes with its default `init` (an earlier checkout's venv), interleaved with the others,
+so that before and after are measured side by side in one run. Wall time on a shared machine is noisy;
+compare runs made side by side.
 
 race: N sessions of each agent increment one shared line (`total = N`) at once, with the hooks and without;
 printed per agent: increments reported done, what the counter gained, lost updates.
@@ -126,7 +128,7 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
             "p50_ms": ms(values, 50),
             "p95_ms": ms(values, 95),
         }
-    for col in ("command", "hooked"):
+    for col in ("command", "hooked", "before"):
         if "noop" not in out or col not in out:
             continue
         prefix = "added_per_event" if col == "hooked" else f"{col}_added_per_event"
@@ -137,37 +139,39 @@ def summarize(times: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def hook_cost(python: str | None, edits: int, rounds: int) -> dict[str, Any]:
-    times: dict[str, list[float]] = {col: [] for col in COLUMNS}
+def hook_cost(python: str | None, edits: int, rounds: int, before: str | None = None) -> dict[str, Any]:
+    columns = (*COLUMNS, "before") if before else COLUMNS
+    times: dict[str, list[float]] = {col: [] for col in columns}
     with tempfile.TemporaryDirectory(prefix="ec-hookcost-") as tmp, empty_service(Path(tmp), b"") as (nothing, _):
         boxes = {}
         try:
-            for col in COLUMNS:
+            for col in columns:
                 box = Sandbox.create(
                     "claude-code",
                     Path(tmp) / col,
                     {"a.py": "value = 0\n"},
                     capture=False,
-                    python=python,
-                    init_args=INIT_ARGS[col],
+                    python=before if col == "before" else python,
+                    init_args=INIT_ARGS.get(col, ()),
                 )
                 if col == "noop":
                     noop_settings(box.repo / box.kind.settings)
                 elif col == "noop-http":
                     noop_http_settings(box.repo / box.kind.settings, nothing + "/")
                 boxes[col] = box
-            for col in COLUMNS:  # warm-up: the hook service starts, the binary is in the page cache
+            for col in columns:  # warm-up: the hook service starts, the binary is in the page cache
                 (boxes[col].repo / "a.py").write_text("value = 0\n")
                 _session(boxes[col], 2)
             for r in range(rounds):
-                for col in COLUMNS if r % 2 == 0 else reversed(COLUMNS):
+                for col in columns if r % 2 == 0 else reversed(columns):
                     (boxes[col].repo / "a.py").write_text("value = 0\n")
                     times[col].extend(_session(boxes[col], edits))
         finally:
             for box in boxes.values():
                 box.close()
     load = os.getloadavg()[0]
-    return {"edits": edits, "rounds": rounds, "python": python or sys.executable, "load1": load, **summarize(times)}
+    return {"edits": edits, "rounds": rounds, "python": python or sys.executable, "before": before, "load1": load,
+            **summarize(times)}  # fmt: skip
 
 
 def races(agents: list[str], sessions: int, rounds: int) -> dict[str, Any]:
@@ -215,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     cost = sub.add_parser("hook-cost", help="per hook event over a no-op hook, in the real Claude Code")
     cost.add_argument("--python", default=None, help="the interpreter of the installation whose init writes the hooks")
+    cost.add_argument("--before", default=None, help="a fifth column: the hooks this interpreter's installation writes")
     cost.add_argument("--edits", type=int, default=20, help="Edits per session")
     cost.add_argument("--rounds", type=int, default=4, help="sessions per column (after one warm-up each)")
     cost.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -230,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     ln.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.what == "hook-cost":
-        figures = hook_cost(args.python, args.edits, args.rounds)
-        for col in COLUMNS:
+        figures = hook_cost(args.python, args.edits, args.rounds, args.before)
+        for col in (*COLUMNS, "before") if args.before else COLUMNS:
             f = figures[col]
             print(f"{col:>9}: {f['calls']} Edit calls, p50 {f['p50_ms']:.1f} ms, p95 {f['p95_ms']:.1f} ms")
         print(
@@ -246,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             f"the hooks init writes over no-op http hooks, per event: p50 {figures['over_noop_http_p50_ms']:+.1f} "
             f"ms, p95 {figures['over_noop_http_p95_ms']:+.1f} ms"
         )
+        if args.before:
+            print(
+                f"before ({args.before}) over no-op hooks, per event: p50 "
+                f"{figures['before_added_per_event_p50_ms']:+.1f} ms, "
+                f"p95 {figures['before_added_per_event_p95_ms']:+.1f} ms"
+            )
     elif args.what == "lines":
         figures = lines(args.agents, args.sessions, args.rounds)
         for name, f in figures.items():

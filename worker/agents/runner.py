@@ -175,8 +175,9 @@ def coordinator_cli(
     *args: str, check: bool = True, env: dict[str, str] | None = None, python: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`edit-coordinator ARGS` of this installation (this interpreter, or the installation of `python`), output
-    captured."""
-    cmd = [python or sys.executable, "-m", "coordinator.cli", *args]
+    captured. -P: the working folder is not put on sys.path, so that another installation's interpreter runs its
+    own package, not a checkout this is started from."""
+    cmd = [python or sys.executable, "-P", "-m", "coordinator.cli", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if check and done.returncode != 0:
         raise RuntimeError(
