@@ -252,11 +252,13 @@ def render_status(data: dict[str, Any], max_sessions: int = 20) -> Any:
     )
     health = _health_text(data["redis"])
     sessions = _sessions_view(data, now, max_sessions)
-    writes = Table(title="Recent writes", title_justify="left")
+    writes: Any = Table(title="Recent writes", title_justify="left")
     for col in ("When", "Path", "Version", "Session", "Operation"):
         writes.add_column(col, justify="right" if col == "Version" else "left")
     for w in data["recent_writes"]:
         writes.add_row(ago(now - w["time"]), w["path"], str(w["version"]), w["session"], w["operation"])
+    if not data["recent_writes"]:
+        writes = Text("Recent writes: none recorded.", style="dim")
     if data["locks_held"]:
         locks: Any = Table(title="Locks held now", title_justify="left")
         locks.add_column("Path")

@@ -623,6 +623,7 @@ def test_status_without_a_running_redis_does_not_start_one(tmp_path: Path, capsy
     assert rc == 0 and "Redis: the embedded Redis server is not running (it starts on first use" in out, out
     assert f"Sessions: not available ({stopped})." in out and "unavailable" not in out, out
     assert f"Refusals by code: not available ({stopped})." in out, out
+    assert "Recent writes: none recorded." in out and "┏" not in out, out  # no empty tables
     rc, out, _ = cli(capsys, root, "status", "--redis-url", "redis://127.0.0.1:1")
     assert rc == 1 and "Leases: Redis is not reachable." in out and "Redis: unavailable" in out
     assert "Refusals by code: not available (Redis is not reachable)." in out, out
