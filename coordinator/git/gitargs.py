@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from coordinator.text.shell import SimpleCommand, Word, parse
+from coordinator.text.shell.wrappers import shell_call
 
 # Global options whose value is the next word when not attached with `=` (git(1) OPTIONS).
 _GLOBAL_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"})
@@ -267,6 +268,12 @@ def git_calls(line: str, config_alias: dict[str, str] | None = None) -> list[Git
 
 
 def line_doubts(line: str) -> list[str]:
-    """What in `line` could hide a git command from the guard (a script, eval, a variable command name)."""
+    """What in `line` could hide a git command from the guard (a script, eval, a variable command name, a shell
+    running the commands piped into it: `... | sh`)."""
     kinds = {"parse", "dynamic_name", "eval", "script", "dynamic_string", "depth"}
-    return [d.detail for d in parse(line).doubts if d.kind in kinds]
+    script = parse(line)
+    found = [d.detail for d in script.doubts if d.kind in kinds]
+    for command in script.commands:
+        if shell_call(command.argv) is not None:
+            found.extend(d.detail for d in command.doubts if d.kind == "input")
+    return list(dict.fromkeys(found))

@@ -123,6 +123,7 @@ class Walk:
         self.doubts: list[Doubt] = []
         self.cwd: str | None = "."
         self.stand_ins = StandIns()
+        self.after: list[tuple[Node, _Ctx]] = []  # what follows a here-document's start, walked after its command
 
     def script(self, text: str, ctx: _Ctx) -> None:
         if ctx.depth > MAX_DEPTH:
@@ -187,22 +188,40 @@ class Walk:
                 self.scan(child, ctx)
 
     def redirections(self, node: Node, ctx: _Ctx, into: list[Redirect], extra: list[Word]) -> None:
-        """A redirection node (a here-document holds the redirections written after it on its line)."""
-        self.scan(node, ctx)
-        if node.type == "heredoc_redirect":
-            into.append(words.heredoc(node, ctx.src))
-            for child in node.named_children:
-                if child.type in _REDIRECTS:
-                    self.redirections(child, ctx, into, extra)
-        else:
+        """A redirection node. tree-sitter-bash hangs the rest of a here-document's first line on its node: the
+        redirections written after it, and the commands (`cat <<EOF | bash`, `cat > f <<EOF && git add -A`),
+        which are kept in `after` and walked once the command the here-document feeds is recorded."""
+        if node.type != "heredoc_redirect":
+            self.scan(node, ctx)
             redirect, stray = words.file_redirect(node)
             into.append(redirect)
             extra.extend(stray)
+            return
+        into.append(words.heredoc(node, ctx.src))
+        unread: list[str] = []  # `cat <<EOF; git stash`: the grammar takes `;` into the delimiter and the rest as words
+        for child in node.named_children:
+            if child.type in _REDIRECTS:
+                self.redirections(child, ctx, into, extra)
+            elif child.type in _STATEMENTS:
+                self.after.append((child, ctx))
+            elif child.type == "word":
+                unread.append(words.node_text(child))
+            else:
+                self.scan(child, ctx)
+        if unread:
+            self.doubts.append(Doubt("parse", f"`{' '.join(unread)}` after a here-document's start is not read"))
+
+    def walk_after(self, mark: int) -> None:
+        """Walk the commands that followed a here-document's start (kept in `after` since `mark`)."""
+        pending, self.after[mark:] = self.after[mark:], []
+        for node, ctx in pending:
+            self.statement(node, ctx)
 
     def redirected(self, node: Node, ctx: _Ctx) -> None:
         body = node.child_by_field_name("body")
         own: list[Redirect] = []
         extra: list[Word] = []
+        mark = len(self.after)
         for child in node.named_children:
             if child.type in _REDIRECTS:
                 self.redirections(child, ctx, own, extra)
@@ -210,6 +229,7 @@ class Walk:
             self.emit(tuple(extra), (), own, ctx, [])
         else:
             self.tail_redirected(body, own, extra, ctx)
+        self.walk_after(mark)
 
     def tail_redirected(self, body: Node, own: list[Redirect], extra: list[Word], ctx: _Ctx) -> None:
         """Redirections written after a list or pipeline belong to its last command (`a && b > f` writes f from
@@ -246,6 +266,7 @@ class Walk:
         argv: list[Word] = []
         assignments: list[tuple[str, Word]] = []
         own: list[Redirect] = []
+        mark = len(self.after)
         for child in nodes:
             if child.type in _REDIRECTS:
                 self.redirections(child, ctx, own, extra)
@@ -258,6 +279,7 @@ class Walk:
             elif child.type != "comment":
                 argv.append(words.word(child))
         self.run((*argv, *extra), tuple(assignments), [*own, *redirects], ctx, [])
+        self.walk_after(mark)
 
     def run(
         self,

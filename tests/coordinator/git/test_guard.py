@@ -148,6 +148,7 @@ WRAPPED_FORMS = [
     "echo $(git stash)",
     "echo `git stash`",
     "env -i FOO=1 timeout 10 nice git reset --hard",
+    "cat > notes.md <<'EOF' && git add -A\nnotes\nEOF",  # a command after a here-document's start
 ]
 HARMLESS = [
     "git status",
@@ -282,3 +283,13 @@ def test_the_hook_judges_a_command_from_the_agents_folder(nested: Path, gcoord: 
 def test_a_folder_not_known_before_it_runs_is_named(nested: Path) -> None:
     answer = judge_shell_command('cd "$DIR" && git checkout -- x.py', str(nested), "me")
     assert any("folder not known" in d for d in answer.doubts)
+
+
+@pytest.mark.parametrize("line", ["echo 'git stash' | sh", "cat <<EOF | bash\ngit stash\nEOF", "bash < steps.txt"])
+def test_a_shell_running_what_is_piped_into_it_is_named(shared: Path, line: str) -> None:
+    """The commands a shell reads from a pipe or a file are not seen: named, not silently passed. (A shell fed
+    a here-document directly, `bash <<EOF`, is read: its commands are judged.)"""
+    answer = judge_shell_command(line, str(shared), "me")
+    assert answer.refusal is None
+    assert any("runs commands read from its input" in d or "steps.txt" in d for d in answer.doubts), answer.doubts
+    assert check_shell_command("bash <<'EOF'\ngit stash\nEOF", str(shared), "me") is not None

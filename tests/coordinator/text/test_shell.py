@@ -164,6 +164,32 @@ def test_heredoc_unquoted_and_tab_stripped() -> None:
     assert cat is not None
 
 
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("cat <<EOF | bash\ngit stash\nEOF", ["cat", "bash"]),
+        ("cat > notes.md <<'EOF' && git add -A\nhi\nEOF", ["cat", "git"]),
+        ("cat <<EOF && git stash || git add -A\nhi\nEOF", ["cat", "git", "git"]),
+        ('git status && cat <<EOF | sh -c "git add -A"\nhi\nEOF', ["git", "cat", "git"]),
+        ("python3 - <<'EOF' | tee out.log\nprint(1)\nEOF\nrm -f x", ["python3", "tee", "rm"]),
+    ],
+)
+def test_commands_after_a_heredocs_start_are_seen(line: str, names: list[str]) -> None:
+    """tree-sitter-bash hangs the rest of a here-document's first line on the here-document's node: those
+    commands were dropped (`cat > f <<EOF && git add -A` gave only `cat`)."""
+    script = parse(line)
+    assert [c.name for c in script.commands] == names
+    (fed,) = [c for c in script.commands if any(r.op == "<<" for r in c.redirects)]
+    assert fed.name in ("cat", "python3")  # the here-document stays its command's, not the ones after it
+    if "| bash" in line:
+        assert any(d.kind == "input" for d in script.commands[1].doubts)
+
+
+def test_words_after_a_heredocs_start_the_grammar_misreads_are_named() -> None:
+    script = parse("cat <<EOF; git stash\nhi\nEOF\n")
+    assert any("`git stash` after a here-document" in d.detail for d in script.doubts)
+
+
 def test_empty_heredoc() -> None:
     (cat,) = simple_commands("cat > f <<EOF\nEOF")
     assert cat.redirects[1].heredoc == ""
