@@ -37,21 +37,39 @@ COMMAND_MODULES = (
 
 
 def _epilog() -> str:
+    """The top-level help's closing part, wrapped at the width the help is (`help_width`): its tables keep
+    their columns, with a long row's continuation under the row's text."""
+    import textwrap
+
     from coordinator.cli import common as cmd_common
     from coordinator.state import connection
 
+    width = cmd_common.help_width()
+    config = textwrap.fill(
+        "project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root "
+        "(keys: policy, match, durability, redis-url, server, auto-commit): below the flags and variables, "
+        "above the built-in defaults.",
+        width,
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    )
+    root = textwrap.fill(
+        "The root, unless --root is given: the nearest folder upwards holding .edit-coordinator/ or .git.",
+        width,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    )
     return f"""environment (each the default of its option, in every command that has it):
   {cmd_common.ROOT_ENV}  --root      {connection.REDIS_URL_ENV}  --redis-url
   {cmd_common.SESSION_ENV}  --session   {cmd_common.SERVER_ENV}  --server
   {cmd_common.TOKEN_ENV}  --token
   {cmd_common.POLICY_ENV}  --policy   {cmd_common.MATCH_ENV}  --match
 
-project config: .edit-coordinator.toml, or [tool.edit-coordinator] in pyproject.toml, at the root
-  (keys: policy, match, durability, redis-url, server, auto-commit): below the flags and variables,
-  above the built-in defaults.
-  The root, unless --root is given: the nearest folder upwards holding .edit-coordinator/ or .git.
+{config}
+{root}
 
-{cmd_common.EXIT_STATUSES}
+{cmd_common._exit_statuses(width)}
 
 Errors are one line on stderr: `edit-coordinator: [code] message`."""
 

@@ -76,7 +76,7 @@ def _exit_statuses(width: int = 100) -> str:
     return "\n".join(lines)
 
 
-#: The whole table: in `edit-coordinator --help` only.
+#: The whole table: in `edit-coordinator --help` only (wrapped there at `help_width()`).
 EXIT_STATUSES = _exit_statuses()
 #: What each command's own --help says of them (one table, in one place).
 EXIT_STATUSES_SEE = (
@@ -105,6 +105,13 @@ HELP_WIDTH = 100  # every --help wraps here however wide the terminal (narrower 
 _CAPPED: dict[type[argparse.HelpFormatter], type[argparse.HelpFormatter]] = {}
 
 
+def help_width() -> int:
+    """The width every --help wraps at: HELP_WIDTH, or the terminal's width when narrower."""
+    import shutil
+
+    return min(HELP_WIDTH, shutil.get_terminal_size().columns - 2)
+
+
 def _capped(formatter: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
     """`formatter` capped at HELP_WIDTH (one class per formatter)."""
     if formatter in _CAPPED or formatter in _CAPPED.values():
@@ -112,9 +119,7 @@ def _capped(formatter: type[argparse.HelpFormatter]) -> type[argparse.HelpFormat
 
     class Capped(formatter):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            import shutil
-
-            kwargs.setdefault("width", min(HELP_WIDTH, shutil.get_terminal_size().columns - 2))
+            kwargs.setdefault("width", help_width())
             super().__init__(*args, **kwargs)
 
         def _fill_text(self, text: str, width: int, indent: str) -> str:

@@ -4,6 +4,7 @@ the bench's advice works from an installed wheel."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
@@ -100,6 +101,32 @@ def test_help_texts_have_one_form(monkeypatch: pytest.MonkeyPatch, capsys: pytes
         main(["commit", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert " --session ID " in usage and "[--session ID]" not in usage
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_the_top_help_keeps_its_tables_at_any_width(
+    columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 80 columns the exit-status table's long rows went on at the left margin (under the status, not its
+    text) and the config paragraph's lines were cut where they had been cut for 100 (a ragged line, then a
+    short one); its folder name was split at a hyphen."""
+    import re
+
+    from coordinator.cli import main
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    table = out[out.index("exit statuses:\n") :].split("\n\n")[0].splitlines()[1:]
+    assert table and all(re.match(r"  \d+ +\S|       \S", line) for line in table), table
+    config = out[out.index("project config:") :].split("\n\n")[0].splitlines()
+    width = columns - 2
+    for line, after in itertools.pairwise(config):  # filled: the next word would not have fit
+        if not after.startswith("  The root"):
+            assert len(line) + 1 + len(after.split()[0]) > width, (line, after)
+    assert all(len(line) <= width for line in out.splitlines() if line), out
+    assert ".edit-\n" not in out and "auto-commit" in out
 
 
 def _parsers(parser: argparse.ArgumentParser, prog: str = "edit-coordinator") -> Iterator[tuple[str, Any]]:
