@@ -161,7 +161,9 @@ class HookAdapter:
         return ALLOW
 
     def _end(self, call: ToolCall) -> None:
-        """The optional auto-commit of the session's writes; never blocks the end (failures are logged)."""
+        """The optional auto-commit of the session's writes; never blocks the end. A failure is logged, and
+        appended to the hook failures' log that `status` and the dashboard show (a commit that silently never
+        happened, say for want of a git identity, was visible only in the service's log)."""
         try:
             if self.session_end is not None:
                 self.session_end(self.coord.root, call.session)
@@ -169,8 +171,12 @@ class HookAdapter:
                 from coordinator.git.autocommit import on_session_end
 
                 on_session_end(self.coord.root, call.session, env=dict(call.settings))
-        except Exception:
+        except Exception as exc:
+            from coordinator.agents import failures
+
             log.exception("auto-commit at the end of session %s failed", call.session)
+            what = exc.message if isinstance(exc, CoordinatorError) else f"{type(exc).__name__}: {exc}"
+            failures.record(self.coord.root, "", "auto-commit", f"session {call.session}: {what}")
 
 
 def _joined(*texts: str) -> str:

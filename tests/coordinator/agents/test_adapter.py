@@ -176,6 +176,11 @@ def test_session_end_calls_the_auto_commit_and_never_blocks(coord, root):
     event = payload("session_end", root)
     assert run(hooks, event).allow
     assert ended == [(coord.root, event["session_id"])]
+    from coordinator.agents import failures
+
+    count, (logged,) = failures.recent(root)  # what status and the dashboard show
+    assert count == 1 and logged.event == "auto-commit" and "git is broken" in logged.what, logged
+    assert event["session_id"] in logged.what
 
 
 def test_the_coordinators_own_writers_honour_a_held_ticket(hooks, coord, root, app):
