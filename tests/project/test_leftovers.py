@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
 from tests.conftest import leftover_processes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -51,3 +53,23 @@ def test_a_process_naming_the_runs_folder_is_a_leftover(folder: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_run_that_leaves_a_process_running_fails_and_ends_it(folder: Path) -> None:
+    """The check as a run meets it: an inner pytest run (this suite's session-end hook, nothing else) whose
+    one test passes but leaves `sleep` running in its folder exits 1, names the process, and ends it."""
+    (folder / "conftest.py").write_text("from tests.conftest import pytest_sessionfinish  # noqa: F401\n")
+    (folder / "test_leaks.py").write_text(
+        "import subprocess\n\n\n"
+        "def test_passes_but_leaves_a_process(tmp_path):\n"
+        "    subprocess.Popen(['sleep', '300'], cwd=tmp_path)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         f"--basetemp={folder / 'base'}", f"--rootdir={folder}", str(folder / "test_leaks.py")],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 passed" in done.stdout and "LEFTOVER PROCESSES" in done.stdout and "sleep 300" in done.stdout
+    assert not leftover_processes(str(folder)), "the leaked process was not ended"
