@@ -3,8 +3,9 @@
     python3 scripts/check_cost.py [--repeat 3] [--command "python3 -m pytest -q -p no:randomly tests/coordinator/text"]
 
 For HEAD of the repository this script sits in: the time to write the commit's tree into a scratch folder
-(`git archive`, check.materialise), CMD run there by `run_check` (what `--check` does: a fresh folder every
-time, so no __pycache__), and CMD run in the working tree itself, interleaved, medians of `--repeat` runs.
+(a checkout by `read-tree` + `checkout-index`, check.materialise), CMD run there by `run_check` (what `--check`
+does: a fresh folder every time, so no __pycache__), and CMD run in the working tree itself, interleaved,
+medians of `--repeat` runs.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def main() -> None:
         direct.append(time.perf_counter() - start)
     files = len(git.run(["ls-tree", "-r", "--name-only", head]).stdout.splitlines())
     print(f"HEAD {head[:7]}: {files} files; command: {args.command}")
-    print(f"write the tree (git archive + extract): {statistics.median(write):.2f} s")
+    print(f"write the tree (read-tree + checkout-index): {statistics.median(write):.2f} s")
     print(f"command in the scratch folder (--check): {statistics.median(checked):.2f} s")
     print(f"command in the working tree:            {statistics.median(direct):.2f} s")
 

@@ -1,17 +1,16 @@
 """A checked landing: run a command on a commit's tree, in a scratch folder outside the working tree, before
 the branch moves (`commit --check CMD`).
 
-The tree is written out by `git archive` of the commit into a fresh temporary folder (nothing of the shared
-tree, index or branch is read or touched there: the folder holds exactly what the commit would hold, so the
-other sessions' uncommitted work is absent); CMD runs there with `bash -c`, its output kept. A pass is exit 0.
-The folder is removed afterwards, whatever happened.
+The tree is written out as a checkout of the commit into a fresh temporary folder (a private index and
+`checkout-index`; nothing of the shared tree, index or branch is read or touched: the folder holds exactly what
+the commit holds, every file of it, so the other sessions' uncommitted work is absent); CMD runs there with
+`bash -c`, its output kept. A pass is exit 0. The folder is removed afterwards, whatever happened.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -40,16 +39,8 @@ class CheckRun:
 
 
 def materialise(git: Git, commit: str, folder: str) -> None:
-    """Write the tree of `commit` into `folder` (git archive, streamed)."""
-    proc = subprocess.Popen(
-        ["git", "archive", "--format=tar", commit], cwd=git.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert proc.stdout is not None
-    with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-        archive.extractall(folder, filter="tar")
-    err = proc.stderr.read() if proc.stderr else b""
-    if proc.wait() != 0:
-        raise CoordinatorError(ErrorCode.IO_ERROR, f"git archive failed: {err.decode(errors='replace').strip()}")
+    """Write the tree of `commit` into `folder`, every file of it (Git.check_out)."""
+    git.check_out(commit, folder)
 
 
 def run_check(git: Git, commit: str, command: str, timeout_s: float | None = None) -> CheckRun:

@@ -121,6 +121,15 @@ class Git:
             self.run(["update-index", "-z", "--index-info"], stdin=index_info.encode(), env=env)
             return self.run(["write-tree"], env=env).stdout.decode().strip()
 
+    def check_out(self, commit: str, folder: str) -> None:
+        """Write the files of `commit` into the empty `folder`, as a checkout of it would: `read-tree` into a
+        private index, then `checkout-index --prefix`. Not `git archive`, which leaves out the paths marked
+        `export-ignore` in .gitattributes (tests are often marked so) and rewrites `export-subst` files."""
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            self.run(["read-tree", commit], env=env)
+            self.run(["checkout-index", "-a", "-f", f"--prefix={os.path.join(folder, '')}"], env=env)
+
     def commit_tree(self, tree: str, parent: str | None, message: str) -> str:
         """A commit object; author and committer from git's config and GIT_AUTHOR_* / GIT_COMMITTER_*. No hook
         runs: commit-tree is plumbing (docs/git.md says why that is the choice)."""

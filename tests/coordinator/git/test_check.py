@@ -64,3 +64,21 @@ def test_two_concurrent_checked_landings_both_end_on_the_branch(repo: Path, gcoo
     seen = [p.read_text() for p in trace.glob("seen.*")]
     assert len(seen) == 3 and sum("A2 by s1" in t and "B1 by s2" in t for t in seen) == 1  # the re-check
     assert git(repo, "status", "--porcelain") == "" and os.listdir(repo / ".git").count("index.lock") == 0
+
+
+def test_the_check_sees_every_file_of_the_commit(repo: Path, gcoord: Coordinator) -> None:
+    """Paths marked `export-ignore` (a project's tests often are) and `export-subst` files are written as
+    committed: `git archive` left the first out, so a check running them passed on nothing, and rewrote the
+    second."""
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_a.py").write_text("assert False\n")
+    (repo / "version.txt").write_text("$Format:%H$\n")
+    (repo / "tool.sh").write_text("#!/bin/sh\necho ok\n")
+    (repo / "tool.sh").chmod(0o755)
+    (repo / ".gitattributes").write_text("tests/ export-ignore\ntests/** export-ignore\nversion.txt export-subst\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "attributes")
+    edit(gcoord, "s1", "a.py", "a2\n", "A2 by s1\n")
+    check = "test -f tests/test_a.py && grep -qF '$Format:%H$' version.txt && test -x tool.sh && ./tool.sh"
+    result = commit_session(str(repo), "s1", "checked", check=check)
+    assert result.checks == 1 and result.commit == git(repo, "rev-parse", "HEAD").strip()
