@@ -269,6 +269,12 @@ def test_gemini_started_in_a_subfolder_is_refused_its_writes_by_the_subfolder_gu
     assert not tools.succeeded(denied), denied
     assert f"start Gemini CLI in {box.repo}" in (denied.output or ""), denied
     assert (sub / "b.txt").read_text() == "one\n"
+    # started at the top, the repository's hooks guard the write and the guard says nothing
+    top = run_agent(box, sequence([tools.read("sub/b.txt"), *script]), prepare=guard)
+    _ok(top)
+    assert [tools.succeeded(c) for c in _last_calls(top)] == [True, True]
+    assert (sub / "b.txt").read_text() == "two\n"
+    assert [v["session"] for v in _history(box, "sub/b.txt")] == [next(iter(top.sessions))]
 
 
 @pytest.mark.parametrize("own", [None, "0"], ids=["config-decides", "session-says-0"])
