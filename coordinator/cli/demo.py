@@ -6,6 +6,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from coordinator.cli.history import changed_text
+from coordinator.cli.repo import ContentLookup, open_repo
 from coordinator.disk.layout import state_dir_of
 from coordinator.engine import Coordinator
 from coordinator.errors import CoordinatorError
@@ -54,6 +56,8 @@ def _tour(coord: Coordinator, root: Path) -> int:
     ok = 'GREETING = "hi"' in final and "TIMEOUT = 60" in final
     print("Both edits are in the file; nothing was lost." if ok else "An edit was lost!")
     print("\nHistory of app.py (newest first):")
+    repo = open_repo(str(root))
+    lookup = ContentLookup(repo, repo.history())
     for e in coord.history("app.py"):
-        print(f"  v{e.version}  {e.session:8}  {e.operation}  lines {e.first_line}-{e.last_line}")
+        print(f"  v{e.version}  {e.session:8}  {e.operation}  {changed_text(e, lookup)}")
     return 0 if ok else 1

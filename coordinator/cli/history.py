@@ -58,6 +58,11 @@ def _entry_row(e: HistoryEntry, lookup: ContentLookup) -> dict[str, Any]:
     return row
 
 
+def changed_text(e: HistoryEntry, lookup: ContentLookup) -> str:
+    """What a version changed, in the words of `history`'s column (+added -removed, or the range)."""
+    return _changed_text(_entry_row(e, lookup))
+
+
 def _changed_text(row: dict[str, Any]) -> str:
     if row["after"] is None:
         return "file removed"
