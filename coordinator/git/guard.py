@@ -13,7 +13,8 @@ clustered short options, pathspecs with or without `--`, pathspec magic such as 
 Sweeping or discarding forms: `stash` (but `stash list` / `stash show`), `reset --hard|--merge|--keep`,
 `clean` (but `-n`), `checkout`/`restore` of paths others changed (or of `.`, `:/`, a glob), `checkout -f`, a
 branch switch (`checkout BRANCH`, `switch`), `add -A|--all|-u|.|*|:/` or an `add` of others' paths, `commit
--a|--all` or a `commit` naming others' paths (with or without `--`), `rm`/`mv` of others' files, and `rebase`,
+-a|--all` or a `commit` naming others' paths (with or without `--`), `rm`/`mv` of others' files (`mv -f`
+onto one), `checkout-index -f`, `read-tree --reset -u`, and `rebase`,
 `merge`, `pull`, `cherry-pick`, `revert`, `am` over the dirty tree. What cannot be judged (an alias from the
 user's git config that cannot be read, a script file, `eval`, a variable command name, paths held in
 variables) is named in the answer's `doubts`.
@@ -137,6 +138,12 @@ def _add(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | N
     return touches(call.pathspecs)
 
 
+def _checkout_index(call: GitCall, everything: list[str], touches: _Touch) -> list[str] | None:
+    if not call.has("-f", "--force"):
+        return None
+    return everything if call.has("-a", "--all") else touches(call.pathspecs)
+
+
 _RULES: dict[str, Callable[[GitCall, list[str], _Touch], list[str] | None]] = {
     "stash": _stash,
     "reset": lambda c, everything, t: everything if c.has("--hard", "--merge", "--keep") else None,
@@ -146,7 +153,11 @@ _RULES: dict[str, Callable[[GitCall, list[str], _Touch], list[str] | None]] = {
     "add": _add,
     "commit": lambda c, everything, t: everything if c.has("-a", "--all") else t(c.pathspecs),
     "rm": lambda c, everything, t: t(c.pathspecs),
-    "mv": lambda c, everything, t: t(c.pathspecs[:-1]),
+    "mv": lambda c, everything, t: t(c.pathspecs if c.has("-f", "--force") else c.pathspecs[:-1]),  # -f: over it
+    # Plumbing that writes the work tree: `checkout-index -f` overwrites its paths (-a: all), `read-tree
+    # --reset -u` every path; without -f, or -u without --reset, git leaves a changed file alone.
+    "checkout-index": _checkout_index,
+    "read-tree": lambda c, everything, t: everything if c.has("--reset") and c.has("-u") else None,
     **{sub: (lambda c, everything, t: None if _CONTINUE & set(c.options) else everything) for sub in _OVER_DIRTY_TREE},
 }
 

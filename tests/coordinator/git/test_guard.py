@@ -150,6 +150,19 @@ WRAPPED_FORMS = [
     "env -i FOO=1 timeout 10 nice git reset --hard",
     "cat > notes.md <<'EOF' && git add -A\nnotes\nEOF",  # a command after a here-document's start
 ]
+# Forms that overwrite a changed file that were allowed: a forced move onto it, and plumbing writing the tree.
+OVERWRITING = [
+    "git mv -f b.py a.py",
+    "git checkout-index -a -f",
+    "git checkout-index -f -- a.py",
+    "git read-tree --reset -u HEAD",
+]
+NOT_OVERWRITING = [
+    "git mv b.py c.py",
+    "git checkout-index -a",
+    "git read-tree -m -u HEAD",
+    "git checkout-index -f b.py",
+]
 HARMLESS = [
     "git status",
     "git diff",
@@ -293,3 +306,15 @@ def test_a_shell_running_what_is_piped_into_it_is_named(shared: Path, line: str)
     assert answer.refusal is None
     assert any("runs commands read from its input" in d or "steps.txt" in d for d in answer.doubts), answer.doubts
     assert check_shell_command("bash <<'EOF'\ngit stash\nEOF", str(shared), "me") is not None
+
+
+@pytest.mark.parametrize("command", OVERWRITING)
+def test_forms_that_overwrite_a_changed_file_are_refused(shared: Path, command: str) -> None:
+    refusal = check_shell_command(command, str(shared), "me")
+    assert refusal is not None and "a.py (other)" in refusal
+
+
+@pytest.mark.parametrize("command", NOT_OVERWRITING)
+def test_their_forms_that_leave_a_changed_file_pass(shared: Path, command: str) -> None:
+    """Without -f `checkout-index` skips an existing file and `read-tree -m -u` refuses to overwrite one."""
+    assert check_shell_command(command, str(shared), "me") is None
