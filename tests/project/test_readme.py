@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,19 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
     assert install.startswith("python3 -m pip install -e . && edit-coordinator stress"), install
     ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert tests in [line.strip() for line in ci.splitlines()], tests
+
+
+def test_the_readme_library_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Python block, run as written on a repository holding the file it edits."""
+    from coordinator.state.embedded import stop_embedded_redis
+
+    (block,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert '"/path/to/repo"' in block
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("TIMEOUT = 30\n")
+    try:
+        exec(compile(block.replace('"/path/to/repo"', repr(str(tmp_path))), "README.md", "exec"), {})
+    finally:
+        stop_embedded_redis(tmp_path / ".edit-coordinator")
+    assert (tmp_path / "src" / "app.py").read_text() == "TIMEOUT = 60\n"
+    assert capsys.readouterr().out == ""  # no refusal printed
