@@ -97,7 +97,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.agent != "gemini":
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
-            "--subfolders writes a guard into Gemini CLI's user settings: use it with `init gemini`.",
+            "--subfolders writes a guard into Gemini CLI's user settings: use it with `init gemini` (Claude "
+            "Code and Codex find the repository's settings from any subfolder).",
         )
     status = _init(args)
     code, lines = gemini_subfolders.apply("check" if args.check else "remove" if args.remove else "init")

@@ -241,6 +241,20 @@ def test_a_note_left_for_a_claude_code_session_reaches_its_model_with_the_next_p
         stop_embedded_redis(box.repo / ".edit-coordinator")
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_started_in_a_subfolder_the_agent_finds_the_repositorys_hooks(agent: str, sandbox: Make) -> None:
+    """Claude Code and Codex look for their project settings above the folder they start in: started in a
+    subfolder they run the repository's hooks (a whole write of a file never read is refused). Gemini CLI
+    does not (below)."""
+    box = sandbox(agent, {"sub/b.txt": "one\ntwo\n"})
+    tools = Tools(agent, box.repo / "sub")  # Codex's paths are relative to its working folder
+    run = run_agent(box, sequence([tools.write("b.txt", "replaced\n")]), cwd=box.repo / "sub")
+    _ok(run)
+    (denied,) = _last_calls(run)
+    assert not tools.succeeded(denied) and NOT_READ.search(denied.output or ""), denied
+    assert (box.repo / "sub" / "b.txt").read_text() == "one\ntwo\n"
+
+
 def test_gemini_started_in_a_subfolder_is_refused_its_writes_by_the_subfolder_guard(sandbox: Make) -> None:
     """Gemini CLI reads .gemini/settings.json of its start folder only: started in a subfolder it runs none
     of the repository's hooks, and a write of a file it never read lands (at 0effb2a, and without the guard,
