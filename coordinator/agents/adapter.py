@@ -127,6 +127,9 @@ class HookAdapter:
                 protocol.after_read(call.session, call.path, call.shown, call.offset or 1, call.limit)
             return ALLOW
         if call.phase == "before":
+            reason = self._git_guard(call) if call.command else None  # a patch run by a shell command line
+            if reason is not None:
+                return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
             whole = call.operation == "write"
             allowed = protocol.before_write(
                 call.session, call.tool_use_id, call.path, whole=whole, operation=call.operation or "write",
@@ -149,16 +152,21 @@ class HookAdapter:
         if call.phase != "before":
             done = protocol.after_shell(call.session, call.tool_use_id, call.command, call.cwd, call.shown)
             return Decision.note(done.text())
+        reason = self._git_guard(call)
+        if reason is not None:
+            return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
+        protocol.before_shell(call.session, call.tool_use_id, call.command, call.cwd)
+        return ALLOW
+
+    def _git_guard(self, call: ToolCall) -> str | None:
+        """The git guard's refusal of the call's command line (None: it may run)."""
         guard = self.shell_guard
         if guard is None:
             from coordinator.git.guard import check_shell_command
 
             guard = check_shell_command
-        reason = guard(call.command, self.coord.root, call.session, call.cwd)  # relative paths are from its cwd
-        if reason is not None:
-            return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
-        protocol.before_shell(call.session, call.tool_use_id, call.command, call.cwd)
-        return ALLOW
+        assert call.command is not None
+        return guard(call.command, self.coord.root, call.session, call.cwd)  # relative paths are from its cwd
 
     def _end(self, call: ToolCall) -> None:
         """The optional auto-commit of the session's writes; never blocks the end. A failure is logged, and

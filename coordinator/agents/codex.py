@@ -74,7 +74,10 @@ def parse(payload: dict[str, Any]) -> ToolCall | None:
         cwd=cwd, event=event,
     )  # fmt: skip
     if tool == "apply_patch" or "*** Begin Patch" in command:
-        return _patch_call(base, command, payload.get("tool_response"))
+        # A patch run by a shell command line (`apply_patch <<'EOF' ... EOF`) keeps the line: the git guard
+        # judges the rest of it (`... EOF\ngit add -A`).
+        carried = base._replace(command=command) if tool == "Bash" else base
+        return _patch_call(carried, command, payload.get("tool_response"))
     shell = base._replace(kind="shell", operation="shell", command=command)
     return shell if base.phase == "before" else shell._replace(shown=_output(payload.get("tool_response")))
 

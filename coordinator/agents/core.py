@@ -27,7 +27,8 @@ class ToolCall(NamedTuple):
         begins: Claude Code's and Codex's UserPromptSubmit, Gemini CLI's BeforeAgent, whose answers add
         context for the model: the notes kept at the end of the last turn are told there), "other".
     operation: what a write was ("edit", "multi_edit", "write"), recorded in the history.
-    path: the file (absolute, as the agents send it, or relative to the root); command: a shell command.
+    path: the file (absolute, as the agents send it, or relative to the root); command: a shell command (on a
+    write, the command line that ran its patch: the git guard judges the rest of the line).
     shown: for a read's "after", the text the agent was shown (None: not told); offset/limit: a partial
         read's window (None: from the start / no limit).
     cwd: the agent's working folder (where the root is found when no service is named).

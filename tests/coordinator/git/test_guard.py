@@ -318,3 +318,29 @@ def test_forms_that_overwrite_a_changed_file_are_refused(shared: Path, command: 
 def test_their_forms_that_leave_a_changed_file_pass(shared: Path, command: str) -> None:
     """Without -f `checkout-index` skips an existing file and `read-tree -m -u` refuses to overwrite one."""
     assert check_shell_command(command, str(shared), "me") is None
+
+
+def test_a_codex_patch_run_by_the_shell_has_the_rest_of_its_line_judged(shared: Path, gcoord: Coordinator) -> None:
+    """Codex runs `apply_patch <<'EOF' ... EOF` as a shell command; its hook event is read as the patch's
+    write, and the git commands after the patch on the same line were never shown to the guard."""
+    import json
+
+    from coordinator.agents import codex
+    from coordinator.agents.adapter import HookAdapter
+
+    data_dir = Path(__file__).resolve().parents[2] / "data" / "hooks" / "codex"
+    hooks = HookAdapter(gcoord)
+    patch = "*** Begin Patch\n*** Update File: b.py\n@@\n-b3\n+B3 by me\n*** End Patch\n"
+
+    def pre(command: str) -> bool:
+        data = json.loads((data_dir / "pre_bash.json").read_text().replace("__ROOT__", str(shared)))
+        data.update(session_id="me", tool_use_id="call_patch")
+        data["tool_input"]["command"] = command
+        call = codex.parse(data)
+        assert call is not None and call.kind == "write" and call.path == str(shared / "b.py")
+        decision = hooks.handle(call)
+        assert decision.allow or "a.py (other)" in decision.reason
+        return decision.allow
+
+    assert not pre(f"apply_patch <<'EOF'\n{patch}EOF\ngit add -A && git commit -m done")
+    assert pre(f"apply_patch <<'EOF'\n{patch}EOF\ngit status")
