@@ -84,6 +84,8 @@ def _claude(tools: Tools, box: Sandbox) -> tuple[list[Step | Callable[[Conversat
             "an Edit whose write failed (src/locked.py made immutable, chattr +i, after it was read): the "
             "event of a tool that fails while running; its own validation failures fire no hook",
         ),
+        Pick("user_prompt_submit", "UserPromptSubmit", None, "the prompt that starts the turn"),
+        Pick("subagent_stop", "SubagentStop", None, "the end of the subagent's turn (the Agent tool)"),
         Pick("stop", "Stop", None, "the end of the turn"),
         Pick("session_end", "SessionEnd", None, "the end of the session"),
     ]
@@ -110,6 +112,7 @@ def _codex(tools: Tools, box: Sandbox) -> tuple[list[Step | Callable[[Conversati
         Pick("post_apply_patch", "PostToolUse", "apply_patch", "the same patch, after"),
         Pick("pre_apply_patch_add", "PreToolUse", "apply_patch", "apply_patch adding src/new.py", nth=1),
         Pick("pre_apply_patch_two_files", "PreToolUse", "apply_patch", "apply_patch of two files (denied)", nth=2),
+        Pick("user_prompt_submit", "UserPromptSubmit", None, "the prompt that starts the turn"),
         Pick("stop", "Stop", None, "the end of the turn"),
         Pick("session_end", "SessionEnd", None, "the end of the session"),
     ]
@@ -133,6 +136,7 @@ def _gemini(tools: Tools, box: Sandbox) -> tuple[list[Step | Callable[[Conversat
         Pick("after_replace_error", "AfterTool", "replace", "a replace whose old_string is not in the file", nth=1),
         Pick("before_write_file", "BeforeTool", "write_file", "write_file of the whole src/app.py, after the replace"),
         Pick("before_shell", "BeforeTool", "run_shell_command", "run_shell_command `git stash`, the last call"),
+        Pick("before_agent", "BeforeAgent", None, "the prompt that starts the turn"),
         Pick("after_agent", "AfterAgent", None, "the end of the turn"),
         Pick("session_end", "SessionEnd", None, "the end of the session"),
     ]

@@ -62,6 +62,15 @@ def test_subagent_and_session_end(tmp_path):
     for name in ("stop", "session_end"):
         end = claude_code.parse(payload(name, tmp_path))
         assert end is not None and (end.kind, end.phase) == ("session", "end")
+    data = payload("subagent_stop", tmp_path)  # the subagent's session ends with its own turn
+    end = claude_code.parse(data)
+    assert end is not None and (end.kind, end.session) == ("session", f"{SID}/{data['agent_id']}")
+
+
+def test_a_prompt_starts_a_turn(tmp_path):
+    """UserPromptSubmit as 2.1.328 sends it: the event whose answer tells the notes kept at the last turn's end."""
+    call = claude_code.parse(payload("user_prompt_submit", tmp_path))
+    assert call is not None and (call.kind, call.session) == ("prompt", SID)
 
 
 def test_events_and_tools_of_no_concern_are_none(tmp_path):

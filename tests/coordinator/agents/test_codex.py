@@ -58,6 +58,8 @@ def test_shell_before_and_session_ends(tmp_path: Path) -> None:
     for name in ("stop", "session_end"):
         end = codex.parse(payload(name, tmp_path))
         assert end is not None and (end.kind, end.phase) == ("session", "end")
+    prompt = codex.parse(payload("user_prompt_submit", tmp_path))  # as 0.169.0 sends it
+    assert prompt is not None and (prompt.kind, prompt.session) == ("prompt", SID)
     # after a Bash command: the command and what it printed (what it wrote and read is the protocol's to find)
     after = codex.parse(payload("post_bash_read", tmp_path, tool_input__command="make test", tool_response="ok\n"))
     assert after is not None and (after.kind, after.phase, after.command, after.shown) == (

@@ -84,6 +84,8 @@ def test_creating_by_replace_is_a_whole_write_and_shell_and_ends(tmp_path: Path)
     for name in ("after_agent", "session_end"):
         end = gemini.parse(payload(name, tmp_path))
         assert end is not None and (end.kind, end.phase) == ("session", "end")
+    prompt = gemini.parse(payload("before_agent", tmp_path))  # BeforeAgent as 0.61.0 sends it: a new turn
+    assert prompt is not None and (prompt.kind, prompt.session) == ("prompt", SID)
     assert gemini.parse(payload("before_shell", tmp_path, tool_name="google_web_search")) is None
 
 
