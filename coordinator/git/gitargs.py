@@ -143,17 +143,20 @@ class GitCall:
         return any(n in self.options for n in names)
 
 
-def _globals(argv: tuple[Word, ...]) -> tuple[int, list[str], list[str]]:
-    """(index of the subcommand, the `-C` folders, the `-c` settings) of `git ARGS`."""
-    i, folders, settings = 1, [], []
+def _globals(argv: tuple[Word, ...]) -> tuple[int, list[str | None], list[str]]:
+    """(index of the subcommand, the `-C` folders (None: not known before it runs), the `-c` settings) of
+    `git ARGS`."""
+    i, folders, settings = 1, list[str | None](), list[str]()
     while i < len(argv) and argv[i].text.startswith("-"):
         name, eq, value = argv[i].text.partition("=")
+        known = not argv[i].expands
         if name in _GLOBAL_VALUED and not eq:
             value = argv[i + 1].text if i + 1 < len(argv) else ""
+            known = i + 1 < len(argv) and not argv[i + 1].expands
             i += 1
         i += 1
         if name == "-C":
-            folders.append(value)
+            folders.append(value if known else None)  # `git -C "$REPO"`: the folder is the variable's
         elif name == "-c":
             settings.append(value)
     return i, folders, settings
@@ -203,9 +206,9 @@ def _cluster(
     return i
 
 
-def _folder(cwd: str | None, folders: list[str]) -> str | None:
+def _folder(cwd: str | None, folders: list[str | None]) -> str | None:
     for f in folders:
-        if cwd is None:
+        if cwd is None or f is None:
             return None
         cwd = f if f.startswith("/") else posixpath.normpath(posixpath.join(cwd, f))
     return cwd

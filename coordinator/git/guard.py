@@ -95,17 +95,39 @@ def _target(spec: Word, call: GitCall, where: _Where) -> tuple[str, bool] | None
 def _touches(call: GitCall, specs: tuple[Word, ...], others: Others, where: _Where, doubts: list[str]) -> list[str]:
     hit: set[str] = set()
     if call.cwd is None and specs:
-        doubts.append(f"`git {call.sub}` runs in a folder not known before it runs (a `cd` to a variable's folder)")
+        doubts.append(f"`git {call.sub}` runs in a folder not known before it runs (a `cd` or `-C` to a variable)")
     for spec in specs:
         target = _target(spec, call, where)
         if target is None:
             doubts.append(f"`git {call.sub} ... {spec.raw}`: the paths are not known before it runs")
             continue
         path, glob = target
-        for other in others:
-            if path == ALL or other == path or other.startswith(path + "/") or (glob and fnmatch.fnmatch(other, path)):
-                hit.add(other)
+        for alt in _alternatives(path) if glob else [path]:
+            wild = glob and bool(re.search(r"[*?\[]", alt))
+            for other in others:
+                if alt == ALL or other == alt or other.startswith(alt + "/") or (wild and fnmatch.fnmatch(other, alt)):
+                    hit.add(other)
     return sorted(hit)
+
+
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+MAX_ALTERNATIVES = 256
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The words the shell's brace expansion makes of `pattern` (`a.{py,txt}` -> a.py, a.txt), innermost braces
+    first; more than MAX_ALTERNATIVES stand for every path."""
+    found, todo = [], [pattern]
+    while todo:
+        word = todo.pop()
+        match = _BRACES.search(word)
+        if match is None:
+            found.append(word)
+        else:
+            todo.extend(word[: match.start()] + part + word[match.end() :] for part in match.group(1).split(","))
+        if len(found) + len(todo) > MAX_ALTERNATIVES:
+            return [ALL]
+    return found
 
 
 _Touch = Callable[[tuple[Word, ...]], list[str]]

@@ -293,9 +293,19 @@ def test_the_hook_judges_a_command_from_the_agents_folder(nested: Path, gcoord: 
     assert run(hooks, at_root).allow  # from the root it names x.py, which does not exist: nothing of others'
 
 
-def test_a_folder_not_known_before_it_runs_is_named(nested: Path) -> None:
-    answer = judge_shell_command('cd "$DIR" && git checkout -- x.py', str(nested), "me")
+@pytest.mark.parametrize("line", ['cd "$DIR" && git checkout -- x.py', 'git -C "$DIR" checkout -- x.py'])
+def test_a_folder_not_known_before_it_runs_is_named(nested: Path, line: str) -> None:
+    """`git -C "$DIR"` was taken as a folder named `$DIR`, silently."""
+    answer = judge_shell_command(line, str(nested), "me")
     assert any("folder not known" in d for d in answer.doubts)
+
+
+def test_brace_expansion_is_expanded_as_the_shell_does(shared: Path) -> None:
+    """`a.{py,txt}` was matched as one pattern, which names no file: the shell makes a.py and a.txt of it."""
+    refusal = check_shell_command("git restore -- a.{py,txt}", str(shared), "me")
+    assert refusal is not None and "a.py (other)" in refusal
+    assert check_shell_command("git checkout -- {c,{d,a}}.py", str(shared), "me") is not None
+    assert check_shell_command("git add {b,c}.py && git commit -m x -- {b,c}.py", str(shared), "me") is None
 
 
 @pytest.mark.parametrize("line", ["echo 'git stash' | sh", "cat <<EOF | bash\ngit stash\nEOF", "bash < steps.txt"])
