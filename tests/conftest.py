@@ -32,31 +32,37 @@ NO_SERVER = "redis-server is not installed (apt-get install -y redis-server; .ci
 
 # --- nothing left running -------------------------------------------------------------------------------
 # A test stops what it starts: the embedded redis-server of each root it used (`stop_embedded_redis`), the
-# services and hook services it ran. At the end of the run, any process still running from the run's own
-# folders (its basetemp: the process's working folder or command line is there) is a leak: it is named,
-# ended (so that leaks do not pile up on the machine), and the run fails.
+# services and hook services it ran. At the end of the run, any process still running that the run started
+# is a leak: it is named, ended (so that leaks do not pile up on the machine), and the run fails. A process
+# is the run's when its working folder or command line lies in the run's folders (its basetemp), or when it
+# carries the run's own mark in its environment (RUN_MARK, set at the run's start and inherited by every
+# process started from it, daemons included: this finds what was started for a root outside the basetemp,
+# such as a scratch folder in /tmp).
 LEFTOVER_GRACE_S = 5.0  # a process told to stop in the last test's teardown may take a moment to exit
+RUN_MARK = "EC_TEST_RUN"
+# multiprocessing's helpers when children of the run's own process: they end with it (they wait on its pipe);
+# what the fork server forked is its child, and is judged as any other process.
+_ENDS_WITH_THE_RUN = ("from multiprocessing.forkserver import main", "from multiprocessing.resource_tracker import")
 
 
 def _own_ancestors() -> set[int]:
-    pids, pid = set(), os.getpid()
-    while pid > 1:
+    pids: set[int] = set()
+    pid: int | None = os.getpid()
+    while pid is not None and pid > 1:
         pids.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+        pid = _parent(str(pid))
     return pids
 
 
-def leftover_processes(base: str) -> dict[int, str]:
+def leftover_processes(base: str | None, mark: str | None = None) -> dict[int, str]:
     """{pid: command line} of the processes (other than this one and its ancestors) whose working folder or
-    command line lies under `base`."""
+    command line lies under `base`, or whose environment holds `RUN_MARK=mark` (multiprocessing's helpers
+    aside)."""
     found: dict[int, str] = {}
     if not os.path.isdir("/proc"):
         return found
     mine = _own_ancestors()
+    marked = f"{RUN_MARK}={mark}".encode() if mark else None
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in mine:
             continue
@@ -66,9 +72,32 @@ def leftover_processes(base: str) -> dict[int, str]:
             cwd = os.readlink(f"/proc/{name}/cwd")
         except OSError:
             continue  # gone, or not ours to look at
-        if cwd == base or cwd.startswith(base + "/") or base + "/" in cmdline:
+        in_base = base is not None and (cwd == base or cwd.startswith(base + "/") or base + "/" in cmdline)
+        if in_base or _marked(name, marked, cmdline):
             found[int(name)] = cmdline
     return found
+
+
+def _marked(pid: str, entry: bytes | None, cmdline: str) -> bool:
+    if entry is None or not _carries(pid, entry):
+        return False
+    return not (any(h in cmdline for h in _ENDS_WITH_THE_RUN) and _parent(pid) == os.getpid())
+
+
+def _parent(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _carries(pid: str, entry: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return entry in f.read().split(b"\0")
+    except OSError:
+        return False  # gone, or not ours to look at
 
 
 def _end(pids: list[int]) -> None:
@@ -86,14 +115,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import time
 
     factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is None or getattr(factory, "_basetemp", None) is None:
-        return  # no test asked for a temporary folder: nothing can run from one
-    base = os.path.realpath(factory.getbasetemp())
+    base = None
+    if factory is not None and getattr(factory, "_basetemp", None) is not None:
+        base = os.path.realpath(factory.getbasetemp())
+    mark = session.config.stash.get(_RUN_MARK_KEY, None)  # only a run that set its mark (pytest_configure)
+    if base is None and mark is None:
+        return
     deadline = time.monotonic() + LEFTOVER_GRACE_S
-    left = leftover_processes(base)
+    left = leftover_processes(base, mark)
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = leftover_processes(base)
+        left = leftover_processes(base, mark)
     if not left:
         return
     lines = "\n".join(f"  pid {pid}: {cmd[:300]}" for pid, cmd in sorted(left.items()))
@@ -105,9 +137,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+_RUN_MARK_KEY = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A deployment named in the caller's environment never leaks into the tests (topology runs set it).
     os.environ.pop("EDIT_COORDINATOR_REDIS_URL", None)
+    # This run's own mark (a run started by a test gets its own: it never ends its caller's processes).
+    import uuid
+
+    mark = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    os.environ[RUN_MARK] = mark
+    config.stash[_RUN_MARK_KEY] = mark
     config.addinivalue_line("markers", "topology: run the test once per Redis deployment (default, sentinel, cluster)")
 
 
