@@ -29,7 +29,7 @@ _SCRIPT = (
     "d=$here; "
     'while [ "$d" != / ] && [ -n "$d" ]; do '
     'd=${d%/*}; [ -n "$d" ] || d=/; [ "$d" = "$HOME" ] && continue; '
-    'if grep -Eqs "$m" "$d/.gemini/settings.json"; then '
+    'if [ -f "$d/.gemini/settings.json" ] && grep -Eqs "$m" "$d/.gemini/settings.json"; then '
     'echo "Refused by edit-coordinator: Gemini CLI was started in $here, a subfolder of the repository $d, '
     "and loads the repository's hooks (its .gemini/settings.json) only when started at its top, so this "
     "write could not be checked against the other sessions' work. Nothing was written. Ask the user to "
