@@ -169,7 +169,7 @@ def headers_for(call: Call[Any], token: str | None) -> dict[str, str]:
     """The authorization and Idempotency-Key headers of `call` (token None: a call without auth)."""
     headers: dict[str, str] = {}
     if token is not None:
-        if not _TOKEN_RE.match(token):
+        if not _TOKEN_RE.fullmatch(token):
             raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, "The token is not a single word of visible ASCII.")
         headers["authorization"] = f"Bearer {token}"
     if call.key is not None:

@@ -744,7 +744,7 @@ def _poll(coord: Coordinator, op: PollEvents) -> EventPage:
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= most:
         raise CoordinatorError(ErrorCode.INVALID_ARGUMENT, f"wait_s must be between 0 and {most:.0f}.")
     since = op.since
-    if since is not None and not CURSOR_RE.match(since):
+    if since is not None and not CURSOR_RE.fullmatch(since):
         raise CoordinatorError(
             ErrorCode.INVALID_ARGUMENT,
             f"since must be '$' (from now), '0' (the oldest kept) or an event id such as '1700000000000-0', "

@@ -468,7 +468,7 @@ class App:
         idem_key = headers.get("idempotency-key")
         if idem_key is None:
             return await self._engine(fn)
-        if not IDEM_RE.match(idem_key):
+        if not IDEM_RE.fullmatch(idem_key):
             raise refusal(
                 ErrorCode.INVALID_ARGUMENT,
                 "Idempotency-Key must be 1-255 visible ASCII characters (for example a UUID).",

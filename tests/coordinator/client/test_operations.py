@@ -150,3 +150,22 @@ def test_a_declaration_runs_over_http_and_async_as_its_request_says() -> None:
     assert [(m, p) for m, p, _, _ in seen] == [("POST", "/v1/edit")] * 2
     assert all(body["policy"] == "rebase" and body["session"] == "s" for _, _, body, _ in seen)
     assert seen[0][3] is not None and seen[1][3] == "k-1"
+
+
+@pytest.mark.parametrize("since", ["$\n", "0\n", "1700000000000-0\n"])
+def test_a_cursor_with_a_trailing_newline_is_refused(coord: Coordinator, since: str) -> None:
+    """The cursor's rule is the whole string's: `$` in a pattern also matches before a final newline."""
+    with pytest.raises(CoordinatorError) as e:
+        LocalClient(coord).run(ops.PollEvents(since=since, wait_s=0.0))
+    assert e.value.code is ErrorCode.INVALID_ARGUMENT and "since must be" in e.value.message
+
+
+def test_a_token_with_a_trailing_newline_never_reaches_a_header() -> None:
+    """A token is one word of visible ASCII, all of it: a final newline would end the header line early."""
+    from coordinator.client.calls import headers_for
+
+    call = Calls(idempotency_keys=False).run(ops.Read(path="a.py", session="s1"))
+    assert headers_for(call, "tok")["authorization"] == "Bearer tok"
+    with pytest.raises(CoordinatorError) as e:
+        headers_for(call, "tok\n")
+    assert e.value.code is ErrorCode.INVALID_ARGUMENT
