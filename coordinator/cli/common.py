@@ -208,14 +208,25 @@ def add_session(p: argparse.ArgumentParser, help: str = "the session to act as")
     p.add_argument("--session", default=_env(SESSION_ENV), metavar="ID", help=f"{help} (default: ${SESSION_ENV})")
 
 
-def add_server(p: argparse.ArgumentParser) -> None:
+def tokens_of(op: Any) -> str:
+    """The tokens an operation's call takes (`coordinator.client.operations.Operation`), in the service's words."""
+    from coordinator.client.operations import tokens_taken
+
+    return tokens_taken(op.auth, op.viewer)
+
+
+def add_server(p: argparse.ArgumentParser, takes: str) -> None:
+    """--server, --token and --ca-file; `takes`: the tokens the command's calls take, in the words of the
+    service's refusals (`coordinator.client.operations.tokens_taken`)."""
     p.add_argument(
         "--server",
         default=_env(SERVER_ENV),
         metavar="URL",
         help=f"a remote `edit-coordinator serve` to call instead of a local engine (default: ${SERVER_ENV})",
     )
-    p.add_argument("--token", default=_env(TOKEN_ENV), help=f"bearer token for --server (default: ${TOKEN_ENV})")
+    p.add_argument(
+        "--token", default=_env(TOKEN_ENV), help=f"bearer token for --server: {takes} (default: ${TOKEN_ENV})"
+    )
     p.add_argument(
         "--ca-file",
         default=_env(CA_FILE_ENV),

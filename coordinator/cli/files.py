@@ -58,7 +58,9 @@ def _add(sub: Any, name: str, help: str, description: str, run: Callable[[Any, s
     )
     cmd_common.add_root(p)
     cmd_common.add_redis(p)
-    cmd_common.add_server(p)
+    from coordinator.client import operations as ops
+
+    cmd_common.add_server(p, cmd_common.tokens_of(ops.Read))
     cmd_common.add_session(p, "the session to act as (else, with --server, a session token's; else cli:<user>)")
     cmd_common.add_json(p, "print the result as JSON")
     p.set_defaults(func=cmd_common.guarded(lambda args: _run(args, run)))

@@ -90,7 +90,9 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, help="show at most this many versions (default 50)")
     p.add_argument("--context", type=int, default=3, help="lines of context in --diff (default 3)")
     cmd_common.add_common(p, redis=False)
-    cmd_common.add_server(p)
+    from coordinator.client import operations as ops
+
+    cmd_common.add_server(p, cmd_common.tokens_of(ops.History))
     p.set_defaults(func=cmd_common.guarded(cmd_history))
 
 

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("action", choices=["list", "break"])
     cmd_common.add_common(p)
-    cmd_common.add_server(p)
+    from coordinator.client import operations as ops
+
+    cmd_common.add_server(p, f"list: {cmd_common.tokens_of(ops.Leases)}; break: {cmd_common.tokens_of(ops.BreakLease)}")
     p.add_argument("--id", default=None, help="break: the lease id")
     p.add_argument("--session", default=None, help="break: every lease of this session")
     p.set_defaults(func=cmd_common.guarded(run))

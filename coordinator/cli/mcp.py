@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmd_common.add_root(p)
     cmd_common.add_session(p, "session id (else, remote, the token's session; else a fresh id for this process)")
     cmd_common.add_redis(p)
-    cmd_common.add_server(p)
+    from coordinator.client import operations as ops
+
+    cmd_common.add_server(p, cmd_common.tokens_of(ops.Read))
     cmd_common.add_durability(p)
     p.add_argument("--lock-timeout", type=float, default=10.0, help="seconds to wait for a file's lock")
     cmd_common.add_policy_match(p)

@@ -27,6 +27,8 @@ from coordinator.history.retention import format_size
 
 
 def register(sub: Any) -> None:
+    from coordinator.client.operations import tokens_taken
+
     for name, helptext in (
         ("status", "sessions, recent writes, locks held now and Redis health"),
         ("top", "the status view, refreshing (for watching a fleet)"),
@@ -38,7 +40,7 @@ def register(sub: Any) -> None:
         )  # fmt: skip
         p.add_argument("--recent", type=int, default=10, help="how many recent writes to show (default 10)")
         cmd_common.add_common(p)
-        cmd_common.add_server(p)
+        cmd_common.add_server(p, tokens_taken("admin", viewer=True))  # GET /v1/dashboard's
         if name == "top":
             p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
             p.add_argument("--iterations", type=int, default=0, help="stop after this many (0: until Ctrl-C)")

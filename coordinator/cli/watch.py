@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=cmd_common.DefaultsFormatter,
     )
     cmd_common.add_common(p)
-    cmd_common.add_server(p)
+    from coordinator.client import operations as ops
+
+    cmd_common.add_server(p, cmd_common.tokens_of(ops.PollEvents))
     p.add_argument(
         "--path", action="append", default=None, metavar="GLOB", help="only paths matching this (repeatable)"
     )

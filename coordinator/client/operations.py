@@ -205,6 +205,15 @@ def _leases_answer(found: list[Lease]) -> dict[str, Any]:
 _BODY_FIELDS: dict[type, tuple[str, ...]] = {}  # each declaration's field names, in order (`Operation.body`)
 
 
+def tokens_taken(auth: Auth, viewer: bool) -> str:
+    """The tokens a call that `auth` and `viewer` admit takes, in words: the one wording of the service's "which
+    token" refusals and of the commands' --token help."""
+    roles = ["the admin token"] if auth == "admin" else ["a session token (for its own session)", "the admin token"]
+    if viewer:
+        roles.append("a viewer token")
+    return ", ".join(roles[:-1]) + " or " + roles[-1] if len(roles) > 1 else roles[0]
+
+
 class Operation(Generic[_T]):
     """What every declaration has (see the module docstring). Subclasses are frozen dataclasses."""
 

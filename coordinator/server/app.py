@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from coordinator.client import operations as ops
 from coordinator.client.local import LocalClient
-from coordinator.client.operations import Engine, Operation
+from coordinator.client.operations import Engine, Operation, tokens_taken
 from coordinator.engine import CallOptions, LockBusy
 from coordinator.errors import CoordinatorError, ErrorCode
 from coordinator.server import dashboard
@@ -696,11 +696,7 @@ def _footprint(meter: FootprintMeter) -> dict[str, float]:
 
 def roles_that_work(route: Route) -> str:
     """The tokens `route` takes, in words: what a "which token" refusal tells the caller to use."""
-    roles = ["a session token (for its own session)", "the admin token"] if route.auth != "admin" else []
-    roles = roles or ["the admin token"]
-    if route.viewer:
-        roles.append("a viewer token")
-    return ", ".join(roles[:-1]) + " or " + roles[-1] if len(roles) > 1 else roles[0]
+    return tokens_taken(route.auth, route.viewer)
 
 
 def _authorize(route: Route, principal: Principal) -> None:

@@ -109,3 +109,44 @@ def test_serve_with_a_root_that_is_no_folder_says_so(tmp_path: Path, capsys: pyt
     assert main(["serve", "--root", str(tmp_path / "file"), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "[invalid_argument]" in err and "is not a folder" in err and "Traceback" not in err, err
+
+
+def _token_help(argv: list[str]) -> str:
+    """The --token help of the command `argv` names (its parser's own text, before wrapping)."""
+    import argparse
+
+    from coordinator.cli import build_parser
+
+    parser: argparse.ArgumentParser = build_parser()
+    for word in argv:
+        (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    (token,) = (a for a in parser._actions if "--token" in a.option_strings)
+    return str(token.help)
+
+
+def test_each_commands_token_help_names_the_tokens_its_calls_take() -> None:
+    """At 0effb2a every --token said 'bearer token for --server' and nothing of which: the words are now the
+    service's own refusal's for the route the command calls."""
+    from coordinator.client import operations as ops
+    from coordinator.server.app import roles_that_work
+    from coordinator.server.routes import ROUTE_BY_PATH
+
+    def takes(op: type[ops.Operation[object]]) -> str:
+        return roles_that_work(ROUTE_BY_PATH[op.route.path][op.route.method])
+
+    dashboard = roles_that_work(ROUTE_BY_PATH["/v1/dashboard"]["GET"])
+    assert dashboard == "the admin token or a viewer token"
+    expected = {
+        ("status",): [dashboard],
+        ("top",): [dashboard],
+        ("history",): [takes(ops.History)],
+        ("watch",): [takes(ops.PollEvents)],
+        ("read",): [takes(ops.Read)],
+        ("mcp",): [takes(ops.Read)],
+        ("leases",): [f"list: {takes(ops.Leases)}", f"break: {takes(ops.BreakLease)}"],
+    }
+    for argv, words in expected.items():
+        text = _token_help(list(argv))
+        assert all(w in text for w in words), (argv, text, words)
+    assert "a viewer token" in _token_help(["history"]) and "a viewer token" not in _token_help(["read"])
