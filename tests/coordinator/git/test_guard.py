@@ -354,3 +354,16 @@ def test_a_codex_patch_run_by_the_shell_has_the_rest_of_its_line_judged(shared: 
 
     assert not pre(f"apply_patch <<'EOF'\n{patch}EOF\ngit add -A && git commit -m done")
     assert pre(f"apply_patch <<'EOF'\n{patch}EOF\ngit status")
+
+
+def test_own_paths_in_a_folder_pass(nested: Path, gcoord: Coordinator) -> None:
+    """The issue's harmless forms with a path in a folder (`git add path/file`, `git commit -m x -- own/file`)
+    beside another session's change in the same folder."""
+    (nested / "sub" / "mine.py").write_text("m1\n")
+    git(nested, "add", "sub/mine.py")
+    git(nested, "commit", "-q", "-m", "mine", "--", "sub/mine.py")
+    edit(gcoord, "me", "sub/mine.py", "m1\n", "M1 by me\n")
+    for line in ("git add sub/mine.py", "git commit -m x -- sub/mine.py", "cd sub && git add mine.py"):
+        assert check_shell_command(line, str(nested), "me") is None, line
+    refusal = check_shell_command("git add sub", str(nested), "me")  # the folder holds the other's sub/x.py
+    assert refusal is not None and "sub/x.py (other)" in refusal
