@@ -127,7 +127,7 @@ class HookAdapter:
                 protocol.after_read(call.session, call.path, call.shown, call.offset or 1, call.limit)
             return ALLOW
         if call.phase == "before":
-            reason = self._git_guard(call) if call.command else None  # a patch run by a shell command line
+            reason = self._git_guard(call)[0] if call.command else None  # a patch run by a shell command line
             if reason is not None:
                 return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
             whole = call.operation == "write"
@@ -152,21 +152,25 @@ class HookAdapter:
         if call.phase != "before":
             done = protocol.after_shell(call.session, call.tool_use_id, call.command, call.cwd, call.shown)
             return Decision.note(done.text())
-        reason = self._git_guard(call)
+        reason, unjudged = self._git_guard(call)
         if reason is not None:
             return Decision.deny(reason, ErrorCode.INVALID_ARGUMENT.value)
         protocol.before_shell(call.session, call.tool_use_id, call.command, call.cwd)
-        return ALLOW
+        if unjudged and call.notes_hidden:  # its answer shows the model nothing: told at the next event
+            protocol.keep_notes(call.session, Settled((unjudged,)))
+            return ALLOW
+        return Decision.note(unjudged)
 
-    def _git_guard(self, call: ToolCall) -> str | None:
-        """The git guard's refusal of the call's command line (None: it may run)."""
-        guard = self.shell_guard
-        if guard is None:
-            from coordinator.git.guard import check_shell_command
-
-            guard = check_shell_command
+    def _git_guard(self, call: ToolCall) -> tuple[str | None, str]:
+        """The git guard's refusal of the call's command line (None: it may run), and for a line it lets run,
+        what in it the guard could not judge (a script file, `eval`, ...: "" when nothing)."""
         assert call.command is not None
-        return guard(call.command, self.coord.root, call.session, call.cwd)  # relative paths are from its cwd
+        if self.shell_guard is not None:
+            return self.shell_guard(call.command, self.coord.root, call.session, call.cwd), ""
+        from coordinator.git.guard import judge_shell_command
+
+        answer = judge_shell_command(call.command, self.coord.root, call.session, call.cwd)  # paths from its cwd
+        return answer.message(), answer.note()
 
     def _end(self, call: ToolCall) -> None:
         """The optional auto-commit of the session's writes; never blocks the end. A failure is logged, and

@@ -236,6 +236,22 @@ class GuardAnswer:
     refusal: str | None
     doubts: tuple[str, ...] = ()
 
+    def message(self) -> str | None:
+        """The refusal for the model, with what the guard could not judge; None when the line may run."""
+        if self.refusal is None:
+            return None
+        return self.refusal + (f" Not judged: {'; '.join(self.doubts)}." if self.doubts else "")
+
+    def note(self) -> str:
+        """For a line that may run: what in it the guard could not judge, said to the model ("" when nothing)."""
+        if self.refusal is not None or not self.doubts:
+            return ""
+        return (
+            f"The git guard let this command run without judging: {'; '.join(self.doubts)}. Other sessions have "
+            "uncommitted work in this checkout: no git command in it may stash, reset, check out, clean or add "
+            f"their files (commit your own work with `{shlex.join(cli_argv())} commit`)."
+        )
+
 
 def _config_aliases(root: str, calls: list[GitCall]) -> dict[str, str]:
     """The repository's git aliases for the unknown subcommands of `calls` (`git config --get alias.X`)."""
@@ -286,11 +302,7 @@ def check_shell_command(command: str, root: str, session_id: str, cwd: str | Non
     """None when `command`, run in `cwd` (default: the root), may run; else a refusal for the model naming the
     safe equivalent (and what in the line the guard could not judge). `judge_shell_command` gives the doubts of
     a line it lets through too."""
-    answer = judge_shell_command(command, root, session_id, cwd)
-    if answer.refusal is None:
-        return None
-    extra = f" Not judged: {'; '.join(answer.doubts)}." if answer.doubts else ""
-    return answer.refusal + extra
+    return judge_shell_command(command, root, session_id, cwd).message()
 
 
 def cli_argv() -> tuple[str, ...]:

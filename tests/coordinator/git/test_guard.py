@@ -367,3 +367,17 @@ def test_own_paths_in_a_folder_pass(nested: Path, gcoord: Coordinator) -> None:
         assert check_shell_command(line, str(nested), "me") is None, line
     refusal = check_shell_command("git add sub", str(nested), "me")  # the folder holds the other's sub/x.py
     assert refusal is not None and "sub/x.py (other)" in refusal
+
+
+def test_the_hook_names_what_the_guard_let_run_without_judging(shared: Path, gcoord: Coordinator) -> None:
+    """A line the guard cannot judge (a script of the tree) runs, and the hook's answer names it to the model
+    (before, only `git-guard` and a refusal named it); with no other session's work there is nothing to say."""
+    from coordinator.agents.adapter import HookAdapter
+    from tests.coordinator.agents.hooking import payload, run
+
+    hooks = HookAdapter(gcoord)
+    ids = {"session_id": "me", "tool_use_id": "toolu_doubt_1"}
+    answer = run(hooks, payload("pre_bash", shared, tool_input__command="./deploy.sh && git status", **ids))
+    assert answer.allow and "without judging" in answer.reason and "deploy.sh" in answer.reason
+    plain = run(hooks, payload("pre_bash", shared, tool_input__command="git status", **ids))
+    assert plain.allow and plain.reason == ""
