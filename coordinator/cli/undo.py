@@ -197,8 +197,9 @@ def _dry_run(key: str, target: HistoryEntry, entries: list[HistoryEntry]) -> dic
     later = [e for e in entries if e.version > target.version]
     kept = ", ".join(f"{e.version} ({e.operation} by {e.session})" for e in reversed(later))
     what = "redo" if target.operation == undoing.UNDO else "undo"
+    recorded = "a redo" if what == "redo" else "an undo"
     message = f"Would revert the {target.operation} of version {target.version} of {key} by {target.session}"
-    message += f" (recorded as a {what})" + (f", keeping versions {kept}." if kept else ".")
+    message += f" (recorded as {recorded})" + (f", keeping versions {kept}." if kept else ".")
     return {
         "path": key,
         "would_undo_version": target.version,

@@ -177,7 +177,7 @@ def test_undo_reverts_one_change_and_keeps_later_writes_as_the_library_does(
     assert (root / "f.txt").read_text() == "a\nb\nC\n"  # y's later "C" kept
     assert "1 later write by others kept" in data["message"]
     rc, out, _ = cli(capsys, root, "undo", "f.txt", "--dry-run")  # v2 is undone: the newest in effect is v3
-    assert rc == 0 and "Would revert the edit of version 3 of f.txt by agent-y" in out
+    assert rc == 0 and "Would revert the edit of version 3 of f.txt by agent-y (recorded as an undo)" in out
     rc, _, err = cli(capsys, root, "undo", "f.txt", "--version", "2")
     assert rc == exit_status("no_change") and "undone already (by version 4)" in err
 
