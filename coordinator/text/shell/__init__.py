@@ -8,7 +8,7 @@ substitutions that a hand-written or word-splitting reader gets wrong. `parse(li
 - `commands`: every `SimpleCommand` in the order the shell would start it, found through lists (`;`, `&&`,
   `||`, `&`, newlines), pipelines, subshells `( )`, groups `{ ; }`, `if`/`while`/`until`/`for`/`case`,
   function bodies, command substitutions `$( )` and backticks, process substitutions `<( )`, the strings of
-  `sh -c` / `bash -lc` (and a shell fed a here-document), `eval` strings, `find -exec`, and the wrappers that
+  `sh -c` / `bash -lc` (and a shell fed a here-document), `eval` strings, `find -exec`, `watch` (its words joined as `sh -c` joins them), and the wrappers that
   only run another command (`env [-i] [-C DIR] [VAR=x]`, `command`, `builtin`, `time`, `sudo [-u U]`, `doas`,
   `nohup`, `exec`, `xargs [flags]`, `nice`, `ionice`, `stdbuf`, `timeout DURATION`), which are taken off and
   listed in `via`.

@@ -16,7 +16,7 @@ from tree_sitter import Language, Node, Parser
 from coordinator.text.shell import words
 from coordinator.text.shell.model import Doubt, Redirect, Script, SimpleCommand, Word
 from coordinator.text.shell.standins import StandIns
-from coordinator.text.shell.wrappers import shell_call, unwrap
+from coordinator.text.shell.wrappers import shell_call, unwrap, watch_call
 
 MAX_DEPTH = 8  # nested `bash -c` / `eval` strings parsed before giving up with a `depth` doubt
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -303,6 +303,8 @@ class Walk:
             if argv and argv[0].literal and argv[0].text == "eval":
                 self.eval(argv, redirects, ctx, doubts)
                 return
+            if self.watch(argv, redirects, ctx, doubts):
+                return
             if argv and argv[0].literal and posixpath.basename(argv[0].text) == "find":
                 self.find_exec(argv, redirects, ctx, doubts)
             self.emit(argv, assignments, redirects, ctx, doubts)
@@ -349,6 +351,22 @@ class Walk:
             self.doubts.append(Doubt("dynamic_string", f"`eval {string[:60]}` holds expansions"))
         inner = replace(ctx, via=(*ctx.via, "eval"), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
         self.script(string, inner)
+
+    def watch(self, argv: tuple[Word, ...], redirects: list[Redirect], ctx: _Ctx, doubts: list[Doubt]) -> bool:
+        """`watch CMD...`: CMD's words joined by spaces and run by `sh -c` (or as they are with `-x`), read as
+        that string's commands. True when handled here."""
+        call = watch_call(argv)
+        if call is None:
+            return False
+        inner = replace(ctx, via=(*ctx.via, call.label), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
+        if call.exec_:
+            self.run(call.argv, (), [], inner, doubts)
+            return True
+        string = " ".join(w.text for w in call.argv)
+        if any(not w.literal for w in call.argv):
+            self.doubts.append(Doubt("dynamic_string", f"`{call.label} {string[:60]}` holds expansions"))
+        self.script(string, inner)
+        return True
 
     def find_exec(self, argv: tuple[Word, ...], redirects: list[Redirect], ctx: _Ctx, doubts: list[Doubt]) -> None:
         """`find ... -exec CMD {} ;`: CMD is a command of its own, run once per file found."""

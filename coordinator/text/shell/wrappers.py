@@ -113,6 +113,36 @@ def unwrap(argv: tuple[Word, ...]) -> Unwrapped | None:
     return Unwrapped(argv[i:], tuple(assignments), chdir, doubt, label)
 
 
+_WATCH_VALUED = frozenset({"-n", "--interval", "-q", "--equexit"})
+
+
+@dataclass(frozen=True, slots=True)
+class WatchCall:
+    """`watch [options] CMD...`: the command's words, whether they run as they are (`-x`, `--exec`) or joined
+    by spaces as one `sh -c` string (watch's default), and the label (`watch -n 1`)."""
+
+    argv: tuple[Word, ...]
+    exec_: bool
+    label: str
+
+
+def watch_call(argv: tuple[Word, ...]) -> WatchCall | None:
+    """The command `watch` runs again and again; None when `argv` is not `watch` or names no command."""
+    if not argv or not argv[0].literal or posixpath.basename(argv[0].text) != "watch":
+        return None
+    i, exec_ = 1, False
+    while i < len(argv) and argv[i].text.startswith("-") and argv[i].text != "-":
+        text = argv[i].text
+        if text == "--":
+            i += 1
+            break
+        exec_ = exec_ or text in ("-x", "--exec") or (not text.startswith("--") and "x" in text[1:])
+        i += 2 if text in _WATCH_VALUED else 1
+    if i >= len(argv):
+        return None
+    return WatchCall(argv[i:], exec_, " ".join(w.text for w in argv[:i]))
+
+
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh"})
 _SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 

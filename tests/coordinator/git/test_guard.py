@@ -149,6 +149,8 @@ WRAPPED_FORMS = [
     "echo `git stash`",
     "env -i FOO=1 timeout 10 nice git reset --hard",
     "cat > notes.md <<'EOF' && git add -A\nnotes\nEOF",  # a command after a here-document's start
+    "watch git stash",  # watch runs its words again and again through sh -c
+    "watch -n 5 'git add -A'",
 ]
 # Forms that overwrite a changed file that were allowed: a forced move onto it, and plumbing writing the tree.
 OVERWRITING = [

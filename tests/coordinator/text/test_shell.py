@@ -96,6 +96,9 @@ WRAPPED = [
     ("bash <<< 'git stash'", ("bash",)),
     ("eval 'git stash'", ("eval",)),
     ("find . -exec git stash \\;", ("find -exec",)),
+    ("watch git stash", ("watch",)),  # watch joins its words and runs them by sh -c
+    ("watch -n 1 'git stash'", ("watch -n 1",)),
+    ("watch -x git stash", ("watch -x",)),
 ]
 
 
@@ -339,7 +342,7 @@ NAME = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(
         | {"in", "function", "select", "time", "coproc", "eval", "source", "cd", "pushd", "popd", "exec"}
         | {"env", "sudo", "doas", "command", "builtin", "nohup", "nice", "ionice", "stdbuf", "timeout", "xargs"}
         | {"find", "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "export", "declare", "local"}
-        | {"readonly", "typeset", "unset"}
+        | {"readonly", "typeset", "unset", "watch"}
     )
 )
 COMMAND = st.tuples(NAME, st.lists(WORD, max_size=4))
