@@ -8,10 +8,10 @@ substitutions that a hand-written or word-splitting reader gets wrong. `parse(li
 - `commands`: every `SimpleCommand` in the order the shell would start it, found through lists (`;`, `&&`,
   `||`, `&`, newlines), pipelines, subshells `( )`, groups `{ ; }`, `if`/`while`/`until`/`for`/`case`,
   function bodies, command substitutions `$( )` and backticks, process substitutions `<( )`, the strings of
-  `sh -c` / `bash -lc` (and a shell fed a here-document), `eval` strings, `find -exec`, `watch` (its words joined as `sh -c` joins them), and the wrappers that
-  only run another command (`env [-i] [-C DIR] [VAR=x]`, `command`, `builtin`, `time`, `sudo [-u U]`, `doas`,
-  `nohup`, `exec`, `xargs [flags]`, `nice`, `ionice`, `stdbuf`, `timeout DURATION`), which are taken off and
-  listed in `via`.
+  `sh -c` / `bash -lc` (and a shell fed a here-document), `eval` strings, `find -exec`, `watch` (its words
+  joined and run by `sh -c`), and the wrappers that only run another command (`env [-i] [-C DIR] [VAR=x]`,
+  `command`, `builtin`, `time`, `sudo [-u U]`, `doas`, `nohup`, `exec`, `xargs [flags]`, `nice`, `ionice`,
+  `stdbuf`, `timeout DURATION`), which are taken off and listed in `via`.
 - each command's `argv` (`Word`: text without quotes, the raw source, `glob` and `expands` flags), its
   `assignments`, its `redirects` (`Redirect`: operator, descriptor, target word, here-document body and whether
   its delimiter was quoted; `writes_file` for the ones that open a file for writing), and `cwd`, the folder it
