@@ -308,13 +308,18 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
 
 #: Failures that mean nothing answers at an address (not a server that answers and fails).
 _UNREACHABLE = ("ConnectionError", "ConnectionRefusedError", "TimeoutError", "gaierror", "MasterNotFoundError")
+#: Failures that mean a server answers and refuses the URL's credentials (none given, or wrong ones).
+_REFUSED_CREDENTIALS = ("AuthenticationError", "AuthenticationRequiredError", "AuthorizationError")
+_URL_SOURCES = f"given by --redis-url, ${REDIS_URL_ENV} or the project config's redis-url"
 
 
 def configuration_refusal(args: argparse.Namespace, exc: CoordinatorError) -> CoordinatorError:
-    """A `state_unavailable` on a Redis URL the user configured, where nothing answers: the fix is the URL
-    or its server, not waiting, so the message says that (the code, and so the exit status, stay)."""
+    """A `state_unavailable` on a Redis URL the user configured, where nothing answers or the server refuses
+    the URL's credentials: the fix is the URL (or its server), not waiting, so the message says that (the code,
+    and so the exit status, stay)."""
     url = getattr(args, "redis_url", None)
-    if exc.code != ErrorCode.STATE_UNAVAILABLE or not url or exc.details.get("cause") not in _UNREACHABLE:
+    cause = exc.details.get("cause")
+    if exc.code != ErrorCode.STATE_UNAVAILABLE or not url or cause not in (*_UNREACHABLE, *_REFUSED_CREDENTIALS):
         return exc
     from coordinator.state.connection import parse_url
 
@@ -322,13 +327,17 @@ def configuration_refusal(args: argparse.Namespace, exc: CoordinatorError) -> Co
         shown = parse_url(url).redacted()
     except CoordinatorError:
         return exc
-    return CoordinatorError(
-        ErrorCode.STATE_UNAVAILABLE,
-        f"Nothing answers at the Redis URL {shown} ({exc.details.get('cause')}); nothing was "
-        f"changed. Check the URL (given by --redis-url, ${REDIS_URL_ENV} or the project config's redis-url) and "
-        "that its server runs; without a URL the root's embedded server is used.",
-        **exc.details,
-    )
+    if cause in _REFUSED_CREDENTIALS:
+        message = (
+            f"The Redis at {shown} refused this connection's credentials ({cause}); nothing was changed. Put the "
+            f"user name and password the server expects in the URL (redis://USER:PASSWORD@host:port; {_URL_SOURCES})."
+        )
+    else:
+        message = (
+            f"Nothing answers at the Redis URL {shown} ({cause}); nothing was changed. Check the URL ({_URL_SOURCES}) "
+            "and that its server runs; without a URL the root's embedded server is used."
+        )
+    return CoordinatorError(ErrorCode.STATE_UNAVAILABLE, message, **exc.details)
 
 
 def real_root(root: str) -> str:

@@ -150,3 +150,44 @@ def test_each_commands_token_help_names_the_tokens_its_calls_take() -> None:
         text = _token_help(list(argv))
         assert all(w in text for w in words), (argv, text, words)
     assert "a viewer token" in _token_help(["history"]) and "a viewer token" not in _token_help(["read"])
+
+
+def test_a_redis_that_refuses_the_urls_credentials_says_to_fix_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that wants a password, given none or a wrong one: the message said 'Wait a moment and try
+    again' after its hint, though only the URL's credentials can fix it."""
+    import socket
+
+    from worker.deployments import system_redis_server
+
+    binary = system_redis_server()
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "right-one", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        (tmp_path / "f.txt").write_text("one\n")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        for url in (f"redis://127.0.0.1:{port}/0", f"redis://:wrong-one@127.0.0.1:{port}/0"):
+            argv = ["read", "f.txt", "--session", "s", "--root", str(tmp_path), "--redis-url", url]
+            assert main(argv) == 5
+            err = capsys.readouterr().err
+            assert "refused this connection's credentials" in err and "redis://USER:PASSWORD@" in err, err
+            assert "wait a moment" not in err.lower() and "wrong-one" not in err, err  # no password shown
+        good = f"redis://:right-one@127.0.0.1:{port}/0"
+        assert main(["read", "f.txt", "--session", "s", "--root", str(tmp_path), "--redis-url", good]) == 0
+    finally:
+        server.terminate()
+        server.wait(10)
