@@ -140,11 +140,13 @@ class TreeWatcher:
         return [k for k in keys if not self._ignored[k]]
 
     def _ask_git(self, keys: list[str]) -> set[str] | None:
-        """The keys of `keys` git ignores; None when git cannot say (no git work tree, no git)."""
+        """The keys of `keys` git ignores; None when git cannot say (no git work tree, no git). Each path is
+        given as `./KEY`: check-ignore reads its paths as pathspecs (and refuses GIT_LITERAL_PATHSPECS), so a
+        file named `:(top)build` would be judged as `build`, and one named `:!x.py` fail the whole batch."""
         try:
             done = subprocess.run(
                 ["git", "-C", self.root, "check-ignore", "-z", "--stdin"],
-                input="\0".join(keys) + "\0",
+                input="".join(f"./{k}\0" for k in keys),
                 capture_output=True,
                 text=True,
                 timeout=10,
@@ -154,7 +156,7 @@ class TreeWatcher:
             return None
         if done.returncode not in (0, 1):
             return None  # not a git work tree (128): everything is the tree
-        return set(done.stdout.split("\0"))
+        return {p[2:] for p in done.stdout.split("\0") if p.startswith("./")}
 
 
 class _Handler(FileSystemEventHandler):

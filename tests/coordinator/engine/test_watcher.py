@@ -183,3 +183,15 @@ def test_git_is_asked_once_per_path_until_a_gitignore_changes(watched, monkeypat
     _wait_for(lambda: len(coord.history("app.py")) == 4, "the change after it")
     assert len([keys for keys in asked if "app.py" in keys]) == 2  # asked again after the .gitignore change
     assert len(coord.history("gen.py")) == 1  # now ignored: its change stays out
+
+
+def test_names_git_reads_as_pathspec_magic_are_judged_as_files(watched):
+    """`git check-ignore` reads its paths as pathspecs: a file named `:(top)build` was taken for the ignored
+    folder `build` and its writes left out, and a `:!x.py` in a batch made git fail for all of it."""
+    coord, watcher = watched
+    root = Path(coord.root)
+    (root / "build").mkdir()
+    assert watcher._ask_git([":(top)build", ":!x.py", "build/out.o", "app.py"]) == {"build/out.o"}
+    (root / ":(top)build").write_text("kept = 1\n")
+    _wait_for(lambda: coord.history(":(top)build"), "the write of ':(top)build'")
+    assert _ops(coord, ":(top)build") == [("outside", "outside")]
