@@ -303,12 +303,15 @@ def _claude_hooks(target: Target) -> tuple[Wanted, ...]:
     )
     if target.hook_url is None or target.server is not None:
         return wanted
+
     # http hooks cannot start the hook service: a session's start and each prompt run the fast client,
     # which starts it (and names the agent's process, whose life keeps it up: server/hooks.py).
-    starter = {"type": "command", "command": hook_command("claude-code", target, "SessionStart")}
+    def starter(event: str) -> dict[str, Any]:  # its own event's name in the failure log's line
+        return {"type": "command", "command": hook_command("claude-code", target, event), "timeout": POST_TIMEOUT_S}
+
     return (
-        Wanted("SessionStart", None, starter | {"timeout": POST_TIMEOUT_S}),
-        Wanted("UserPromptSubmit", None, starter | {"timeout": POST_TIMEOUT_S}),
+        Wanted("SessionStart", None, starter("SessionStart")),
+        Wanted("UserPromptSubmit", None, starter("UserPromptSubmit")),
         *wanted,
     )
 

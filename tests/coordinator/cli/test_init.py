@@ -64,7 +64,8 @@ def test_init_check_remove_on_existing_claude_settings(repo: Path) -> None:
     assert Path(program).is_absolute() and Path(program).exists()
     assert words[:2] == ["-I", "-S"] and Path(words[2]).name == "hookclient.py" and Path(words[2]).is_file()
     assert words[3:7] == ["claude-code", "--root", str(repo.resolve()), "--fail-open"] and words[-2:] == ["0;", "}"]
-    assert merged["hooks"]["UserPromptSubmit"][0]["hooks"] == [starter]
+    (prompt,) = merged["hooks"]["UserPromptSubmit"][0]["hooks"]  # the same client; its own name in the log
+    assert prompt["command"] == starter["command"].replace("SessionStart", "UserPromptSubmit") != starter["command"]
 
     again = run(repo, "claude-code")
     assert again.returncode == 0 and "nothing changed" in again.stdout
