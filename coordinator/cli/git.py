@@ -45,10 +45,11 @@ def register(sub: Any) -> None:
         help="check a shell command for git commands that would sweep up others' work",
         description=(
             "Exit 0 if CMD may run in this shared checkout; else print why not (and the safe equivalent) and "
-            "exit 1. Example: edit-coordinator git-guard --session S -- git stash"
+            "exit 1. Without --session every uncommitted change counts as another's. "
+            "Example: edit-coordinator git-guard --session S -- git stash"
         ),
     )
-    cmd_common.add_session(g, help="the session that would run the command")
+    cmd_common.add_session(g, help="the session that would run the command; without one, nothing is its own")
     g.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     cmd_common.add_common(g, redis=False)
     g.set_defaults(func=cmd_common.guarded(cmd_git_guard))
@@ -110,7 +111,7 @@ def cmd_git_guard(args: argparse.Namespace) -> int:
 
     # One argument is a whole shell line (a script passing "$CMD"); several are the words of one command.
     line = words[0] if len(words) == 1 else shlex.join(words)
-    answer = judge_shell_command(line, cmd_common.real_root(args.root), _session(args), os.getcwd())
+    answer = judge_shell_command(line, cmd_common.real_root(args.root), args.session or "", os.getcwd())
     refusal = answer.refusal
     if args.json:
         print(json.dumps({"allowed": refusal is None, "message": refusal, "doubts": list(answer.doubts)}))

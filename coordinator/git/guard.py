@@ -268,7 +268,8 @@ def _config_aliases(root: str, calls: list[GitCall]) -> dict[str, str]:
 
 
 def judge_shell_command(command: str, root: str, session_id: str, cwd: str | None = None) -> GuardAnswer:
-    """Judge the shell line `command` run by `session_id` in `cwd` (default: the root)."""
+    """Judge the shell line `command` run by `session_id` in `cwd` (default: the root). An empty `session_id`
+    (a person's shell, a script with no session) owns nothing: every uncommitted change is another's."""
     try:
         calls = git_calls(command)
         aliases = _config_aliases(root, calls)
@@ -320,10 +321,10 @@ def cli_argv() -> tuple[str, ...]:
 def _refusal(call: GitCall, hit: list[str], others: Others, session_id: str) -> str:
     shown = ", ".join(f"{p} ({', '.join(others[p])})" for p in hit[:8]) + (" ..." if len(hit) > 8 else "")
     alias = f" (the alias {call.alias})" if call.alias else ""
+    session = shlex.quote(session_id) if session_id else "S"  # no session: the one whose work it is
     return (
         f"Refused: `git {' '.join([call.sub, *call.args])}`{alias} would sweep up or discard uncommitted work of "
         f"other sessions in this shared checkout: {shown}. To commit only your own changes run "
-        f"`{shlex.join(cli_argv())} commit --session {shlex.quote(session_id)} -m MSG`; read-only git commands "
-        "(status, diff, log, "
-        "show) are fine. Leave the others' files as they are."
+        f"`{shlex.join(cli_argv())} commit --session {session} -m MSG`; read-only git commands "
+        "(status, diff, log, show) are fine. Leave the others' files as they are."
     )

@@ -238,6 +238,24 @@ def test_git_guard_takes_the_command_as_one_argument(shared: Path) -> None:
     assert words.returncode == 0, words.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "named"), [("git status", None), ("git stash", "a.py (other)"), ("git add b.py", "b.py (me)")]
+)
+def test_git_guard_without_a_session_owns_nothing(shared: Path, command: str, named: str | None) -> None:
+    """A person's shell or a script with no session: read-only commands run, and every uncommitted change is
+    another's (b.py, the session me's, too). It used to refuse every command, `git status` included, for
+    want of --session."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "EDIT_COORDINATOR_SESSION"}
+    argv = [sys.executable, "-m", "coordinator.cli", "git-guard", "--root", str(shared), "--", command]
+    done = subprocess.run(argv, cwd=shared, capture_output=True, text=True, env=env)
+    assert done.returncode == (0 if named is None else 1), done.stderr
+    if named:
+        assert "commit --session S -m MSG" in done.stderr and named in done.stderr
+
+
 @pytest.fixture
 def nested(shared: Path, gcoord: Coordinator) -> Path:
     """`shared` with sub/x.py committed, then changed by the other session."""
