@@ -140,6 +140,24 @@ def project_config(root: str | os.PathLike[str]) -> dict[str, str | bool]:
     return settled
 
 
+def engine_options(root: str, environ: Any = os.environ) -> dict[str, Any]:
+    """The Coordinator's options a command on `root` runs with when it is given no flag: each option's
+    variable, else the project config, else the built-in default (the order `settle` gives a parsed command
+    line). For a coordinator made without a command line (a hook decided in the hook's own process), so that
+    it works on the same Redis, with the same policy, as the repository's hook service (`serve --root`)."""
+    from coordinator.cli.common import MATCH_ENV, POLICY_ENV
+    from coordinator.state.connection import REDIS_URL_ENV
+
+    config = project_config(root)
+    options: dict[str, Any] = {}
+    for attribute, variable in (("redis_url", REDIS_URL_ENV), ("policy", POLICY_ENV), ("match", MATCH_ENV)):
+        value = environ.get(variable) or config.get(attribute)
+        if value:
+            options[attribute] = value
+    options["durability"] = config.get("durability", BUILT_IN["durability"])
+    return options
+
+
 def _allowed(value: object, choices: tuple[str, ...] | tuple[bool, ...] | None) -> bool:
     if choices is BOOLEAN:
         return isinstance(value, bool)

@@ -280,15 +280,15 @@ def session_headers() -> dict[str, str]:
 def _local(root_arg: str | None, call: Any, module: Any) -> HookAnswer:
     """The decision of a coordinator in this process, on the root of the event's cwd."""
     from coordinator.agents.adapter import HookAdapter
-    from coordinator.cli.config import find_root, project_config
+    from coordinator.cli.config import engine_options, find_root
     from coordinator.engine import Coordinator
     from coordinator.errors import CoordinatorError
 
     try:
         root = root_arg or find_root(call.cwd or None)
-        rebase = project_config(root).get("policy") == "rebase"  # the hooked writes' policy (HookAdapter.policy)
-        # in the agent's own process tree: its environment is the session's
-        with Coordinator(root, policy="rebase" if rebase else "strict") as coord:
+        # the hook service's Redis and policy (HookAdapter.policy is its coordinator's); in the agent's own
+        # process tree, its environment is the session's
+        with Coordinator(root, **engine_options(root)) as coord:
             decision = HookAdapter(coord).handle(call._replace(settings=forwarded(os.environ)))
     except CoordinatorError as exc:
         raise HookFailure(f"the coordinator could not check this call: [{exc.code.value}] {exc.message}") from None

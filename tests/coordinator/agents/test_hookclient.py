@@ -354,6 +354,18 @@ def test_the_unreachable_service_blocks_the_call(tmp_path: Path) -> None:
     assert done.stderr.startswith(b"edit-coordinator hook: ") and b"[state_unavailable]" in done.stderr
 
 
+def test_the_hook_commands_own_coordinator_uses_the_project_configs_redis(tmp_path: Path) -> None:
+    """With no hook service the hook decides in its own process on the Redis the project config names, as
+    the service (`serve --root`) would: it used to take the embedded one, another store than the service's,
+    and let the guarded call through on read state the service never had."""
+    (tmp_path / ".edit-coordinator.toml").write_text('redis-url = "redis://127.0.0.1:9/0"\n')
+    event = payload("pre_edit", tmp_path, session_id="s1", tool_use_id="t1")
+    env = {"EDIT_COORDINATOR_HOOK_SERVICE": "0", "EDIT_COORDINATOR_REDIS_URL": ""}
+    done = fast(tmp_path, event, env=env)
+    assert done.returncode == 2 and b"[state_unavailable]" in done.stderr, done.stderr
+    assert not (tmp_path / STATE_DIR_NAME / "redis").exists()  # no embedded server was started
+
+
 def _edit_through_hooks(root: Path, session: str, name: str, env: dict[str, str]) -> None:
     f = root / name
     ids = {"session_id": session, "tool_input__file_path": str(f)}

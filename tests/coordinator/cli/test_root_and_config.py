@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import build_parser, main
-from coordinator.cli.config import find_root, project_config, settle
+from coordinator.cli.config import engine_options, find_root, project_config, settle
 from coordinator.errors import CoordinatorError, ErrorCode
 
 
@@ -125,6 +125,19 @@ def test_project_config_sets_defaults_below_variables_and_flags(repo: Path, monk
     settle(args)
     assert (args.policy, args.match, args.durability) == ("strict", "exact", "fsync")
     assert args.redis_url == "redis://127.0.0.1:7002/0"
+
+
+def test_engine_options_without_a_command_line_follow_the_same_order(repo: Path) -> None:
+    """A coordinator made with no command line (a hook deciding in its own process) takes its options as a
+    settled command line would: the variable, else the project config, else the built-in default."""
+    assert engine_options(str(repo), {}) == {"durability": "fsync"}
+    (repo / ".edit-coordinator.toml").write_text(
+        'policy = "rebase"\ndurability = "none"\nredis-url = "redis://h:1/0"\n'
+    )
+    config = engine_options(str(repo), {})
+    assert config == {"policy": "rebase", "durability": "none", "redis_url": "redis://h:1/0"}
+    env = {"EDIT_COORDINATOR_POLICY": "strict", "EDIT_COORDINATOR_MATCH": "flexible", "EDIT_COORDINATOR_REDIS_URL": ""}
+    assert engine_options(str(repo), env) == config | {"policy": "strict", "match": "flexible"}
 
 
 def test_own_config_file_wins_and_bad_settings_are_refused(repo: Path) -> None:
