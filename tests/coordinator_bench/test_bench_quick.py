@@ -28,6 +28,7 @@ def _coordinator_lost(result: dict) -> int:
     return sum(r["lost_updates"] for c in result["cells"] if c["column"] in coord for r in c["reps"])
 
 
+@pytest.mark.slow  # about 19 s: .ci/run's step 1b runs it (the default run stays under 10 minutes)
 def test_quick_suite_runs_and_loses_nothing_through_the_coordinator(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # 0.3 s per cell: hundreds of edits in an unsafe contended cell (it loses some), dozens over HTTP
@@ -124,6 +125,7 @@ def test_a_full_result_gets_verdicts_and_a_quick_one_only_figures() -> None:
     assert quick.met is None and "no verdict" in quick.margin
 
 
+@pytest.mark.slow  # about 18 s: .ci/run's step 1b runs it
 @pytest.mark.skipif(
     deployments_available("server") is not None,
     reason="needs Debian's redis-server (apt-get install -y redis-server)",

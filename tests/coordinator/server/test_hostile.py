@@ -317,6 +317,7 @@ def _fuzz_case(case: Any, hostile: dict[str, Any]) -> None:
         assert snapshot(root) == before_root, (case.path, response.status_code, response.text[:300])
 
 
+@pytest.mark.slow  # about 19 s: .ci/run's step 1b runs it; the hostile requests above stay in the default run
 @pytest.mark.skipif(schemathesis is None, reason="schemathesis is not installed")
 def test_fuzz_api_from_openapi(hostile: dict[str, Any]) -> None:
     """Every operation of the service's own OpenAPI document, with valid and invalid data.
