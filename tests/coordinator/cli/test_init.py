@@ -368,6 +368,7 @@ def test_init_writes_mcp_tool_hooks_into_the_mcp_server(repo: Path) -> None:
         assert refused.returncode == 2 and "[invalid_argument]" in refused.stderr, args
 
 
+@pytest.mark.slow  # about 9 s: .ci/run's step 1b runs it (the default run stays under 10 minutes)
 def test_remove_stops_what_the_hooks_started_and_leaves_no_empty_folder(tmp_path: Path) -> None:
     """init --remove takes out the hooks and stops the hook service and the embedded Redis (at 0effb2a both
     outlived it: the service 30 min, Redis for good); a .claude/ that init made is not left empty. `redis

@@ -215,6 +215,7 @@ def run_cli(*args: str, cwd: Path, stdin: str | None = None, env: dict[str, str]
     )  # fmt: skip
 
 
+@pytest.mark.slow  # about 8 s: .ci/run's step 1b runs it (the default run stays under 10 minutes)
 def test_read_edit_write_from_the_shell(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()

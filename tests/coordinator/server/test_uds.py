@@ -337,6 +337,7 @@ def _exits_within(server: ServerProcess, seconds: float) -> int | None:
         return None
 
 
+@pytest.mark.slow  # about 10 s for both: .ci/run's step 1b runs it (the default run stays under 10 minutes)
 @pytest.mark.parametrize("cause", ["idle", "root_gone"])
 def test_an_idle_exit_service_stops_by_itself(cause: str, tmp_path: Path, short_dir: Path) -> None:
     """--idle-exit: stopped after that long without a request (requests keep it up), or once its root's

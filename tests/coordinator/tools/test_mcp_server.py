@@ -359,6 +359,7 @@ def test_lease_history_undo_tools_locally(repo: Path, tmp_path: Path) -> None:
     assert (repo / "app.py").read_text() == ORIGINAL.replace("bye", "ciao")
 
 
+@pytest.mark.slow  # about 6 s: .ci/run's step 1b runs it (the default run stays under 10 minutes)
 def test_lease_history_undo_tools_through_a_remote_service(tmp_path: Path) -> None:
     """`mcp --server URL --token T`: the same tools, forwarded to a real `serve` process; the MCP processes
     run in an empty folder and leave it empty (no engine, no Redis, no state folder of their own)."""
