@@ -89,7 +89,7 @@ def _target(spec: Word, call: GitCall, where: _Where) -> tuple[str, bool] | None
         return ALL, False
     path = relative
     literal = magic is not None and "literal" in (magic.group("long") or "")
-    return path, (spec.glob or bool(re.search(r"[*?\[]", text))) and not literal
+    return path, (spec.glob or bool(_GLOB.search(text))) and not literal
 
 
 def _touches(call: GitCall, specs: tuple[Word, ...], others: Others, where: _Where, doubts: list[str]) -> list[str]:
@@ -103,13 +103,14 @@ def _touches(call: GitCall, specs: tuple[Word, ...], others: Others, where: _Whe
             continue
         path, glob = target
         for alt in _alternatives(path) if glob else [path]:
-            wild = glob and bool(re.search(r"[*?\[]", alt))
+            wild = glob and bool(_GLOB.search(alt))
             for other in others:
                 if alt == ALL or other == alt or other.startswith(alt + "/") or (wild and fnmatch.fnmatch(other, alt)):
                     hit.add(other)
     return sorted(hit)
 
 
+_GLOB = re.compile(r"[*?\[]")  # a pathspec character git matches as a glob
 _BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
 MAX_ALTERNATIVES = 256
 

@@ -325,7 +325,7 @@ class Walk:
         call = shell_call(argv)
         if call is None:
             return False
-        inner = replace(ctx, via=(*ctx.via, call.label), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
+        inner = _nested(ctx, call.label, redirects)
         if call.string is not None:
             if call.string.expands:
                 self.doubts.append(Doubt("dynamic_string", f"`{call.label} {call.string.raw}` holds expansions"))
@@ -345,12 +345,16 @@ class Walk:
         return True
 
     def eval(self, argv: tuple[Word, ...], redirects: list[Redirect], ctx: _Ctx, doubts: list[Doubt]) -> None:
-        string = " ".join(w.text for w in argv[1:])
-        self.doubts.append(Doubt("eval", f"`eval {string[:60]}` runs a string as a command"))
-        if any(not w.literal for w in argv[1:]):
-            self.doubts.append(Doubt("dynamic_string", f"`eval {string[:60]}` holds expansions"))
-        inner = replace(ctx, via=(*ctx.via, "eval"), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
-        self.script(string, inner)
+        shown = " ".join(w.text for w in argv[1:])[:60]
+        self.doubts.append(Doubt("eval", f"`eval {shown}` runs a string as a command"))
+        self.joined(argv[1:], "eval", redirects, ctx)
+
+    def joined(self, argv: tuple[Word, ...], label: str, redirects: list[Redirect], ctx: _Ctx) -> None:
+        """`argv` joined by spaces and run as a shell string (`eval`, `watch`): that string's commands."""
+        string = " ".join(w.text for w in argv)
+        if any(not w.literal for w in argv):
+            self.doubts.append(Doubt("dynamic_string", f"`{label} {string[:60]}` holds expansions"))
+        self.script(string, _nested(ctx, label, redirects))
 
     def watch(self, argv: tuple[Word, ...], redirects: list[Redirect], ctx: _Ctx, doubts: list[Doubt]) -> bool:
         """`watch CMD...`: CMD's words joined by spaces and run by `sh -c` (or as they are with `-x`), read as
@@ -358,14 +362,10 @@ class Walk:
         call = watch_call(argv)
         if call is None:
             return False
-        inner = replace(ctx, via=(*ctx.via, call.label), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
         if call.exec_:
-            self.run(call.argv, (), [], inner, doubts)
-            return True
-        string = " ".join(w.text for w in call.argv)
-        if any(not w.literal for w in call.argv):
-            self.doubts.append(Doubt("dynamic_string", f"`{call.label} {string[:60]}` holds expansions"))
-        self.script(string, inner)
+            self.run(call.argv, (), [], _nested(ctx, call.label, redirects), doubts)
+        else:
+            self.joined(call.argv, call.label, redirects, ctx)
         return True
 
     def find_exec(self, argv: tuple[Word, ...], redirects: list[Redirect], ctx: _Ctx, doubts: list[Doubt]) -> None:
@@ -402,6 +402,11 @@ class Walk:
             doubts=tuple(doubts),
         )
         self.commands.append(command)
+
+
+def _nested(ctx: _Ctx, label: str, redirects: list[Redirect]) -> _Ctx:
+    """The context of the commands a command runs (`bash -c`, `eval`, `watch`): one level deeper, via it."""
+    return replace(ctx, via=(*ctx.via, label), redirects=(*redirects, *ctx.redirects), depth=ctx.depth + 1)
 
 
 def parse(command: str) -> Script:
